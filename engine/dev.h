@@ -1,0 +1,111 @@
+/* Cairn engine, layer "dev": block devices under a pool.
+ *
+ * A device is a byte-addressed store with positional reads and writes and a
+ * durability barrier (flush).  Backends: a file or block device, memory, and
+ * stackable test devices that sit on another device: a fault device (fail
+ * chosen operations) and a power-cut device (keep unflushed writes apart and
+ * lose any subset of them at a cut).  Upper layers see only this header.
+ *
+ * All offsets and lengths handed to a device by the engine are multiples of
+ * 512 bytes; the devices themselves accept any.  Every function returns 0 or
+ * a negative errno and sets the engine error message (util.h).
+ */
+#ifndef CAIRN_DEV_H
+#define CAIRN_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+struct cairn_dev;
+
+struct cairn_dev_ops {
+  const char *kind;    /* "file", "mem", "fault", "powercut" */
+  int (*pread) (struct cairn_dev *dev, void *buf, size_t len, uint64_t off);
+  int (*pwrite) (struct cairn_dev *dev, const void *buf, size_t len,
+                 uint64_t off);
+  /* Make every completed write durable. */
+  int (*flush) (struct cairn_dev *dev);
+  /* Tell the device that a range holds no data (may do nothing). */
+  int (*discard) (struct cairn_dev *dev, uint64_t off, uint64_t len);
+  void (*close) (struct cairn_dev *dev);
+};
+
+/* The common head of every device; backends embed it first. */
+struct cairn_dev {
+  const struct cairn_dev_ops *ops;
+  uint64_t size;              /* bytes */
+  char name[256];             /* path or description, for messages */
+  /* Counters, updated by the dev_* wrappers below (atomically). */
+  uint64_t bytes_read, bytes_written, flushes;
+};
+
+/* Wrappers that check bounds, count and call the backend.  A read or
+ * write past dev->size fails with -EINVAL.  Short reads and writes are
+ * retried inside the backend; the wrappers see all or an error.
+ */
+int dev_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
+  CAIRN_WUR;
+int dev_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
+                uint64_t off) CAIRN_WUR;
+int dev_flush (struct cairn_dev *dev) CAIRN_WUR;
+int dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len) CAIRN_WUR;
+/* Close the device (and, for stacked devices, not the lower one). */
+void dev_close (struct cairn_dev *dev);
+
+/* File or block device backend.
+ *
+ * flags: DEV_CREATE creates a regular file of create_size bytes (sparse;
+ * fails with -EEXIST if it exists), DEV_RDONLY opens read-only.  The file is
+ * opened O_CLOEXEC and locked with flock (LOCK_EX, or LOCK_SH when read-only,
+ * non-blocking): flock and not fcntl because the lock must survive nbdkit's
+ * fork.  When another process holds the lock the open fails with -EBUSY and
+ * a message naming the holder's pid when /proc/locks shows it.  Block
+ * devices are sized with BLKGETSIZE64.
+ */
+#define DEV_CREATE  1u
+#define DEV_RDONLY  2u
+int dev_file_open (const char *path, unsigned flags, uint64_t create_size,
+                   struct cairn_dev **devp) CAIRN_WUR;
+
+/* Memory backend of size bytes, zero-filled.  Contents go with close. */
+int dev_mem_create (uint64_t size, struct cairn_dev **devp) CAIRN_WUR;
+
+/* Fault device stacked on lower (which the caller keeps and closes).
+ *
+ * dev_fault_set arms a fault: the nth next operation of kind op (counting
+ * from 1 from the moment it is armed) fails with err; with `sticky` every
+ * later operation of that kind fails too.  dev_fault_clear disarms all.
+ */
+enum dev_fault_op { DEV_FAULT_READ, DEV_FAULT_WRITE, DEV_FAULT_FLUSH };
+int dev_fault_create (struct cairn_dev *lower, struct cairn_dev **devp)
+  CAIRN_WUR;
+void dev_fault_set (struct cairn_dev *dev, enum dev_fault_op op,
+                    uint64_t nth, bool sticky, int err);
+void dev_fault_clear (struct cairn_dev *dev);
+
+/* Power-cut device stacked on lower (which the caller keeps and closes).
+ *
+ * Writes are kept in memory, not applied to lower, until a flush: reads see
+ * them; a flush applies them all in order to lower and flushes lower.  At a
+ * cut, a random subset of the pending writes (chosen with the seed) is
+ * applied in order to lower, optionally one of them torn (only a random
+ * 512-byte-aligned prefix applied), the rest are lost, and from then on
+ * every operation on the power-cut device fails with -EIO.
+ *
+ * dev_powercut_arm(dev, n) makes the cut happen by itself just before the
+ * nth next write (that write and everything after fail): this is how tests
+ * place cut points inside a workload.  0 disarms.
+ */
+int dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
+                         struct cairn_dev **devp) CAIRN_WUR;
+void dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_write);
+/* Cut now; allow_tear lets one applied write be torn. */
+void dev_powercut_cut (struct cairn_dev *dev, bool allow_tear);
+bool dev_powercut_is_cut (struct cairn_dev *dev);
+/* Number of writes seen so far (to size cut-point ranges in tests). */
+uint64_t dev_powercut_writes (struct cairn_dev *dev);
+
+#endif /* CAIRN_DEV_H */

@@ -1,0 +1,116 @@
+/* Cairn engine: small helpers shared by every engine module.
+ *
+ * Little-endian field codecs (on-disk structures are always encoded and
+ * decoded field by field, never cast), the cleanup attribute helpers, the
+ * warn_unused_result marker and the engine's error reporting.
+ */
+#ifndef CAIRN_UTIL_H
+#define CAIRN_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every function that returns an error is declared with this. */
+#define CAIRN_WUR __attribute__ ((warn_unused_result))
+#define CAIRN_PRINTF(a, b) __attribute__ ((format (printf, a, b)))
+
+#define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
+
+/* Free a heap buffer when it goes out of scope. */
+static inline void
+cleanup_free (void *ptr)
+{
+  free (*(void **) ptr);
+}
+#define CLEANUP_FREE __attribute__ ((cleanup (cleanup_free)))
+
+/* Little-endian decoders: read a field from a byte buffer. */
+static inline uint16_t
+get_le16 (const uint8_t *p)
+{
+  return (uint16_t) (p[0] | (p[1] << 8));
+}
+
+static inline uint32_t
+get_le32 (const uint8_t *p)
+{
+  return (uint32_t) p[0] | ((uint32_t) p[1] << 8) |
+         ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
+static inline uint64_t
+get_le64 (const uint8_t *p)
+{
+  return (uint64_t) get_le32 (p) | ((uint64_t) get_le32 (p + 4) << 32);
+}
+
+/* Little-endian encoders: write a field into a byte buffer. */
+static inline void
+put_le16 (uint8_t *p, uint16_t v)
+{
+  p[0] = v & 0xff;
+  p[1] = v >> 8;
+}
+
+static inline void
+put_le32 (uint8_t *p, uint32_t v)
+{
+  p[0] = v & 0xff;
+  p[1] = (v >> 8) & 0xff;
+  p[2] = (v >> 16) & 0xff;
+  p[3] = v >> 24;
+}
+
+static inline void
+put_le64 (uint8_t *p, uint64_t v)
+{
+  put_le32 (p, (uint32_t) v);
+  put_le32 (p + 4, (uint32_t) (v >> 32));
+}
+
+/* Big-endian integers inside B-tree keys, so that memcmp order is
+ * numeric order.
+ */
+static inline uint64_t
+get_be64 (const uint8_t *p)
+{
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+static inline void
+put_be64 (uint8_t *p, uint64_t v)
+{
+  for (int i = 7; i >= 0; i--) {
+    p[i] = v & 0xff;
+    v >>= 8;
+  }
+}
+
+/* Error reporting.
+ *
+ * A failing engine function returns a negative errno and leaves a message
+ * saying what failed and what to do in a per-thread buffer, so that the
+ * plugin, the server and the CLI can show it.  The buffer is per thread
+ * because nbdkit serves one pool from many threads at once; it is the only
+ * engine state that is not reached through a handle.
+ */
+void cairn_error (const char *fmt, ...) CAIRN_PRINTF (1, 2);
+void cairn_verror (const char *fmt, va_list ap);
+/* The last message set on this thread ("" if none). */
+const char *cairn_errmsg (void);
+/* Forget the last message. */
+void cairn_error_clear (void);
+
+/* Set an error message and return -err: `return cairn_fail (-EIO, "...")`. */
+int cairn_fail (int err, const char *fmt, ...) CAIRN_PRINTF (2, 3);
+
+#endif /* CAIRN_UTIL_H */

@@ -1,0 +1,65 @@
+# Shared harness for Cairn's integration tests (sourced by each test).
+#
+# Gives each test a private temporary directory, the paths of the built
+# plugin and commands, a way to start real nbdkit with the plugin on a Unix
+# socket and wait for it, and cleanup that runs however the test ends.
+# Tests exit 0 (pass), 1 (fail) or 77 (skip: a requirement is missing).
+
+set -euo pipefail
+
+: "${top_builddir:?run integration tests through make check}"
+: "${top_srcdir:?run integration tests through make check}"
+. "$top_builddir/tests/integration/env.sh"
+
+PLUGIN="$top_builddir/.libs/nbdkit-cairn-plugin.so"
+CAIRN="$top_builddir/cairn"
+CAIRND="$top_builddir/cairnd"
+TEST_NAME=$(basename "$0" .sh)
+TMPDIR_TEST=$(mktemp -d "${TMPDIR:-/tmp}/cairn-$TEST_NAME.XXXXXX")
+NBDKIT_PID=
+
+# Stop whatever the test started and remove its files.
+cleanup () {
+  local rc=$?
+  if [ -n "$NBDKIT_PID" ] && kill -0 "$NBDKIT_PID" 2>/dev/null; then
+    kill "$NBDKIT_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$NBDKIT_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$NBDKIT_PID" 2>/dev/null || true
+  fi
+  if [ $rc -ne 0 ] && [ -f "$TMPDIR_TEST/nbdkit.log" ]; then
+    echo "--- nbdkit log:"; tail -n 50 "$TMPDIR_TEST/nbdkit.log"
+  fi
+  rm -rf "$TMPDIR_TEST"
+  exit $rc
+}
+trap cleanup EXIT
+
+fail () { echo "FAIL: $*" >&2; exit 1; }
+skip () { echo "SKIP: $*" >&2; exit 77; }
+require () { command -v "$1" >/dev/null 2>&1 || skip "$1 is not installed"; }
+
+# Run nbdkit with the environment a sanitizer build needs: the plugin is
+# built with ASan but nbdkit is not, so the runtime must be preloaded.
+nbdkit_env () {
+  if [ "$ENABLE_SANITIZERS" = yes ]; then
+    LD_PRELOAD="$($CC -print-file-name=libasan.so)" \
+    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" "$@"
+  else
+    "$@"
+  fi
+}
+
+# Start nbdkit with the plugin and the given parameters on a Unix socket in
+# the test directory; wait until it accepts connections.  Sets SOCK.
+start_nbdkit () {
+  SOCK="$TMPDIR_TEST/nbd.sock"
+  nbdkit_env "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" "$@" \
+    >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
+  NBDKIT_PID=$!
+  for _ in $(seq 300); do
+    [ -S "$SOCK" ] && return 0
+    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$TMPDIR_TEST/nbdkit.log"; fail "nbdkit exited during start-up"; }
+    sleep 0.1
+  done
+  fail "nbdkit did not create $SOCK within 30 s"
+}
