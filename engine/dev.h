@@ -77,7 +77,10 @@ int dev_mem_create (uint64_t size, struct cairn_dev **devp) CAIRN_WUR;
  *
  * dev_fault_set arms a fault: the nth next operation of kind op (counting
  * from 1 from the moment it is armed) fails with err; with `sticky` every
- * later operation of that kind fails too.  dev_fault_clear disarms all.
+ * later operation of that kind fails too.  err is a negative errno (a
+ * positive one is negated, 0 means -EIO); nth 0 disarms that kind.  A
+ * failing operation does not reach lower; discards are never failed.
+ * dev_fault_clear disarms all.
  */
 enum dev_fault_op { DEV_FAULT_READ, DEV_FAULT_WRITE, DEV_FAULT_FLUSH };
 int dev_fault_create (struct cairn_dev *lower, struct cairn_dev **devp)
@@ -93,11 +96,15 @@ void dev_fault_clear (struct cairn_dev *dev);
  * cut, a random subset of the pending writes (chosen with the seed) is
  * applied in order to lower, optionally one of them torn (only a random
  * 512-byte-aligned prefix applied), the rest are lost, and from then on
- * every operation on the power-cut device fails with -EIO.
+ * every operation on the power-cut device fails with -EIO.  Discards are
+ * kept pending like writes (they read back as zeros until then) and reach
+ * lower's discard when applied.  The same seed and the same operations give
+ * the same cut.
  *
  * dev_powercut_arm(dev, n) makes the cut happen by itself just before the
  * nth next write (that write and everything after fail): this is how tests
- * place cut points inside a workload.  0 disarms.
+ * place cut points inside a workload.  An armed cut may tear a write.
+ * 0 disarms.
  */
 int dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
                          struct cairn_dev **devp) CAIRN_WUR;
@@ -105,7 +112,9 @@ void dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_write);
 /* Cut now; allow_tear lets one applied write be torn. */
 void dev_powercut_cut (struct cairn_dev *dev, bool allow_tear);
 bool dev_powercut_is_cut (struct cairn_dev *dev);
-/* Number of writes seen so far (to size cut-point ranges in tests). */
+/* Number of writes acknowledged so far, not counting the ones that failed
+ * because of the cut (to size cut-point ranges in tests).
+ */
 uint64_t dev_powercut_writes (struct cairn_dev *dev);
 
 #endif /* CAIRN_DEV_H */

@@ -44,38 +44,51 @@ struct space_delta {
   size_t nfreed;
 };
 
-/* A space map over blocks [base, end), all free, with open generation gen. */
+/* A space map over blocks [base, end), all free, with open generation gen.
+ * -EINVAL if base >= end or reserve > end - base.
+ */
 int space_create (uint64_t base, uint64_t end, uint64_t reserve, uint64_t gen,
                   struct space **spp) CAIRN_WUR;
 void space_destroy (struct space *sp);
 
 /* Loading (opening a pool): mark a range allocated / free without recording
- * a delta.  -EINVAL (with a message naming the range) when the range is out
- * of bounds or not in the expected state: corrupt space maps are reported,
- * never trusted.
+ * a delta.  -EINVAL (with a message naming the range) when the range is
+ * empty, out of bounds or not in the expected state (load_alloc: not all
+ * free; load_free: not all allocated): corrupt space maps are reported,
+ * never trusted.  A map starts all free, so an opener either load_allocs
+ * the allocated runs, or load_allocs [base, end) and load_frees the free
+ * runs of a condensed map; then it replays the log records in order.
  */
 int space_load_alloc (struct space *sp, uint64_t start, uint64_t len) CAIRN_WUR;
 int space_load_free (struct space *sp, uint64_t start, uint64_t len) CAIRN_WUR;
 
 /* Allocate exactly len contiguous blocks, first fit at or after hint (then
- * wrapping to base).  -ENOSPC when no run is long enough or the reserve
- * would be touched without SPACE_RESERVE.
+ * wrapping to base): the lowest start >= hint with len free blocks, else
+ * the lowest start overall.  A hint outside [base, end), such as 0, means
+ * base; there is no next-fit cursor, so pass the end of the previous
+ * allocation for locality.  -ENOSPC when no run is long enough or the
+ * reserve would be touched without SPACE_RESERVE; -EINVAL for len 0.
  */
 int space_alloc (struct space *sp, uint64_t len, uint64_t hint,
                  unsigned flags, uint64_t *startp) CAIRN_WUR;
 
 /* Allocate a run of between 1 and maxlen blocks: the first run at or after
- * hint, as long as it is (up to maxlen).  For data extents, which may be
- * split over several runs.
+ * hint (from hint on, if hint is inside a free run; else wrapping to base),
+ * as long as it is (up to maxlen, and never into the reserve without
+ * SPACE_RESERVE).  For data extents, which may be split over several runs.
  */
 int space_alloc_upto (struct space *sp, uint64_t maxlen, uint64_t hint,
                       unsigned flags, uint64_t *startp, uint64_t *lenp)
   CAIRN_WUR;
 
 /* Free a range that was born (allocated) in generation birth.  If birth is
- * the open generation the blocks are free at once; otherwise they become
- * allocatable when the open generation is durable.  Freeing blocks that
- * are not allocated is an engine bug: it aborts with a message.
+ * the open generation the blocks are free at once (and leave the open
+ * generation's alloc delta); otherwise they join its freed delta and become
+ * allocatable when the open generation is durable.  Freeing blocks that are
+ * not allocated, with a birth after the open generation, or with an older
+ * birth than the generation that allocated them, is an engine bug: it
+ * aborts with a message.  So does running out of memory here.  len 0 does
+ * nothing.
  */
 void space_free (struct space *sp, uint64_t start, uint64_t len,
                  uint64_t birth);
@@ -88,7 +101,8 @@ int space_freeze (struct space *sp, struct space_delta **deltap) CAIRN_WUR;
 void space_delta_free (struct space_delta *d);
 
 /* Generation gen (and every older one) is durable: release its deferred
- * frees into the free set.
+ * frees into the free set.  gen must be older than the open generation
+ * (else abort); closed generations newer than gen keep theirs.
  */
 void space_gen_durable (struct space *sp, uint64_t gen);
 
@@ -110,8 +124,10 @@ void space_stats (struct space *sp, struct space_stats *st);
 bool space_is_allocated (struct space *sp, uint64_t start, uint64_t len);
 
 /* Call fn for every free run (including pending frees when with_pending), in
- * address order; stops and returns fn's value if it returns non-zero.  The
- * commit uses it to write a condensed space map, fsck to audit.
+ * address order, with touching runs coalesced; stops and returns fn's value
+ * if it returns non-zero.  The commit uses it to write a condensed space
+ * map, fsck to audit.  fn runs under the space's lock: it must not call
+ * back into this space.
  */
 int space_foreach_free (struct space *sp, bool with_pending,
                         int (*fn) (void *opaque, uint64_t start, uint64_t len),

@@ -104,7 +104,7 @@ put_be64 (uint8_t *p, uint64_t v)
  * engine state that is not reached through a handle.
  */
 void cairn_error (const char *fmt, ...) CAIRN_PRINTF (1, 2);
-void cairn_verror (const char *fmt, va_list ap);
+void cairn_verror (const char *fmt, va_list ap) CAIRN_PRINTF (1, 0);
 /* The last message set on this thread ("" if none). */
 const char *cairn_errmsg (void);
 /* Forget the last message. */

@@ -1,0 +1,322 @@
+/* Cairn engine, layer "dev": the file and block device backend.
+ *
+ * A pool lives in a regular file or on a whole block device.  The device is
+ * opened O_CLOEXEC and locked with flock, which belongs to the open file
+ * description and so survives nbdkit's fork (an fcntl lock would not); the
+ * lock is released when the descriptor is closed.  A second opener, in this
+ * process or another, gets -EBUSY and a message naming the holder's pid,
+ * found by matching the file's device and inode in /proc/locks.
+ *
+ * The backend keeps no state besides the descriptor, so it needs no lock:
+ * pread and pwrite are positional.  This is the only file of the engine that
+ * knows Linux ioctls (BLKGETSIZE64, BLKDISCARD).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <linux/fs.h>
+
+#include "dev.h"
+
+struct file_dev {
+  struct cairn_dev dev;       /* must be first */
+  int fd;
+  bool is_block;              /* a block device, not a regular file */
+  bool rdonly;
+};
+
+/* The file backend of a device. */
+static inline struct file_dev *
+to_file_dev (struct cairn_dev *dev)
+{
+  return (struct file_dev *) dev;
+}
+
+/* Read len bytes at off, retrying short reads; zeros beyond end of file. */
+static int
+file_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
+{
+  struct file_dev *f = to_file_dev (dev);
+  uint8_t *p = buf;
+  ssize_t n;
+
+  while (len > 0) {
+    n = pread (f->fd, p, len, (off_t) off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return cairn_fail (-errno, "%s: read at offset %" PRIu64 ": %m",
+                         dev->name, off);
+    }
+    if (n == 0) {
+      /* End of file: a file shorter than the device reads as zeros. */
+      memset (p, 0, len);
+      break;
+    }
+    p += n;
+    len -= (size_t) n;
+    off += (uint64_t) n;
+  }
+  return 0;
+}
+
+/* Write len bytes at off, retrying short writes. */
+static int
+file_pwrite (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off)
+{
+  struct file_dev *f = to_file_dev (dev);
+  const uint8_t *p = buf;
+  ssize_t n;
+
+  if (f->rdonly)
+    return cairn_fail (-EROFS, "%s: write: the device was opened read-only",
+                       dev->name);
+  while (len > 0) {
+    n = pwrite (f->fd, p, len, (off_t) off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return cairn_fail (-errno, "%s: write at offset %" PRIu64 ": %m",
+                         dev->name, off);
+    }
+    if (n == 0)
+      return cairn_fail (-EIO,
+                         "%s: write at offset %" PRIu64 " made no progress",
+                         dev->name, off);
+    p += n;
+    len -= (size_t) n;
+    off += (uint64_t) n;
+  }
+  return 0;
+}
+
+/* Make completed writes durable with fdatasync. */
+static int
+file_flush (struct cairn_dev *dev)
+{
+  struct file_dev *f = to_file_dev (dev);
+
+  if (f->rdonly)
+    return 0;
+  if (fdatasync (f->fd) == -1)
+    return cairn_fail (-errno, "%s: fdatasync: %m", dev->name);
+  return 0;
+}
+
+/* Punch a hole in a file, or discard on a block device; best effort. */
+static int
+file_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
+{
+  struct file_dev *f = to_file_dev (dev);
+
+  if (f->rdonly)
+    return cairn_fail (-EROFS, "%s: discard: the device was opened read-only",
+                       dev->name);
+  if (len == 0)
+    return 0;
+
+  if (f->is_block) {
+    uint64_t range[2] = { off, len };
+
+    /* Discard is a hint: a device that cannot do it is not an error. */
+    ioctl (f->fd, BLKDISCARD, range);
+    return 0;
+  }
+
+  if (fallocate (f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                 (off_t) off, (off_t) len) == -1) {
+    if (errno == EOPNOTSUPP || errno == ENOSYS)
+      return 0;
+    return cairn_fail (-errno,
+                       "%s: punching a hole of %" PRIu64 " bytes at offset %"
+                       PRIu64 ": %m", dev->name, len, off);
+  }
+  return 0;
+}
+
+/* Close the descriptor, which also drops the lock. */
+static void
+file_close (struct cairn_dev *dev)
+{
+  struct file_dev *f = to_file_dev (dev);
+
+  close (f->fd);
+  free (f);
+}
+
+static const struct cairn_dev_ops file_ops = {
+  .kind = "file",
+  .pread = file_pread,
+  .pwrite = file_pwrite,
+  .flush = file_flush,
+  .discard = file_discard,
+  .close = file_close,
+};
+
+/* Find in /proc/locks the pid holding a flock on st's file; 0 if unknown.
+ *
+ * Lines look like "1: FLOCK  ADVISORY  WRITE 1234 08:02:12345 0 EOF", with
+ * the device as hexadecimal major:minor of the inode's superblock.  Lines
+ * of blocked waiters ("1: -> FLOCK ...") are skipped.  On some filesystems
+ * (btrfs subvolumes, overlayfs) st_dev is not the superblock's device, so
+ * when no line matches device and inode, a pid is still named if every
+ * FLOCK line on that inode number names the same one.
+ */
+static int
+file_lock_holder (const struct stat *st)
+{
+  FILE *fp;
+  char line[256];
+  char type[32];
+  int pid, inode_pid = 0, exact_pid = 0;
+  unsigned int maj, min;
+  unsigned long long ino;
+  bool inode_ambiguous = false;
+
+  fp = fopen ("/proc/locks", "re");
+  if (fp == NULL)
+    return 0;
+  while (exact_pid == 0 && fgets (line, sizeof line, fp) != NULL) {
+    if (strstr (line, "->") != NULL)
+      continue;
+    if (sscanf (line, "%*d: %31s %*s %*s %d %x:%x:%llu",
+                type, &pid, &maj, &min, &ino) != 5)
+      continue;
+    if (strcmp (type, "FLOCK") != 0 || pid <= 0 || ino != st->st_ino)
+      continue;
+    if (maj == major (st->st_dev) && min == minor (st->st_dev))
+      exact_pid = pid;
+    else if (inode_pid == 0)
+      inode_pid = pid;
+    else if (inode_pid != pid)
+      inode_ambiguous = true;
+  }
+  fclose (fp);
+  if (exact_pid > 0)
+    return exact_pid;
+  return inode_ambiguous ? 0 : inode_pid;
+}
+
+/* Take the pool lock on fd, or fail with -EBUSY naming the holder. */
+static int CAIRN_WUR
+file_lock (int fd, const char *path, bool rdonly)
+{
+  struct stat st;
+  int pid;
+
+  while (flock (fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == -1) {
+    if (errno == EINTR)
+      continue;
+    if (errno != EWOULDBLOCK)
+      return cairn_fail (-errno, "%s: flock: %m", path);
+    pid = fstat (fd, &st) == 0 ? file_lock_holder (&st) : 0;
+    if (pid > 0)
+      return cairn_fail (-EBUSY,
+                         "pool %s is in use by process %d (another cairn or "
+                         "nbdkit holds its lock)", path, pid);
+    return cairn_fail (-EBUSY,
+                       "pool %s is in use by another process (another cairn "
+                       "or nbdkit holds its lock)", path);
+  }
+  return 0;
+}
+
+/* Open (or create) a file or block device as a locked device. */
+int
+dev_file_open (const char *path, unsigned flags, uint64_t create_size,
+               struct cairn_dev **devp)
+{
+  struct file_dev *f = NULL;
+  struct stat st;
+  bool create = flags & DEV_CREATE;
+  bool rdonly = flags & DEV_RDONLY;
+  bool created = false;
+  int fd = -1;
+  int r;
+
+  *devp = NULL;
+  if (flags & ~(DEV_CREATE | DEV_RDONLY))
+    return cairn_fail (-EINVAL, "%s: unknown device flags 0x%x", path, flags);
+  if (create && rdonly)
+    return cairn_fail (-EINVAL, "%s: cannot create a device read-only", path);
+  if (create && create_size > (uint64_t) INT64_MAX)
+    return cairn_fail (-EFBIG, "%s: size %" PRIu64 " is too large",
+                       path, create_size);
+
+  if (create)
+    fd = open (path, O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0600);
+  else
+    fd = open (path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+  if (fd == -1) {
+    if (errno == EEXIST)
+      r = cairn_fail (-EEXIST, "%s already exists: refusing to overwrite it "
+                      "(remove it first to make a new pool)", path);
+    else
+      r = cairn_fail (-errno, "%s: open: %m", path);
+    goto out;
+  }
+  created = create;
+
+  r = file_lock (fd, path, rdonly);
+  if (r < 0)
+    goto out;
+
+  if (create && ftruncate (fd, (off_t) create_size) == -1) {
+    r = cairn_fail (-errno, "%s: setting the size to %" PRIu64 " bytes: %m",
+                    path, create_size);
+    goto out;
+  }
+
+  if (fstat (fd, &st) == -1) {
+    r = cairn_fail (-errno, "%s: fstat: %m", path);
+    goto out;
+  }
+
+  f = calloc (1, sizeof *f);
+  if (f == NULL) {
+    r = cairn_fail (-errno, "%s: calloc: %m", path);
+    goto out;
+  }
+  f->fd = fd;
+  f->rdonly = rdonly;
+  f->dev.ops = &file_ops;
+  snprintf (f->dev.name, sizeof f->dev.name, "%s", path);
+
+  if (S_ISBLK (st.st_mode)) {
+    f->is_block = true;
+    if (ioctl (fd, BLKGETSIZE64, &f->dev.size) == -1) {
+      r = cairn_fail (-errno, "%s: ioctl BLKGETSIZE64: %m", path);
+      goto out;
+    }
+  }
+  else if (S_ISREG (st.st_mode))
+    f->dev.size = (uint64_t) st.st_size;
+  else {
+    r = cairn_fail (-EINVAL, "%s: not a regular file or a block device", path);
+    goto out;
+  }
+
+  *devp = &f->dev;
+  f = NULL;
+  fd = -1;
+  r = 0;
+
+ out:
+  if (r < 0 && created)
+    unlink (path);
+  if (fd >= 0)
+    close (fd);
+  free (f);
+  return r;
+}
