@@ -12,7 +12,8 @@
  *     lower: after it returns, everything acknowledged before it is durable.
  *  4. A discard is kept in the same list (it reads back as zeros), and is
  *     passed to lower's discard when applied.
- *  5. A cut (dev_powercut_cut, or an armed cut just before the nth write)
+ *  5. A cut (dev_powercut_cut, or an armed cut just before the nth write
+ *     or flush)
  *     applies each pending entry to lower with probability 1/2, in order,
  *     optionally tears one applied write (only a random 512-byte-aligned
  *     prefix of it, possibly nothing, reaches lower), and loses the rest.
@@ -51,7 +52,8 @@ struct powercut_dev {
   size_t npending, cap;
   uint64_t rng;               /* splitmix64 state */
   uint64_t writes;            /* writes acknowledged so far */
-  uint64_t cut_at;            /* the write number that cuts; 0: none armed */
+  uint64_t ops;               /* writes and flushes acknowledged so far */
+  uint64_t cut_at;            /* the op number that cuts; 0: none armed */
   bool cut;                   /* the power is gone */
 };
 
@@ -227,7 +229,7 @@ powercut_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
   int r;
 
   pthread_mutex_lock (&pc->lock);
-  if (pc->cut_at != 0 && pc->writes + 1 == pc->cut_at)
+  if (pc->cut_at != 0 && pc->ops + 1 == pc->cut_at)
     powercut_do_cut (pc, true);
   if (pc->cut) {
     r = powercut_lost ();
@@ -244,6 +246,7 @@ powercut_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
   if (r < 0)
     goto out;
   pc->writes++;
+  pc->ops++;
 
  out:
   pthread_mutex_unlock (&pc->lock);
@@ -259,6 +262,8 @@ powercut_flush (struct cairn_dev *dev)
   int r = 0;
 
   pthread_mutex_lock (&pc->lock);
+  if (pc->cut_at != 0 && pc->ops + 1 == pc->cut_at)
+    powercut_do_cut (pc, true);
   if (pc->cut) {
     r = powercut_lost ();
     goto out;
@@ -277,6 +282,8 @@ powercut_flush (struct cairn_dev *dev)
   }
   if (r == 0)
     r = dev_flush (pc->lower);
+  if (r == 0)
+    pc->ops++;
 
  out:
   pthread_mutex_unlock (&pc->lock);
@@ -348,15 +355,15 @@ dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
   return 0;
 }
 
-/* Cut the power just before the nth next write; 0 disarms. */
+/* Cut the power just before the nth next write or flush; 0 disarms. */
 void
-dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_write)
+dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_op)
 {
   struct powercut_dev *pc = to_powercut_dev (dev);
 
   assert (dev->ops == &powercut_ops);
   pthread_mutex_lock (&pc->lock);
-  pc->cut_at = nth_write == 0 ? 0 : pc->writes + nth_write;
+  pc->cut_at = nth_op == 0 ? 0 : pc->ops + nth_op;
   pthread_mutex_unlock (&pc->lock);
 }
 
@@ -396,6 +403,20 @@ dev_powercut_writes (struct cairn_dev *dev)
   assert (dev->ops == &powercut_ops);
   pthread_mutex_lock (&pc->lock);
   n = pc->writes;
+  pthread_mutex_unlock (&pc->lock);
+  return n;
+}
+
+/* Number of writes and flushes acknowledged so far. */
+uint64_t
+dev_powercut_ops (struct cairn_dev *dev)
+{
+  struct powercut_dev *pc = to_powercut_dev (dev);
+  uint64_t n;
+
+  assert (dev->ops == &powercut_ops);
+  pthread_mutex_lock (&pc->lock);
+  n = pc->ops;
   pthread_mutex_unlock (&pc->lock);
   return n;
 }

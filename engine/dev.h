@@ -102,13 +102,14 @@ void dev_fault_clear (struct cairn_dev *dev);
  * the same cut.
  *
  * dev_powercut_arm(dev, n) makes the cut happen by itself just before the
- * nth next write (that write and everything after fail): this is how tests
- * place cut points inside a workload.  An armed cut may tear a write.
+ * nth next write or flush (that operation and everything after fail): this
+ * is how tests place cut points inside a workload, including between a
+ * commit's superblock write and its flush.  An armed cut may tear a write.
  * 0 disarms.
  */
 int dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
                          struct cairn_dev **devp) CAIRN_WUR;
-void dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_write);
+void dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_op);
 /* Cut now; allow_tear lets one applied write be torn. */
 void dev_powercut_cut (struct cairn_dev *dev, bool allow_tear);
 bool dev_powercut_is_cut (struct cairn_dev *dev);
@@ -116,5 +117,7 @@ bool dev_powercut_is_cut (struct cairn_dev *dev);
  * because of the cut (to size cut-point ranges in tests).
  */
 uint64_t dev_powercut_writes (struct cairn_dev *dev);
+/* Number of writes and flushes seen so far (what dev_powercut_arm counts). */
+uint64_t dev_powercut_ops (struct cairn_dev *dev);
 
 #endif /* CAIRN_DEV_H */

@@ -1,0 +1,445 @@
+/* Cairn engine: the node cache shared by all trees of a pool.
+ *
+ * A hash table from address to node and an LRU list of the nodes that may
+ * be evicted: clean and unpinned.  Dirty nodes and pinned nodes are never
+ * evicted.  The cache lock is never held across I/O: a miss reads and
+ * validates the node unlocked and inserts it afterwards (a racing reader's
+ * copy wins and the other is dropped).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "btree-int.h"
+
+/* Hash an address into the table. */
+static inline size_t
+hash_slot (const struct nodecache *c, uint64_t addr)
+{
+  uint64_t h = (addr >> BLOCK_SHIFT) * 0x9e3779b97f4a7c15ull;
+
+  return (size_t) (h >> 20) & (c->hash_size - 1);
+}
+
+/* Create a cache. */
+int
+nodecache_create (const struct nodecache_config *cfg, struct nodecache **cachep)
+{
+  struct nodecache *c;
+
+  if (cfg->node_size < NODE_SIZE_MIN || cfg->node_size > NODE_SIZE_MAX ||
+      (cfg->node_size & (cfg->node_size - 1)))
+    return cairn_fail (-EINVAL, "node size %" PRIu32 " is not a power of two "
+                       "between 4K and 64K", cfg->node_size);
+  c = calloc (1, sizeof *c);
+  if (c == NULL)
+    return cairn_fail (-ENOMEM, "out of memory creating the node cache");
+  c->dev = cfg->dev;
+  c->space = cfg->space;
+  c->node_size = cfg->node_size;
+  memcpy (c->uuid, cfg->uuid, 16);
+  c->limit_bytes = cfg->limit_bytes;
+  c->hash_size = 1024;
+  c->hash = calloc (c->hash_size, sizeof *c->hash);
+  if (c->hash == NULL) {
+    free (c);
+    return cairn_fail (-ENOMEM, "out of memory creating the node cache");
+  }
+  pthread_mutex_init (&c->lock, NULL);
+  *cachep = c;
+  return 0;
+}
+
+/* Free a node's memory. */
+static void
+node_destroy (struct node *n)
+{
+  free (n->buf);
+  free (n);
+}
+
+/* Destroy the cache and every node in it. */
+void
+nodecache_destroy (struct nodecache *c)
+{
+  if (c == NULL)
+    return;
+  for (size_t i = 0; i < c->hash_size; i++) {
+    struct node *n = c->hash[i];
+    while (n) {
+      struct node *next = n->hnext;
+      node_destroy (n);
+      n = next;
+    }
+  }
+  free (c->hash);
+  pthread_mutex_destroy (&c->lock);
+  free (c);
+}
+
+/* Set the open generation. */
+void
+nodecache_set_gen (struct nodecache *c, uint64_t gen)
+{
+  __atomic_store_n (&c->gen, gen, __ATOMIC_RELEASE);
+}
+
+/* The open generation. */
+uint64_t
+nodecache_gen (struct nodecache *c)
+{
+  return __atomic_load_n (&c->gen, __ATOMIC_ACQUIRE);
+}
+
+/* The configured node size. */
+uint32_t
+nodecache_node_size (struct nodecache *c)
+{
+  return c->node_size;
+}
+
+/* Copy the counters. */
+void
+nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
+{
+  pthread_mutex_lock (&c->lock);
+  *st = c->stats;
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* Unlink from the LRU list (lock held). */
+static void
+lru_remove (struct nodecache *c, struct node *n)
+{
+  if (!n->in_lru)
+    return;
+  if (n->lprev)
+    n->lprev->lnext = n->lnext;
+  else
+    c->lru_head = n->lnext;
+  if (n->lnext)
+    n->lnext->lprev = n->lprev;
+  else
+    c->lru_tail = n->lprev;
+  n->lprev = n->lnext = NULL;
+  n->in_lru = false;
+}
+
+/* Append to the LRU tail, the most recently used end (lock held). */
+static void
+lru_append (struct nodecache *c, struct node *n)
+{
+  n->lprev = c->lru_tail;
+  n->lnext = NULL;
+  if (c->lru_tail)
+    c->lru_tail->lnext = n;
+  else
+    c->lru_head = n;
+  c->lru_tail = n;
+  n->in_lru = true;
+}
+
+/* Unlink from the hash table (lock held). */
+static void
+hash_remove (struct nodecache *c, struct node *n)
+{
+  struct node **pp = &c->hash[hash_slot (c, n->addr)];
+
+  while (*pp && *pp != n)
+    pp = &(*pp)->hnext;
+  if (*pp)
+    *pp = n->hnext;
+  n->hnext = NULL;
+}
+
+/* Double the hash table when it is fuller than one node per slot. */
+static void
+hash_grow (struct nodecache *c)
+{
+  size_t old_size = c->hash_size, new_size = old_size * 2;
+  struct node **old = c->hash, **nh = calloc (new_size, sizeof *nh);
+
+  if (nh == NULL)
+    return;     /* stay at the current size: slower, still correct */
+  c->hash = nh;
+  c->hash_size = new_size;
+  for (size_t i = 0; i < old_size; i++) {
+    struct node *n = old[i];
+    while (n) {
+      struct node *next = n->hnext;
+      size_t s = hash_slot (c, n->addr);
+      n->hnext = nh[s];
+      nh[s] = n;
+      n = next;
+    }
+  }
+  free (old);
+}
+
+/* Insert into the hash table (lock held). */
+static void
+hash_insert (struct nodecache *c, struct node *n)
+{
+  size_t s;
+
+  if (c->stats.nodes + 1 > c->hash_size)
+    hash_grow (c);
+  s = hash_slot (c, n->addr);
+  n->hnext = c->hash[s];
+  c->hash[s] = n;
+  c->stats.nodes++;
+  c->stats.bytes += c->node_size;
+}
+
+/* Look an address up (lock held). */
+static struct node *
+hash_find (struct nodecache *c, uint64_t addr)
+{
+  struct node *n = c->hash[hash_slot (c, addr)];
+
+  while (n && n->addr != addr)
+    n = n->hnext;
+  return n;
+}
+
+/* Evict clean unpinned nodes while over the limit (lock held). */
+static void
+evict (struct nodecache *c)
+{
+  while (c->stats.bytes > c->limit_bytes && c->lru_head) {
+    struct node *n = c->lru_head;
+
+    lru_remove (c, n);
+    hash_remove (c, n);
+    c->stats.nodes--;
+    c->stats.bytes -= c->node_size;
+    c->stats.evictions++;
+    node_destroy (n);
+  }
+}
+
+/* Allocate an unattached node with a buffer. */
+static struct node *
+node_alloc (uint32_t node_size)
+{
+  struct node *n = calloc (1, sizeof *n);
+
+  if (n == NULL)
+    return NULL;
+  n->buf = malloc (node_size);
+  if (n->buf == NULL) {
+    free (n);
+    return NULL;
+  }
+  return n;
+}
+
+/* Get the node that bp points to, pinned. */
+int
+cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
+{
+  struct node *n, *other;
+  uint8_t sha[SHA256_LEN];
+  uint32_t used;
+  int r;
+
+  pthread_mutex_lock (&c->lock);
+  n = hash_find (c, bp->addr);
+  if (n && n->gen == bp->birth) {
+    n->refs++;
+    lru_remove (c, n);
+    c->stats.hits++;
+    pthread_mutex_unlock (&c->lock);
+    *np = n;
+    return 0;
+  }
+  c->stats.misses++;
+  pthread_mutex_unlock (&c->lock);
+
+  if (bp->addr == 0 || bp->addr % BLOCK_SIZE ||
+      bp->addr + c->node_size > c->dev->size) {
+    cairn_error ("corrupt block pointer: node address %" PRIu64
+                 " is outside the pool", bp->addr);
+    return -EIO;
+  }
+  n = node_alloc (c->node_size);
+  if (n == NULL)
+    return cairn_fail (-ENOMEM, "out of memory reading a metadata node");
+  r = dev_pread (c->dev, n->buf, c->node_size, bp->addr);
+  if (r < 0)
+    goto fail;
+  sha256 (n->buf, c->node_size, sha);
+  if (memcmp (sha, bp->sha, SHA256_LEN) != 0) {
+    pthread_mutex_lock (&c->lock);
+    c->stats.csum_errors++;
+    pthread_mutex_unlock (&c->lock);
+    r = cairn_fail (-EIO, "checksum mismatch in metadata node at byte %" PRIu64
+                    " (block %" PRIu64 ", birth %" PRIu64 "): the node is "
+                    "damaged on disk", bp->addr, bp->addr >> BLOCK_SHIFT,
+                    bp->birth);
+    goto fail;
+  }
+  r = node_validate (n->buf, c->node_size, bp, c->uuid, &used);
+  if (r < 0) {
+    pthread_mutex_lock (&c->lock);
+    c->stats.corrupt++;
+    pthread_mutex_unlock (&c->lock);
+    goto fail;
+  }
+  n->addr = bp->addr;
+  n->gen = bp->birth;
+  n->used = used;
+  n->refs = 1;
+
+  pthread_mutex_lock (&c->lock);
+  other = hash_find (c, bp->addr);
+  if (other && other->gen == bp->birth) {
+    /* Another thread read it meanwhile: use its copy. */
+    other->refs++;
+    lru_remove (c, other);
+    pthread_mutex_unlock (&c->lock);
+    node_destroy (n);
+    *np = other;
+    return 0;
+  }
+  if (other) {
+    /* A stale node of an older life of this address. */
+    hash_remove (c, other);
+    lru_remove (c, other);
+    c->stats.nodes--;
+    c->stats.bytes -= c->node_size;
+    other->dead = true;
+    if (other->refs == 0)
+      node_destroy (other);
+  }
+  hash_insert (c, n);
+  evict (c);
+  pthread_mutex_unlock (&c->lock);
+  *np = n;
+  return 0;
+
+ fail:
+  node_destroy (n);
+  return r;
+}
+
+/* Find a resident node by address, pinned (NULL if absent). */
+struct node *
+cache_find (struct nodecache *c, uint64_t addr)
+{
+  struct node *n;
+
+  pthread_mutex_lock (&c->lock);
+  n = hash_find (c, addr);
+  if (n) {
+    n->refs++;
+    lru_remove (c, n);
+  }
+  pthread_mutex_unlock (&c->lock);
+  return n;
+}
+
+/* Make a new dirty node at addr, replacing any stale node cached there. */
+int
+cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
+           struct node **np)
+{
+  struct node *n = node_alloc (c->node_size), *old;
+  uint64_t gen = nodecache_gen (c);
+
+  if (n == NULL)
+    return cairn_fail (-ENOMEM, "out of memory creating a metadata node");
+  node_init (n, c->node_size, level, addr, gen, owner, c->uuid);
+  n->refs = 1;
+  n->dirty = true;
+
+  pthread_mutex_lock (&c->lock);
+  old = hash_find (c, addr);
+  if (old) {
+    hash_remove (c, old);
+    lru_remove (c, old);
+    c->stats.nodes--;
+    c->stats.bytes -= c->node_size;
+    old->dead = true;
+    if (old->refs == 0)
+      node_destroy (old);
+  }
+  hash_insert (c, n);
+  c->stats.dirty_nodes++;
+  pthread_mutex_unlock (&c->lock);
+  *np = n;
+  return 0;
+}
+
+/* Pin a node that the caller already holds. */
+void
+cache_pin (struct nodecache *c, struct node *n)
+{
+  pthread_mutex_lock (&c->lock);
+  n->refs++;
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* Unpin a node; a clean unpinned node becomes evictable. */
+void
+cache_put (struct nodecache *c, struct node *n)
+{
+  if (n == NULL)
+    return;
+  pthread_mutex_lock (&c->lock);
+  if (--n->refs == 0) {
+    if (n->dead)
+      node_destroy (n);
+    else if (!n->dirty) {
+      lru_append (c, n);
+      evict (c);
+    }
+  }
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* Drop a node whose block is freed; holders keep a valid copy. */
+void
+cache_forget (struct nodecache *c, struct node *n)
+{
+  pthread_mutex_lock (&c->lock);
+  if (!n->dead) {
+    hash_remove (c, n);
+    lru_remove (c, n);
+    c->stats.nodes--;
+    c->stats.bytes -= c->node_size;
+    if (n->dirty)
+      c->stats.dirty_nodes--;
+    n->dirty = false;
+    n->dead = true;
+  }
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* A frozen node is clean from now on. */
+void
+cache_mark_clean (struct nodecache *c, struct node *n)
+{
+  pthread_mutex_lock (&c->lock);
+  if (n->dirty) {
+    n->dirty = false;
+    c->stats.dirty_nodes--;
+  }
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* Drop every clean unpinned node. */
+void
+nodecache_drop_clean (struct nodecache *c)
+{
+  uint64_t limit;
+
+  pthread_mutex_lock (&c->lock);
+  limit = c->limit_bytes;
+  c->limit_bytes = 0;
+  evict (c);
+  c->limit_bytes = limit;
+  pthread_mutex_unlock (&c->lock);
+}

@@ -1,0 +1,260 @@
+/* Cairn engine: the offline check (see fsck.h). */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "fsck.h"
+#include "pool.h"
+
+#define MAX_REPORTED 20   /* problems of one kind spelled out */
+
+struct fsck {
+  const struct fsck_opts *opts;
+  struct fsck_report *rep;
+  struct cairn_pool *pool;
+  uint64_t total_blocks, node_blocks, estimate;
+  uint8_t *reach;           /* block is referenced */
+  uint8_t *node_seen;       /* a node starts at this block and was walked */
+  struct btree_root *trees; /* trees found in the root tree */
+  size_t ntrees, trees_cap;
+  uint64_t current_tree;
+};
+
+static inline bool
+bit_get (const uint8_t *map, uint64_t i)
+{
+  return map[i >> 3] & (1u << (i & 7));
+}
+
+static inline void
+bit_set (uint8_t *map, uint64_t i)
+{
+  map[i >> 3] |= (uint8_t) (1u << (i & 7));
+}
+
+/* Report one problem. */
+static void CAIRN_PRINTF (2, 3)
+problem (struct fsck *f, const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+
+  f->rep->errors++;
+  if (f->opts && f->opts->problem) {
+    va_start (ap, fmt);
+    vsnprintf (msg, sizeof msg, fmt, ap);
+    va_end (ap);
+    f->opts->problem (f->opts->opaque, msg);
+  }
+}
+
+/* Mark blocks referenced; a block referenced twice is a problem. */
+static void
+mark (struct fsck *f, uint64_t start, uint64_t len, const char *what)
+{
+  for (uint64_t b = start; b < start + len; b++) {
+    if (b >= f->total_blocks) {
+      problem (f, "%s at block %" PRIu64 " lies outside the pool", what, b);
+      return;
+    }
+    if (bit_get (f->reach, b))
+      problem (f, "block %" PRIu64 " is referenced twice (again by %s)", b, what);
+    bit_set (f->reach, b);
+  }
+}
+
+/* Visitor: a node was reached. */
+static int
+on_node (void *opaque, const struct blkptr *bp, unsigned level)
+{
+  struct fsck *f = opaque;
+  uint64_t blk = bp->addr >> BLOCK_SHIFT;
+
+  if (bit_get (f->node_seen, blk))
+    return 1;             /* a shared subtree, walked already */
+  bit_set (f->node_seen, blk);
+  f->rep->nodes++;
+  mark (f, blk, f->node_blocks, "a metadata node");
+  if (f->opts && f->opts->progress && f->rep->nodes % 1024 == 0)
+    f->opts->progress (f->opts->opaque, f->rep->nodes, f->estimate);
+  return 0;
+}
+
+/* Visitor: a root tree item. */
+static int
+on_root_item (void *opaque, const uint8_t *key, size_t klen,
+              const uint8_t *val, size_t vlen)
+{
+  struct fsck *f = opaque;
+  struct btree_root root;
+
+  f->rep->items++;
+  if (klen == ROOTKEY_LEN && key[0] == ROOTKEY_TREE) {
+    if (tree_item_decode (val, vlen, &root) < 0) {
+      problem (f, "tree %" PRIu64 ": %s", get_be64 (key + 1), cairn_errmsg ());
+      return 0;
+    }
+    if (f->ntrees == f->trees_cap) {
+      size_t cap = f->trees_cap ? f->trees_cap * 2 : 16;
+      struct btree_root *nt = realloc (f->trees, cap * sizeof *nt);
+      if (nt == NULL)
+        return cairn_fail (-ENOMEM, "out of memory listing trees");
+      f->trees = nt;
+      f->trees_cap = cap;
+    }
+    f->trees[f->ntrees++] = root;
+    return 0;
+  }
+  problem (f, "root tree: item with unknown key type %u (length %zu)",
+           klen ? key[0] : 0, klen);
+  return 0;
+}
+
+/* Visitor: an item of any other tree (no types to check yet). */
+static int
+on_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
+         size_t vlen)
+{
+  struct fsck *f = opaque;
+
+  f->rep->items++;
+  return 0;
+}
+
+/* Walk one tree; a walk error is a problem, not the end of the check. */
+static void
+check_tree (struct fsck *f, const char *name, const struct btree_root *root,
+            bool is_root)
+{
+  struct btree_visitor v = {
+    .on_node = on_node,
+    .on_item = is_root ? on_root_item : on_item,
+    .opaque = f,
+  };
+  int r;
+
+  f->rep->trees++;
+  r = btree_walk (pool_cache (f->pool), root, &v);
+  if (r < 0)
+    problem (f, "%s: %s", name, cairn_errmsg ());
+}
+
+/* Compare reachability with the free map. */
+struct audit {
+  struct fsck *f;
+  uint64_t next;            /* first block not yet audited */
+  unsigned leaks_told, used_told;
+};
+
+/* Audit the allocated blocks [a->next, end): each must be reachable. */
+static void
+audit_allocated (struct audit *a, uint64_t end)
+{
+  struct fsck *f = a->f;
+
+  for (uint64_t b = a->next; b < end; b++) {
+    if (bit_get (f->reach, b))
+      continue;
+    f->rep->blocks_leaked++;
+    if (a->leaks_told++ < MAX_REPORTED)
+      problem (f, "block %" PRIu64 " is allocated but nothing references it "
+               "(leaked)", b);
+    else
+      f->rep->errors++;
+  }
+}
+
+/* space_foreach_free callback: a free run. */
+static int
+audit_free (void *opaque, uint64_t start, uint64_t len)
+{
+  struct audit *a = opaque;
+  struct fsck *f = a->f;
+
+  audit_allocated (a, start);
+  for (uint64_t b = start; b < start + len; b++) {
+    if (!bit_get (f->reach, b))
+      continue;
+    f->rep->blocks_free_but_used++;
+    if (a->used_told++ < MAX_REPORTED)
+      problem (f, "block %" PRIu64 " is in use but the space map says it is "
+               "free", b);
+    else
+      f->rep->errors++;
+  }
+  f->rep->blocks_free += len;
+  a->next = start + len;
+  return 0;
+}
+
+/* Run the check. */
+int
+fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
+           struct fsck_report *rep)
+{
+  struct pool_open_opts oo = {
+    .readonly = true,
+    .cache_bytes = opts && opts->cache_bytes ? opts->cache_bytes : 64ull << 20,
+  };
+  struct fsck f = { .opts = opts, .rep = rep };
+  struct audit a = { .f = &f };
+  struct btree_root root;
+  struct pool_info info;
+  const uint64_t *chain;
+  size_t nchain;
+  int r;
+
+  memset (rep, 0, sizeof *rep);
+  r = pool_open (dev, &oo, &f.pool);
+  if (r < 0) {
+    problem (&f, "cannot open the pool: %s", cairn_errmsg ());
+    return 0;
+  }
+  pool_info (f.pool, &info);
+  rep->generation = info.generation;
+  f.total_blocks = info.total_blocks;
+  rep->blocks_total = info.total_blocks - info.data_start_block;
+  f.node_blocks = info.node_size >> BLOCK_SHIFT;
+  f.estimate = info.space.allocated / f.node_blocks + 1;
+  f.reach = calloc (DIV_ROUND_UP (f.total_blocks, 8), 1);
+  f.node_seen = calloc (DIV_ROUND_UP (f.total_blocks, 8), 1);
+  if (f.reach == NULL || f.node_seen == NULL) {
+    r = cairn_fail (-ENOMEM, "out of memory for the block bitmaps (%" PRIu64
+                    " bytes each)", DIV_ROUND_UP (f.total_blocks, 8));
+    goto out;
+  }
+
+  nchain = pool_spacemap_blocks (f.pool, &chain);
+  for (size_t i = 0; i < nchain; i++)
+    mark (&f, chain[i], 1, "the space map");
+
+  btree_get_root (pool_root_tree (f.pool), &root);
+  check_tree (&f, "root tree", &root, true);
+  for (size_t i = 0; i < f.ntrees; i++) {
+    char name[64];
+    snprintf (name, sizeof name, "tree %zu of the root tree", i);
+    check_tree (&f, name, &f.trees[i], false);
+  }
+
+  /* Space audit over the data area. */
+  a.next = info.data_start_block;
+  r = space_foreach_free (pool_space (f.pool), false, audit_free, &a);
+  if (r < 0)
+    goto out;
+  audit_allocated (&a, f.total_blocks);
+  for (uint64_t b = info.data_start_block; b < f.total_blocks; b++)
+    rep->blocks_reachable += bit_get (f.reach, b);
+  if (opts && opts->progress)
+    opts->progress (opts->opaque, rep->nodes, rep->nodes);
+  r = 0;
+ out:
+  free (f.reach);
+  free (f.node_seen);
+  free (f.trees);
+  if (pool_close (f.pool) < 0 && r == 0)
+    r = -EIO;
+  return r;
+}

@@ -1,0 +1,383 @@
+/* Cairn engine: creating, opening and closing pools, and the registry of
+ * open trees.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "txn-int.h"
+
+#define DEFAULT_CACHE (256ull * 1024 * 1024)
+
+/* Key of a tree's root item in the root tree. */
+void
+rootkey_tree (uint64_t id, uint8_t key[ROOTKEY_LEN])
+{
+  key[0] = ROOTKEY_TREE;
+  put_be64 (key + 1, id);
+}
+
+/* Encode a tree root item: the root pointer, the level, 7 reserved bytes. */
+void
+tree_item_encode (const struct btree_root *root, uint8_t *p)
+{
+  memset (p, 0, TREE_ITEM_LEN);
+  blkptr_encode (&root->bp, p);
+  p[BLKPTR_SIZE] = root->level;
+}
+
+/* Decode a tree root item. */
+int
+tree_item_decode (const uint8_t *p, size_t len, struct btree_root *root)
+{
+  bool reserved_zero = true;
+
+  for (size_t i = BLKPTR_SIZE + 1; i < len && i < TREE_ITEM_LEN; i++)
+    reserved_zero &= p[i] == 0;
+  if (len != TREE_ITEM_LEN || p[BLKPTR_SIZE] >= 32 || !reserved_zero)
+    return cairn_fail (-EIO, "corrupt tree root item in the root tree "
+                       "(length %zu)", len);
+  blkptr_decode (p, &root->bp);
+  root->level = p[BLKPTR_SIZE];
+  return 0;
+}
+
+/* Blocks kept back for deletes and commits: 1% of the pool, 64 blocks to
+ * 32 MiB.
+ */
+static uint64_t
+default_reserve (uint64_t data_blocks)
+{
+  uint64_t r = data_blocks / 100;
+
+  return MIN (MAX (r, 64u), 8192u);
+}
+
+/* Write a new, empty pool. */
+int
+pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
+             uint8_t uuid_out[16])
+{
+  uint32_t node_size = opts && opts->node_size ? opts->node_size : NODE_SIZE_DEFAULT;
+  struct space_range free_range;
+  struct spacemap_chain chain = { NULL, 0 };
+  struct superblock sb = { 0 };
+  uint8_t zero[SB_SIZE] = { 0 };
+  struct space *sp = NULL;
+  uint8_t *images = NULL;
+  int r;
+
+  if (dev->size < POOL_MIN_SIZE)
+    return cairn_fail (-EINVAL, "%s is too small for a pool: at least %llu MiB "
+                       "are needed", dev->name, POOL_MIN_SIZE >> 20);
+  if (node_size < NODE_SIZE_MIN || node_size > NODE_SIZE_MAX ||
+      (node_size & (node_size - 1)))
+    return cairn_fail (-EINVAL, "node size %" PRIu32 " must be a power of two "
+                       "from 4K to 64K", node_size);
+  sb.version = POOL_FORMAT_VERSION;
+  sb.incompat = FEATURE_INCOMPAT_SHA256;
+  if (opts && opts->uuid)
+    memcpy (sb.uuid, opts->uuid, 16);
+  else if (getrandom (sb.uuid, 16, 0) != 16)
+    return cairn_fail (-errno, "getrandom: %m");
+  sb.generation = 1;
+  sb.slot = 1;
+  sb.node_size = node_size;
+  sb.total_blocks = dev->size / BLOCK_SIZE;
+  sb.data_start = POOL_DATA_START / BLOCK_SIZE;
+  sb.next_tree_id = TREE_ID_FIRST_USER;
+  sb.reserve_blocks = default_reserve (sb.total_blocks - sb.data_start);
+  sb.ctime = sb.mtime = (uint64_t) time (NULL);
+
+  r = space_create (sb.data_start, sb.total_blocks, sb.reserve_blocks, 2, &sp);
+  if (r < 0)
+    return r;
+  free_range.start = sb.data_start;
+  free_range.len = sb.total_blocks - sb.data_start;
+  r = spacemap_build (sp, 1, &free_range, 1, &chain, &images, &sb.spacemap);
+  if (r < 0)
+    goto out;
+  sb.spacemap_blocks = chain.n;
+  sb.spacemap_ranges = 1;
+
+  /* Old superblocks go first, so a half-made pool is never mistaken for
+   * whatever the device held before.
+   */
+  for (unsigned i = 0; i < SB_SLOTS && r == 0; i++)
+    r = dev_pwrite (dev, zero, SB_SIZE, SB_SLOT_OFFSET (i));
+  for (size_t i = 0; i < chain.n && r == 0; i++)
+    r = dev_pwrite (dev, images + i * BLOCK_SIZE, BLOCK_SIZE,
+                    chain.blocks[i] * BLOCK_SIZE);
+  if (r == 0)
+    r = dev_flush (dev);
+  if (r == 0)
+    r = sb_write (dev, &sb);
+  if (r == 0)
+    r = dev_flush (dev);
+  if (r == 0 && uuid_out)
+    memcpy (uuid_out, sb.uuid, 16);
+ out:
+  spacemap_chain_free (&chain);
+  free (images);
+  space_destroy (sp);
+  return r;
+}
+
+/* Free everything a pool holds (the device is the caller's). */
+static void
+pool_free (struct cairn_pool *pool)
+{
+  for (size_t i = 0; i < pool->ntrees; i++)
+    btree_close (pool->trees[i].tree);
+  free (pool->trees);
+  nodecache_destroy (pool->cache);
+  space_destroy (pool->space);
+  spacemap_chain_free (&pool->chain);
+  pthread_rwlock_destroy (&pool->txn_lock);
+  pthread_mutex_destroy (&pool->commit_lock);
+  pthread_cond_destroy (&pool->commit_cond);
+  pthread_mutex_destroy (&pool->trees_lock);
+  pthread_mutex_destroy (&pool->committer_lock);
+  pthread_cond_destroy (&pool->committer_cond);
+  free (pool);
+}
+
+/* Add a tree handle to the registry (trees_lock held). */
+static int
+registry_add (struct cairn_pool *pool, uint64_t id, struct btree *t)
+{
+  if (pool->ntrees == pool->trees_cap) {
+    size_t cap = pool->trees_cap ? pool->trees_cap * 2 : 16;
+    struct pool_tree *nt = realloc (pool->trees, cap * sizeof *nt);
+
+    if (nt == NULL)
+      return cairn_fail (-ENOMEM, "out of memory opening a tree");
+    pool->trees = nt;
+    pool->trees_cap = cap;
+  }
+  pool->trees[pool->ntrees].id = id;
+  pool->trees[pool->ntrees].tree = t;
+  pool->ntrees++;
+  return 0;
+}
+
+/* Open the pool on dev. */
+int
+pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
+           struct cairn_pool **poolp)
+{
+  struct pool_open_opts o = opts ? *opts : (struct pool_open_opts) { 0 };
+  struct nodecache_config cc;
+  struct cairn_pool *pool;
+  int r;
+
+  pool = calloc (1, sizeof *pool);
+  if (pool == NULL)
+    return cairn_fail (-ENOMEM, "out of memory opening the pool");
+  pthread_rwlock_init (&pool->txn_lock, NULL);
+  pthread_mutex_init (&pool->commit_lock, NULL);
+  pthread_cond_init (&pool->commit_cond, NULL);
+  pthread_mutex_init (&pool->trees_lock, NULL);
+  pthread_mutex_init (&pool->committer_lock, NULL);
+  pthread_cond_init (&pool->committer_cond, NULL);
+  pool->dev = dev;
+
+  r = sb_read_newest (dev, o.expect_uuid, &pool->sb);
+  if (r < 0)
+    goto fail;
+  pool->readonly = o.readonly ||
+    (pool->sb.ro_compat & ~FEATURE_RO_COMPAT_SUPPORTED) != 0;
+  pool->durable_gen = pool->sb.generation;
+  pool->next_tree_id = pool->sb.next_tree_id;
+  pool->open_gen = pool->sb.generation + 1;
+
+  r = space_create (pool->sb.data_start, pool->sb.total_blocks,
+                    pool->sb.reserve_blocks, pool->open_gen, &pool->space);
+  if (r < 0)
+    goto fail;
+  r = spacemap_load (dev, pool->space, &pool->sb, &pool->chain);
+  if (r < 0)
+    goto fail;
+
+  cc.dev = dev;
+  cc.space = pool->space;
+  cc.node_size = pool->sb.node_size;
+  memcpy (cc.uuid, pool->sb.uuid, 16);
+  cc.limit_bytes = o.cache_bytes ? o.cache_bytes : DEFAULT_CACHE;
+  pool->dirty_limit = o.dirty_limit_bytes ? o.dirty_limit_bytes : cc.limit_bytes / 4;
+  r = nodecache_create (&cc, &pool->cache);
+  if (r < 0)
+    goto fail;
+  nodecache_set_gen (pool->cache, pool->open_gen);
+
+  r = btree_open (pool->cache, TREE_ID_ROOT, &pool->sb.root, &pool->root);
+  if (r < 0)
+    goto fail;
+  r = registry_add (pool, TREE_ID_ROOT, pool->root);
+  if (r < 0) {
+    btree_close (pool->root);
+    goto fail;
+  }
+  /* Read the root tree's root now, so that a damaged one fails the open. */
+  r = btree_lookup (pool->root, "", 0, NULL, 0, NULL);
+  if (r < 0 && r != -ENOENT)
+    goto fail;
+  *poolp = pool;
+  return 0;
+
+ fail:
+  pool_free (pool);
+  return r;
+}
+
+/* Commit and free the pool. */
+int
+pool_close (struct cairn_pool *pool)
+{
+  int r = 0;
+
+  if (pool == NULL)
+    return 0;
+  pool_stop_committer (pool);
+  if (!pool->readonly && !__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE))
+    r = pool_commit (pool);
+  pool_free (pool);
+  return r;
+}
+
+/* Find a registered tree (trees_lock held). */
+static struct btree *
+registry_find (struct cairn_pool *pool, uint64_t id)
+{
+  for (size_t i = 0; i < pool->ntrees; i++)
+    if (pool->trees[i].id == id)
+      return pool->trees[i].tree;
+  return NULL;
+}
+
+/* Create a new, empty tree. */
+int
+pool_tree_create (struct cairn_pool *pool, uint64_t *idp, struct btree **treep)
+{
+  uint8_t key[ROOTKEY_LEN], item[TREE_ITEM_LEN];
+  struct btree_root empty = { 0 };
+  struct btree *t;
+  uint64_t id;
+  int r;
+
+  pthread_mutex_lock (&pool->trees_lock);
+  id = pool->next_tree_id;
+  rootkey_tree (id, key);
+  tree_item_encode (&empty, item);
+  btree_wrlock (pool->root);
+  r = btree_insert (pool->root, key, sizeof key, item, sizeof item,
+                    BTREE_NOOVERWRITE);
+  btree_unlock (pool->root);
+  if (r == 0)
+    r = btree_open (pool->cache, id, &empty, &t);
+  if (r == 0) {
+    r = registry_add (pool, id, t);
+    if (r < 0)
+      btree_close (t);
+  }
+  if (r == 0) {
+    pool->next_tree_id++;
+    *idp = id;
+    *treep = t;
+  }
+  pthread_mutex_unlock (&pool->trees_lock);
+  return r;
+}
+
+/* Open a tree by id (the pool keeps the handle). */
+int
+pool_tree_open (struct cairn_pool *pool, uint64_t id, struct btree **treep)
+{
+  uint8_t key[ROOTKEY_LEN], item[TREE_ITEM_LEN];
+  struct btree_root root;
+  struct btree *t;
+  size_t len;
+  int r;
+
+  pthread_mutex_lock (&pool->trees_lock);
+  t = registry_find (pool, id);
+  if (t) {
+    pthread_mutex_unlock (&pool->trees_lock);
+    *treep = t;
+    return 0;
+  }
+  rootkey_tree (id, key);
+  btree_rdlock (pool->root);
+  r = btree_lookup (pool->root, key, sizeof key, item, sizeof item, &len);
+  btree_unlock (pool->root);
+  if (r == -ENOENT)
+    r = cairn_fail (-ENOENT, "no tree %" PRIu64 " in the pool", id);
+  if (r == 0)
+    r = tree_item_decode (item, len, &root);
+  if (r == 0)
+    r = btree_open (pool->cache, id, &root, &t);
+  if (r == 0) {
+    r = registry_add (pool, id, t);
+    if (r < 0)
+      btree_close (t);
+    else
+      *treep = t;
+  }
+  pthread_mutex_unlock (&pool->trees_lock);
+  return r;
+}
+
+/* Describe the pool. */
+void
+pool_info (struct cairn_pool *pool, struct pool_info *info)
+{
+  memset (info, 0, sizeof *info);
+  pthread_mutex_lock (&pool->commit_lock);
+  memcpy (info->uuid, pool->sb.uuid, 16);
+  info->generation = pool->durable_gen;
+  info->commits = pool->commits;
+  pthread_mutex_unlock (&pool->commit_lock);
+  info->open_generation = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
+  info->node_size = pool->sb.node_size;
+  info->total_blocks = pool->sb.total_blocks;
+  info->data_start_block = pool->sb.data_start;
+  info->readonly = pool->readonly;
+  info->failed = __atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE);
+  space_stats (pool->space, &info->space);
+  nodecache_stats (pool->cache, &info->cache);
+}
+
+struct nodecache *
+pool_cache (struct cairn_pool *pool)
+{
+  return pool->cache;
+}
+
+struct space *
+pool_space (struct cairn_pool *pool)
+{
+  return pool->space;
+}
+
+struct cairn_dev *
+pool_dev (struct cairn_pool *pool)
+{
+  return pool->dev;
+}
+
+struct btree *
+pool_root_tree (struct cairn_pool *pool)
+{
+  return pool->root;
+}
+
+size_t
+pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp)
+{
+  *blocksp = pool->chain.blocks;
+  return pool->chain.n;
+}

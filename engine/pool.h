@@ -1,0 +1,137 @@
+/* Cairn engine, layer "txn": pools, generations and commits.
+ *
+ * A pool is one device holding a ring of superblocks, a space map and a
+ * root tree that names every other tree.  All changes land in the open
+ * generation in memory; a commit makes them durable at once, atomically
+ * (design note at the top of txn.c).
+ *
+ * Mutations are bracketed by txn_begin / txn_end, which hold the commit
+ * out only while a tree is being changed; a commit holds mutations out only
+ * while it freezes the open generation, and does its I/O while the next
+ * generation fills.
+ */
+#ifndef CAIRN_POOL_H
+#define CAIRN_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "btree.h"
+#include "dev.h"
+#include "space.h"
+#include "util.h"
+
+struct cairn_pool;
+
+/* On-disk format constants. */
+#define POOL_FORMAT_VERSION 1u
+#define SB_SLOTS 4u
+#define SB_SLOT_OFFSET(i) ((uint64_t) (64 + 64 * (i)) * 1024)  /* 64K, 128K, ... */
+#define POOL_DATA_START (1024 * 1024)                          /* first data byte */
+#define POOL_MIN_SIZE (8ull * 1024 * 1024)
+
+/* Feature flags.  A pool with an unknown incompat flag is not opened; with
+ * an unknown ro_compat flag it is opened read-only; compat flags can be
+ * ignored.
+ */
+#define FEATURE_INCOMPAT_SHA256 (1ull << 0)     /* checksums are SHA-256 */
+#define FEATURE_INCOMPAT_SUPPORTED FEATURE_INCOMPAT_SHA256
+#define FEATURE_RO_COMPAT_SUPPORTED 0ull
+#define FEATURE_COMPAT_SUPPORTED 0ull
+
+/* Tree ids.  The root tree is the catalog of everything else. */
+#define TREE_ID_ROOT 1ull
+#define TREE_ID_FIRST_USER 256ull
+
+struct pool_format_opts {
+  uint32_t node_size;             /* 0: NODE_SIZE_DEFAULT */
+  const uint8_t *uuid;            /* NULL: a random one */
+};
+
+struct pool_open_opts {
+  uint64_t cache_bytes;           /* 0: 256 MiB */
+  uint64_t dirty_limit_bytes;     /* commit when dirty nodes pass it; 0: cache/4 */
+  bool readonly;
+  const uint8_t *expect_uuid;     /* refuse a device of another pool */
+};
+
+/* Write a new, empty pool on dev (every superblock slot is overwritten). */
+int pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
+                 uint8_t uuid_out[16]) CAIRN_WUR;
+
+/* Open the pool on dev at its newest durable generation.  The device stays
+ * the caller's; close the pool before it.
+ */
+int pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
+               struct cairn_pool **poolp) CAIRN_WUR;
+
+/* Commit what is pending (unless read-only or failed) and free the pool.
+ * Returns the commit's error, if any; the pool is freed either way.
+ */
+int pool_close (struct cairn_pool *pool);
+
+/* Make every change made before the call durable (group commit: callers
+ * that arrive during a commit share the next one).  -EIO once the pool has
+ * failed.
+ */
+int pool_commit (struct cairn_pool *pool) CAIRN_WUR;
+
+/* Start / stop the commit thread: commits every interval_ms, and as soon as
+ * dirty metadata passes the limit.  Without it, txn_end commits inline when
+ * the limit is passed.
+ */
+int pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
+  CAIRN_WUR;
+void pool_stop_committer (struct cairn_pool *pool);
+
+/* Bracket a mutation of any tree of the pool: -EROFS on a read-only pool,
+ * -EIO on a failed one (then txn_end must not be called).
+ */
+int txn_begin (struct cairn_pool *pool) CAIRN_WUR;
+void txn_end (struct cairn_pool *pool);
+
+/* Trees.  The pool owns tree handles: pool_tree_open returns the same
+ * handle for an id until the pool closes.  pool_tree_create must be called
+ * inside txn_begin / txn_end.
+ */
+int pool_tree_create (struct cairn_pool *pool, uint64_t *idp,
+                      struct btree **treep) CAIRN_WUR;
+int pool_tree_open (struct cairn_pool *pool, uint64_t id, struct btree **treep)
+  CAIRN_WUR;
+
+struct pool_info {
+  uint8_t uuid[16];
+  uint64_t generation;            /* newest durable */
+  uint64_t open_generation;
+  uint32_t node_size;
+  uint64_t total_blocks, data_start_block;
+  uint64_t commits;
+  bool readonly, failed;
+  struct space_stats space;
+  struct nodecache_stats cache;
+};
+void pool_info (struct cairn_pool *pool, struct pool_info *info);
+struct nodecache *pool_cache (struct cairn_pool *pool);
+struct space *pool_space (struct cairn_pool *pool);
+struct cairn_dev *pool_dev (struct cairn_pool *pool);
+
+/* For checking tools (fsck): the root tree, and the blocks of the space
+ * map chain that the newest durable superblock references.
+ */
+struct btree *pool_root_tree (struct cairn_pool *pool);
+size_t pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp);
+
+/* The root tree's items.  Keys are a type byte and a big-endian id. */
+#define ROOTKEY_TREE 1u           /* a tree's root: value is a tree item */
+#define ROOTKEY_LEN 9u
+#define TREE_ITEM_LEN (BLKPTR_SIZE + 8)
+void rootkey_tree (uint64_t id, uint8_t key[ROOTKEY_LEN]);
+/* A tree item: the root pointer, the root's level, 7 reserved zero bytes. */
+void tree_item_encode (const struct btree_root *root, uint8_t *p);
+int tree_item_decode (const uint8_t *p, size_t len, struct btree_root *root)
+  CAIRN_WUR;
+
+/* Format a UUID as 36 characters plus NUL. */
+void uuid_format (const uint8_t uuid[16], char out[37]);
+
+#endif /* CAIRN_POOL_H */

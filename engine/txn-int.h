@@ -1,0 +1,145 @@
+/* Cairn engine: internals of the txn layer (pool.c, super.c, spacemap.c,
+ * txn.c).  Nothing outside the layer includes this.
+ */
+#ifndef CAIRN_TXN_INT_H
+#define CAIRN_TXN_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+/* The superblock (one slot, 4 KiB, little-endian):
+ *
+ *   offset size field
+ *   0      8    magic            "CAIRNSB1"
+ *   8      4    version          POOL_FORMAT_VERSION
+ *   12     4    block_size       4096
+ *   16     8    compat           feature flags that may be ignored
+ *   24     8    ro_compat        unknown ones: open read-only
+ *   32     8    incompat         unknown ones: refuse to open
+ *   40     16   uuid             pool UUID
+ *   56     8    generation       the generation this slot describes
+ *   64     4    node_size        metadata node size in bytes
+ *   68     4    slot             index of this slot in the ring
+ *   72     8    total_blocks     device size the pool uses, in blocks
+ *   80     8    data_start       first allocatable block
+ *   88     48   root.bp          block pointer of the root tree
+ *   136    1    root.level       level of the root tree's root node
+ *   137    7    reserved         zero
+ *   144    48   spacemap         block pointer of the first space map block
+ *   192    8    spacemap_blocks  blocks in the space map chain
+ *   200    8    spacemap_ranges  free ranges it lists
+ *   208    8    next_tree_id     next tree id to hand out
+ *   216    8    reserve_blocks   blocks kept back for deletes and commits
+ *   224    8    ctime            pool creation time (seconds since 1970)
+ *   232    8    mtime            time of this commit (seconds since 1970)
+ *   240    3824 reserved         zero
+ *   4064   32   sha256           of bytes 0..4063
+ */
+#define SB_MAGIC "CAIRNSB1"
+#define SB_SIZE 4096u
+#define SB_CSUM_OFF 4064u
+
+struct superblock {
+  uint32_t version;
+  uint64_t compat, ro_compat, incompat;
+  uint8_t uuid[16];
+  uint64_t generation;
+  uint32_t node_size;
+  uint32_t slot;
+  uint64_t total_blocks, data_start;
+  struct btree_root root;
+  struct blkptr spacemap;
+  uint64_t spacemap_blocks, spacemap_ranges;
+  uint64_t next_tree_id;
+  uint64_t reserve_blocks;
+  uint64_t ctime, mtime;
+};
+
+void sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE]);
+/* Decode and check one slot; -EINVAL with a message saying what is wrong,
+ * -ENODATA when the slot holds no superblock at all (no magic).
+ */
+int sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
+               struct superblock *sb) CAIRN_WUR;
+/* Read the ring and pick the newest valid slot. */
+int sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
+                    struct superblock *sb) CAIRN_WUR;
+int sb_write (struct cairn_dev *dev, const struct superblock *sb) CAIRN_WUR;
+
+/* The space map: a chain of 4 KiB blocks listing the free ranges of the
+ * generation it belongs to (spacemap.c has the layout).
+ */
+struct spacemap_chain {
+  uint64_t *blocks;               /* block numbers of the chain */
+  size_t n;
+};
+/* Load the free ranges into sp (all allocated before) and mark the chain's
+ * own blocks allocated; chain gets its blocks.
+ */
+int spacemap_load (struct cairn_dev *dev, struct space *sp,
+                   const struct superblock *sb, struct spacemap_chain *chain)
+  CAIRN_WUR;
+/* Encode ranges into newly allocated blocks of sp; returns the blocks in
+ * chain, their images in *imagesp (n * 4096 bytes) and the head pointer.
+ */
+int spacemap_build (struct space *sp, uint64_t gen,
+                    const struct space_range *ranges, size_t nranges,
+                    struct spacemap_chain *chain, uint8_t **imagesp,
+                    struct blkptr *head) CAIRN_WUR;
+void spacemap_chain_free (struct spacemap_chain *chain);
+
+/* An open tree in the pool's registry. */
+struct pool_tree {
+  uint64_t id;
+  struct btree *tree;
+};
+
+struct cairn_pool {
+  struct cairn_dev *dev;
+  struct space *space;
+  struct nodecache *cache;
+  struct superblock sb;           /* newest durable */
+  bool readonly;
+  uint64_t dirty_limit;
+
+  /* Mutations hold txn_lock shared; a commit's freeze holds it exclusive. */
+  pthread_rwlock_t txn_lock;
+  uint64_t open_gen;              /* atomic */
+  bool dirty;                     /* the open generation has changes (atomic) */
+  bool failed;                    /* latched after a failed commit (atomic) */
+  uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
+
+  /* Group commit state, under commit_lock. */
+  pthread_mutex_t commit_lock;
+  pthread_cond_t commit_cond;
+  bool committing;
+  uint64_t durable_gen;
+  uint64_t commits;
+
+  /* The space map chain the newest durable superblock points to. */
+  struct spacemap_chain chain;
+
+  /* Tree registry, under trees_lock. */
+  pthread_mutex_t trees_lock;
+  struct pool_tree *trees;
+  size_t ntrees, trees_cap;
+  struct btree *root;             /* the root tree, also in the registry */
+
+  /* The commit thread. */
+  pthread_t committer;
+  bool committer_running;
+  bool committer_stop;
+  bool committer_kick;
+  unsigned commit_interval_ms;
+  pthread_mutex_t committer_lock;
+  pthread_cond_t committer_cond;
+};
+
+
+/* The commit of the open generation (txn.c); commit_lock not held. */
+int txn_commit_now (struct cairn_pool *pool) CAIRN_WUR;
+
+#endif /* CAIRN_TXN_INT_H */

@@ -1,0 +1,395 @@
+/* Cairn engine: generations and the commit pipeline.
+ *
+ * Design note.
+ *
+ * Invariants (tests cite them as TX-n):
+ *  TX-1  A crash at any instant leaves the pool at its last durable
+ *        generation: a commit writes only to blocks that no durable
+ *        generation references, flushes, then writes the superblock slot of
+ *        its generation (never the slot of the newest durable one), then
+ *        flushes again.
+ *  TX-2  A block freed in generation G is allocatable only once G is
+ *        durable (space layer, deferred frees); a block the last durable
+ *        generation references is never overwritten.
+ *  TX-3  Every change made before pool_commit was called is durable when
+ *        it returns 0.
+ *  TX-4  Once a commit's I/O has failed, the pool is latched failed: every
+ *        mutation and every commit fails with -EIO until it is reopened,
+ *        because the state on disk is no longer known.
+ *  TX-5  Mutations run concurrently with a commit's I/O; only the freeze,
+ *        which turns dirty nodes into checksummed buffers under txn_lock,
+ *        holds them out.
+ *
+ * The state machine of a generation G, and the function behind each step:
+ *
+ *   open ----(txn_begin..txn_end: trees change in memory)----> open
+ *   open ----txn_commit_now: freeze under txn_lock-----------> frozen
+ *            (dirty trees -> root tree items -> root tree -> space map
+ *             ranges; G+1 opens)
+ *   frozen --txn_commit_now: nodebatch_write, chain, flush---> written
+ *   written -txn_commit_now: superblock slot G % 4, flush----> durable
+ *            (space_gen_durable(G) releases G's deferred frees)
+ *   any I/O error ------------------------------------------> failed (TX-4)
+ *
+ * At most one commit runs at a time (pool_commit's group commit); callers
+ * that arrive meanwhile wait and share the next one.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "txn-int.h"
+
+/* Ranges collected from the free set. */
+struct range_vec {
+  struct space_range *v;
+  size_t n, cap;
+};
+
+/* space_foreach_free callback: append a range. */
+static int
+collect_range (void *opaque, uint64_t start, uint64_t len)
+{
+  struct range_vec *rv = opaque;
+
+  if (rv->n == rv->cap) {
+    size_t cap = rv->cap ? rv->cap * 2 : 256;
+    struct space_range *nv = realloc (rv->v, cap * sizeof *nv);
+
+    if (nv == NULL)
+      return -ENOMEM;
+    rv->v = nv;
+    rv->cap = cap;
+  }
+  rv->v[rv->n].start = start;
+  rv->v[rv->n].len = len;
+  rv->n++;
+  return 0;
+}
+
+/* Latch the pool failed (TX-4). */
+static void
+latch_failed (struct cairn_pool *pool)
+{
+  __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+}
+
+/* Freeze every dirty tree into batch and record their roots in the root
+ * tree; then freeze the root tree.  Called with txn_lock held exclusively.
+ */
+static int
+freeze_trees (struct cairn_pool *pool, struct nodebatch *batch,
+              struct btree_root *root)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&pool->trees_lock);
+  for (size_t i = 0; i < pool->ntrees && r == 0; i++) {
+    struct btree *t = pool->trees[i].tree;
+    struct btree_root tr;
+    uint8_t key[ROOTKEY_LEN], item[TREE_ITEM_LEN];
+
+    if (t == pool->root)
+      continue;
+    btree_wrlock (t);
+    if (!btree_is_dirty (t)) {
+      btree_release_reserve (t);
+      btree_unlock (t);
+      continue;
+    }
+    r = btree_freeze (t, batch, &tr);
+    btree_unlock (t);
+    if (r < 0)
+      break;
+    rootkey_tree (pool->trees[i].id, key);
+    tree_item_encode (&tr, item);
+    btree_wrlock (pool->root);
+    r = btree_insert (pool->root, key, sizeof key, item, sizeof item,
+                      BTREE_RESERVE);
+    btree_unlock (pool->root);
+  }
+  pthread_mutex_unlock (&pool->trees_lock);
+  if (r < 0)
+    return r;
+  btree_wrlock (pool->root);
+  r = btree_freeze (pool->root, batch, root);
+  btree_unlock (pool->root);
+  return r;
+}
+
+/* Write the chain's block images (adjacent blocks in one write). */
+static int
+write_chain (struct cairn_dev *dev, const struct spacemap_chain *chain,
+             const uint8_t *images)
+{
+  size_t i = 0;
+
+  while (i < chain->n) {
+    size_t j = i + 1;
+    int r;
+
+    while (j < chain->n && chain->blocks[j] == chain->blocks[j - 1] + 1)
+      j++;
+    r = dev_pwrite (dev, images + i * BLOCK_SIZE, (j - i) * BLOCK_SIZE,
+                    chain->blocks[i] * BLOCK_SIZE);
+    if (r < 0)
+      return r;
+    i = j;
+  }
+  return 0;
+}
+
+/* Commit the open generation (the caller makes sure only one runs). */
+int
+txn_commit_now (struct cairn_pool *pool)
+{
+  struct nodebatch batch = { NULL, 0, 0 };
+  struct range_vec ranges = { NULL, 0, 0 };
+  struct spacemap_chain chain = { NULL, 0 };
+  struct space_delta *delta = NULL;
+  struct superblock sb;
+  uint8_t *images = NULL;
+  uint64_t gen;
+  int r;
+
+  pthread_rwlock_wrlock (&pool->txn_lock);
+  if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
+    pthread_rwlock_unlock (&pool->txn_lock);
+    return cairn_fail (-EIO, "the pool failed earlier and is read-only until "
+                       "it is reopened");
+  }
+  if (!__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE)) {
+    pthread_rwlock_unlock (&pool->txn_lock);
+    return 0;
+  }
+
+  /* Freeze generation gen. */
+  gen = pool->open_gen;
+  sb = pool->sb;
+  r = freeze_trees (pool, &batch, &sb.root);
+  if (r < 0)
+    goto fail_locked;
+  /* The chain the last durable superblock references is free once gen is
+   * durable, so it is listed as free (pending) in gen's map.
+   */
+  for (size_t i = 0; i < pool->chain.n; i++)
+    space_free (pool->space, pool->chain.blocks[i], 1, pool->sb.generation);
+  spacemap_chain_free (&pool->chain);
+  r = space_foreach_free (pool->space, true, collect_range, &ranges);
+  if (r < 0) {
+    r = cairn_fail (-ENOMEM, "out of memory collecting the space map");
+    goto fail_locked;
+  }
+  r = space_freeze (pool->space, &delta);
+  if (r < 0)
+    goto fail_locked;
+  space_delta_free (delta);
+  __atomic_store_n (&pool->open_gen, gen + 1, __ATOMIC_RELEASE);
+  nodecache_set_gen (pool->cache, gen + 1);
+  __atomic_store_n (&pool->dirty, false, __ATOMIC_RELEASE);
+  /* The chain goes into blocks of gen + 1 (spacemap.c explains why). */
+  r = spacemap_build (pool->space, gen, ranges.v, ranges.n, &chain, &images,
+                      &sb.spacemap);
+  if (r < 0)
+    goto fail_locked;
+  sb.generation = gen;
+  sb.next_tree_id = pool->next_tree_id;
+  sb.slot = (uint32_t) (gen % SB_SLOTS);
+  sb.spacemap_blocks = chain.n;
+  sb.spacemap_ranges = ranges.n;
+  sb.mtime = (uint64_t) time (NULL);
+  pthread_rwlock_unlock (&pool->txn_lock);
+
+  /* I/O: nodes and map, barrier, superblock, barrier (TX-1). */
+  r = nodebatch_write (pool->cache, &batch);
+  if (r == 0)
+    r = write_chain (pool->dev, &chain, images);
+  if (r == 0)
+    r = dev_flush (pool->dev);
+  if (r == 0)
+    r = sb_write (pool->dev, &sb);
+  if (r == 0)
+    r = dev_flush (pool->dev);
+  if (r < 0) {
+    char msg[512];
+    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+    latch_failed (pool);
+    r = cairn_fail (-EIO, "commit of generation %" PRIu64 " failed, the pool "
+                    "is now read-only until reopened: %s", gen, msg);
+    goto out;
+  }
+  space_gen_durable (pool->space, gen);
+  pool->chain = chain;
+  chain.blocks = NULL;
+  pool->sb = sb;
+  pthread_mutex_lock (&pool->commit_lock);
+  pool->durable_gen = gen;
+  pool->commits++;
+  pthread_mutex_unlock (&pool->commit_lock);
+  goto out;
+
+ fail_locked:
+  latch_failed (pool);
+  pthread_rwlock_unlock (&pool->txn_lock);
+ out:
+  nodebatch_release (pool->cache, &batch);
+  spacemap_chain_free (&chain);
+  free (images);
+  free (ranges.v);
+  return r;
+}
+
+/* Group commit (TX-3). */
+int
+pool_commit (struct cairn_pool *pool)
+{
+  uint64_t target;
+  int r = 0;
+
+  if (pool->readonly)
+    return 0;
+  pthread_mutex_lock (&pool->commit_lock);
+  target = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
+  for (;;) {
+    if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
+      r = cairn_fail (-EIO, "the pool failed earlier and is read-only until "
+                      "it is reopened");
+      break;
+    }
+    if (pool->durable_gen >= target)
+      break;
+    if (pool->committing) {
+      pthread_cond_wait (&pool->commit_cond, &pool->commit_lock);
+      continue;
+    }
+    if (!__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE) >= target)
+      break;      /* nothing changed since the last durable generation */
+    pool->committing = true;
+    pthread_mutex_unlock (&pool->commit_lock);
+    r = txn_commit_now (pool);
+    pthread_mutex_lock (&pool->commit_lock);
+    pool->committing = false;
+    pthread_cond_broadcast (&pool->commit_cond);
+    if (r < 0)
+      break;
+  }
+  pthread_mutex_unlock (&pool->commit_lock);
+  return r;
+}
+
+/* Enter a mutation. */
+int
+txn_begin (struct cairn_pool *pool)
+{
+  if (pool->readonly)
+    return cairn_fail (-EROFS, "the pool is open read-only");
+  pthread_rwlock_rdlock (&pool->txn_lock);
+  if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
+    pthread_rwlock_unlock (&pool->txn_lock);
+    return cairn_fail (-EIO, "the pool failed earlier and is read-only until "
+                       "it is reopened");
+  }
+  __atomic_store_n (&pool->dirty, true, __ATOMIC_RELEASE);
+  return 0;
+}
+
+/* Leave a mutation; commit when dirty metadata passed its limit or the
+ * pool runs on its reserve.  No tree lock may be held.
+ */
+void
+txn_end (struct cairn_pool *pool)
+{
+  struct nodecache_stats st;
+  struct space_stats ss;
+  bool low_space;
+
+  pthread_rwlock_unlock (&pool->txn_lock);
+  nodecache_stats (pool->cache, &st);
+  /* Running on the reserve while frees wait for a commit: commit, so that
+   * deletes on a full pool keep freeing more than their copies take.
+   */
+  space_stats (pool->space, &ss);
+  low_space = ss.free <= ss.reserve && ss.pending > 0;
+  if (!low_space &&
+      st.dirty_nodes * nodecache_node_size (pool->cache) <= pool->dirty_limit)
+    return;
+  if (pool->committer_running) {
+    pthread_mutex_lock (&pool->committer_lock);
+    pool->committer_kick = true;
+    pthread_cond_signal (&pool->committer_cond);
+    pthread_mutex_unlock (&pool->committer_lock);
+  }
+  else if (pool_commit (pool) < 0) {
+    /* Latched: the next mutation reports it. */
+  }
+}
+
+/* The commit thread's loop. */
+static void *
+committer_main (void *arg)
+{
+  struct cairn_pool *pool = arg;
+
+  pthread_mutex_lock (&pool->committer_lock);
+  while (!pool->committer_stop) {
+    struct timespec ts;
+
+    if (!pool->committer_kick) {
+      clock_gettime (CLOCK_REALTIME, &ts);
+      ts.tv_sec += pool->commit_interval_ms / 1000;
+      ts.tv_nsec += (long) (pool->commit_interval_ms % 1000) * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait (&pool->committer_cond, &pool->committer_lock, &ts);
+    }
+    if (pool->committer_stop)
+      break;
+    pool->committer_kick = false;
+    pthread_mutex_unlock (&pool->committer_lock);
+    if (__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE) &&
+        pool_commit (pool) < 0) {
+      /* Latched failed; mutations report it. */
+    }
+    pthread_mutex_lock (&pool->committer_lock);
+  }
+  pthread_mutex_unlock (&pool->committer_lock);
+  return NULL;
+}
+
+/* Start the commit thread. */
+int
+pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
+{
+  int err;
+
+  if (pool->readonly || pool->committer_running)
+    return 0;
+  pool->commit_interval_ms = interval_ms ? interval_ms : 5000;
+  pool->committer_stop = false;
+  err = pthread_create (&pool->committer, NULL, committer_main, pool);
+  if (err)
+    return cairn_fail (-err, "cannot start the commit thread: %s", strerror (err));
+  pool->committer_running = true;
+  return 0;
+}
+
+/* Stop the commit thread and wait for it. */
+void
+pool_stop_committer (struct cairn_pool *pool)
+{
+  if (!pool->committer_running)
+    return;
+  pthread_mutex_lock (&pool->committer_lock);
+  pool->committer_stop = true;
+  pthread_cond_signal (&pool->committer_cond);
+  pthread_mutex_unlock (&pool->committer_lock);
+  pthread_join (pool->committer, NULL);
+  pool->committer_running = false;
+}

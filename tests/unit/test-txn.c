@@ -1,0 +1,651 @@
+/* Unit tests for pools, superblocks, the space map and commits
+ * (engine/pool.c, super.c, spacemap.c, txn.c) and for fsck: opening
+ * refuses what it must, corruption is found and named, a full pool says
+ * ENOSPC and recovers, failed I/O latches the pool, concurrent commits
+ * group, and a thousand power cuts leave a pool at a durable generation
+ * that equals the model and checks clean.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <pthread.h>
+
+#include <criterion/criterion.h>
+
+#include "fsck.h"
+#include "pool.h"
+#include "txn-int.h"
+#include "test-util.h"
+
+/* Collect fsck's problem lines. */
+struct problems {
+  char text[8192];
+  unsigned n;
+};
+
+static void
+note_problem (void *opaque, const char *msg)
+{
+  struct problems *p = opaque;
+
+  p->n++;
+  strncat (p->text, msg, sizeof p->text - strlen (p->text) - 2);
+  strcat (p->text, "\n");
+}
+
+/* Run fsck, collecting problems. */
+static struct fsck_report
+run_fsck (struct cairn_dev *dev, struct problems *p)
+{
+  struct fsck_opts o = { .problem = note_problem, .opaque = p };
+  struct fsck_report rep;
+
+  memset (p, 0, sizeof *p);
+  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
+  return rep;
+}
+
+static void
+assert_clean (struct cairn_dev *dev)
+{
+  struct problems p;
+  struct fsck_report rep = run_fsck (dev, &p);
+
+  cr_assert_eq (rep.errors, 0, "fsck: %s", p.text);
+}
+
+static struct cairn_dev *
+mem_pool (uint64_t size, uint8_t uuid[16])
+{
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_mem_create (size, &dev), 0);
+  cr_assert_eq (pool_format (dev, NULL, uuid), 0, "%s", cairn_errmsg ());
+  return dev;
+}
+
+static struct cairn_pool *
+open_pool (struct cairn_dev *dev)
+{
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
+  return pool;
+}
+
+/* Insert one item into tree t of pool. */
+static int
+put (struct cairn_pool *pool, struct btree *t, uint64_t key, const void *v,
+     size_t vl)
+{
+  uint8_t k[8];
+  int r = txn_begin (pool);
+
+  if (r < 0)
+    return r;
+  put_be64 (k, key);
+  btree_wrlock (t);
+  r = btree_insert (t, k, 8, v, vl, 0);
+  btree_unlock (t);
+  txn_end (pool);
+  return r;
+}
+
+static struct btree *
+new_tree (struct cairn_pool *pool, uint64_t *idp)
+{
+  struct btree *t;
+
+  cr_assert_eq (txn_begin (pool), 0);
+  cr_assert_eq (pool_tree_create (pool, idp, &t), 0, "%s", cairn_errmsg ());
+  txn_end (pool);
+  return t;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+Test (pool, fresh_pool_opens_and_checks_clean)
+{
+  uint8_t uuid[16];
+  struct cairn_dev *dev = mem_pool (64 << 20, uuid);
+  struct cairn_pool *pool = open_pool (dev);
+  struct pool_info info;
+
+  pool_info (pool, &info);
+  cr_assert_eq (info.generation, 1);
+  cr_assert_arr_eq (info.uuid, uuid, 16);
+  cr_assert_eq (info.node_size, NODE_SIZE_DEFAULT);
+  cr_assert_eq (info.space.total, (64 << 20) / 4096 - 256);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+  dev_close (dev);
+}
+
+Test (pool, not_a_pool)
+{
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+
+  cr_assert_eq (dev_mem_create (64 << 20, &dev), 0);
+  cr_assert_eq (pool_open (dev, NULL, &pool), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "is not a Cairn pool") != NULL, "%s", cairn_errmsg ());
+  dev_close (dev);
+  cr_assert_eq (dev_mem_create (1 << 20, &dev), 0);
+  cr_assert_eq (pool_format (dev, NULL, NULL), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "too small") != NULL, "%s", cairn_errmsg ());
+  dev_close (dev);
+}
+
+Test (pool, bad_node_size_refused)
+{
+  struct cairn_dev *dev;
+  struct pool_format_opts fo = { .node_size = 12288 };
+
+  cr_assert_eq (dev_mem_create (64 << 20, &dev), 0);
+  cr_assert_eq (pool_format (dev, &fo, NULL), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "power of two") != NULL);
+  dev_close (dev);
+}
+
+/* Rewrite the newest slot with a change (and a valid checksum). */
+static void
+tamper_newest (struct cairn_dev *dev, void (*fn) (struct superblock *))
+{
+  struct superblock sb;
+
+  cr_assert_eq (sb_read_newest (dev, NULL, &sb), 0);
+  fn (&sb);
+  cr_assert_eq (sb_write (dev, &sb), 0);
+}
+
+static void
+add_unknown_incompat (struct superblock *sb)
+{
+  sb->incompat |= 1ull << 40;
+}
+
+static void
+add_unknown_ro_compat (struct superblock *sb)
+{
+  sb->ro_compat |= 1ull << 3;
+}
+
+Test (pool, unknown_incompat_feature_refused)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool;
+
+  tamper_newest (dev, add_unknown_incompat);
+  cr_assert_lt (pool_open (dev, NULL, &pool), 0);
+  cr_assert (strstr (cairn_errmsg (), "incompatible features") != NULL, "%s", cairn_errmsg ());
+  cr_assert (strstr (cairn_errmsg (), "0x10000000000") != NULL, "%s", cairn_errmsg ());
+  dev_close (dev);
+}
+
+Test (pool, unknown_ro_compat_feature_opens_read_only)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool;
+  uint64_t id;
+  struct btree *t;
+
+  tamper_newest (dev, add_unknown_ro_compat);
+  pool = open_pool (dev);
+  cr_assert_eq (txn_begin (pool), -EROFS);
+  (void) id;
+  (void) t;
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+Test (pool, device_of_another_pool_refused)
+{
+  uint8_t uuid[16], other[16];
+  struct cairn_dev *dev = mem_pool (64 << 20, uuid);
+  struct pool_open_opts oo = { .expect_uuid = other };
+  struct cairn_pool *pool;
+  char a[37], b[37];
+
+  memcpy (other, uuid, 16);
+  other[0] ^= 1;
+  cr_assert_eq (pool_open (dev, &oo, &pool), -EINVAL);
+  uuid_format (uuid, a);
+  uuid_format (other, b);
+  cr_assert (strstr (cairn_errmsg (), a) && strstr (cairn_errmsg (), b),
+             "the message names both pools: %s", cairn_errmsg ());
+  oo.expect_uuid = uuid;
+  cr_assert_eq (pool_open (dev, &oo, &pool), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* A flipped bit in the newest superblock slot: the previous generation is
+ * used; in every slot: the pool is refused with the reason.
+ */
+Test (pool, superblock_bitflip_falls_back_then_refuses)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = open_pool (dev);
+  struct pool_info info;
+  struct btree *t;
+  uint64_t id, gen_a;
+  uint8_t byte, v[8];
+  size_t vl;
+
+  t = new_tree (pool, &id);
+  cr_assert_eq (put (pool, t, 1, "A", 1), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  pool_info (pool, &info);
+  gen_a = info.generation;
+  cr_assert_eq (put (pool, t, 1, "B", 1), 0);
+  cr_assert_eq (pool_close (pool), 0);
+
+  /* Flip a bit in the newest slot (generation gen_a + 1). */
+  {
+    uint64_t off = SB_SLOT_OFFSET ((gen_a + 1) % SB_SLOTS) + 300;
+    cr_assert_eq (dev_pread (dev, &byte, 1, off), 0);
+    byte ^= 0x80;
+    cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
+  }
+  pool = open_pool (dev);
+  pool_info (pool, &info);
+  cr_assert_eq (info.generation, gen_a, "fell back to the previous generation");
+  cr_assert_eq (pool_tree_open (pool, id, &t), 0);
+  {
+    uint8_t k[8];
+    put_be64 (k, 1);
+    cr_assert_eq (btree_lookup (t, k, 8, v, sizeof v, &vl), 0);
+    cr_assert_eq (v[0], 'A');
+  }
+  pool_info (pool, &info);
+  cr_assert_eq (pool_close (pool), 0);
+
+  for (unsigned i = 0; i < SB_SLOTS; i++) {
+    uint64_t off = SB_SLOT_OFFSET (i) + 100;
+    cr_assert_eq (dev_pread (dev, &byte, 1, off), 0);
+    byte ^= 0x01;
+    cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
+  }
+  cr_assert_eq (pool_open (dev, NULL, &pool), -EIO);
+  cr_assert (strstr (cairn_errmsg (), "no valid superblock") != NULL, "%s", cairn_errmsg ());
+  cr_assert (strstr (cairn_errmsg (), "checksum mismatch") != NULL, "%s", cairn_errmsg ());
+  {
+    struct problems p;
+    struct fsck_report rep = run_fsck (dev, &p);
+    cr_assert_eq (rep.errors, 1);
+    cr_assert (strstr (p.text, "no valid superblock") != NULL, "%s", p.text);
+  }
+  dev_close (dev);
+}
+
+Test (pool, spacemap_bitflip_detected)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool;
+  struct superblock sb;
+  uint8_t byte;
+  char want[64];
+
+  cr_assert_eq (sb_read_newest (dev, NULL, &sb), 0);
+  cr_assert_eq (dev_pread (dev, &byte, 1, sb.spacemap.addr + 97), 0);
+  byte ^= 0x20;
+  cr_assert_eq (dev_pwrite (dev, &byte, 1, sb.spacemap.addr + 97), 0);
+  cr_assert_eq (pool_open (dev, NULL, &pool), -EIO);
+  snprintf (want, sizeof want, "space map block %" PRIu64, sb.spacemap.addr / 4096);
+  cr_assert (strstr (cairn_errmsg (), want) != NULL, "%s", cairn_errmsg ());
+  dev_close (dev);
+}
+
+/* ---------------------------------------------------------------- fsck */
+
+Test (fsck, finds_leaked_and_free_but_used_blocks)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = open_pool (dev);
+  struct btree_root root;
+  struct problems p;
+  struct fsck_report rep;
+  struct btree *t;
+  uint64_t id, leak;
+
+  t = new_tree (pool, &id);
+  for (uint64_t i = 0; i < 100; i++)
+    cr_assert_eq (put (pool, t, i, "x", 1), 0);
+  /* A block allocated that nothing references. */
+  cr_assert_eq (txn_begin (pool), 0);
+  cr_assert_eq (space_alloc (pool_space (pool), 3, 9000, 0, &leak), 0);
+  txn_end (pool);
+  cr_assert_eq (pool_close (pool), 0);
+  rep = run_fsck (dev, &p);
+  cr_assert_eq (rep.blocks_leaked, 3, "%s", p.text);
+  {
+    char want[64];
+    snprintf (want, sizeof want, "block %" PRIu64 " is allocated but", leak);
+    cr_assert (strstr (p.text, want) != NULL, "%s", p.text);
+  }
+
+  /* A node the space map calls free. */
+  pool = open_pool (dev);
+  cr_assert_eq (pool_tree_open (pool, id, &t), 0);
+  btree_get_root (t, &root);
+  cr_assert_eq (txn_begin (pool), 0);
+  space_free (pool_space (pool), root.bp.addr / 4096, 1, root.bp.birth);
+  txn_end (pool);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  rep = run_fsck (dev, &p);
+  cr_assert_geq (rep.blocks_free_but_used, 1, "%s", p.text);
+  cr_assert (strstr (p.text, "space map says it is free") != NULL, "%s", p.text);
+  dev_close (dev);
+}
+
+/* ---------------------------------------------------------------- ENOSPC */
+
+Test (pool, full_pool_enospc_then_deletes_and_recovers)
+{
+  struct cairn_dev *dev = mem_pool (8 << 20, NULL);
+  struct cairn_pool *pool = open_pool (dev);
+  struct pool_info info;
+  uint8_t v[900];
+  struct btree *t;
+  uint64_t id, n = 0;
+  int r = 0;
+
+  t = new_tree (pool, &id);
+  memset (v, 0xab, sizeof v);
+  while (n < 100000 && (r = put (pool, t, n, v, sizeof v)) == 0) {
+    n++;
+    if (n % 200 == 0 && (r = pool_commit (pool)) < 0)
+      break;
+  }
+  cr_assert_eq (r, -ENOSPC, "filling ended with %d: %s", r, cairn_errmsg ());
+  cr_assert (strstr (cairn_errmsg (), "no space left") != NULL, "%s", cairn_errmsg ());
+  cr_assert_gt (n, 1000);
+  /* The pool is consistent and commits on its reserve. */
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  pool_info (pool, &info);
+  cr_assert (!info.failed);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_clean (dev);
+
+  /* Deleting works on a full pool, and frees space for new writes. */
+  pool = open_pool (dev);
+  cr_assert_eq (pool_tree_open (pool, id, &t), 0);
+  for (uint64_t i = 0; i < n; i += 2) {
+    uint8_t k[8];
+    put_be64 (k, i);
+    cr_assert_eq (txn_begin (pool), 0);
+    btree_wrlock (t);
+    r = btree_delete (t, k, 8);
+    btree_unlock (t);
+    txn_end (pool);
+    cr_assert_eq (r, 0, "delete %" PRIu64 ": %s", i, cairn_errmsg ());
+  }
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (put (pool, t, n + 1, v, sizeof v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+  dev_close (dev);
+}
+
+/* ---------------------------------------------------------------- failures */
+
+Test (pool, failed_flush_latches_the_pool)
+{
+  struct cairn_dev *lower = mem_pool (64 << 20, NULL), *dev;
+  struct cairn_pool *pool;
+  struct pool_info info;
+  struct btree *t;
+  uint64_t id, gen;
+
+  cr_assert_eq (dev_fault_create (lower, &dev), 0);
+  pool = open_pool (dev);
+  t = new_tree (pool, &id);
+  cr_assert_eq (put (pool, t, 1, "a", 1), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  pool_info (pool, &info);
+  gen = info.generation;
+  cr_assert_eq (put (pool, t, 2, "b", 1), 0);
+  dev_fault_set (dev, DEV_FAULT_FLUSH, 1, false, -EIO);
+  cr_assert_eq (pool_commit (pool), -EIO);
+  cr_assert (strstr (cairn_errmsg (), "read-only until reopened") != NULL, "%s", cairn_errmsg ());
+  /* Latched (TX-4): even with the device healthy again. */
+  dev_fault_clear (dev);
+  cr_assert_eq (put (pool, t, 3, "c", 1), -EIO);
+  cr_assert_eq (pool_commit (pool), -EIO);
+  pool_info (pool, &info);
+  cr_assert (info.failed);
+  pool_close (pool);
+  dev_close (dev);
+
+  pool = open_pool (lower);
+  pool_info (pool, &info);
+  cr_assert_geq (info.generation, gen);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (lower);
+  dev_close (lower);
+}
+
+/* ---------------------------------------------------------------- group commit */
+
+struct writer {
+  struct cairn_pool *pool;
+  struct btree *t;
+  uint64_t base;
+  int err;
+};
+
+static void *
+writer_main (void *arg)
+{
+  struct writer *w = arg;
+
+  for (uint64_t i = 0; i < 2000 && w->err == 0; i++) {
+    uint8_t v[16];
+    fill_pattern (v, sizeof v, w->base + i);
+    w->err = put (w->pool, w->t, w->base + i, v, sizeof v);
+    if (w->err == 0 && i % 25 == 0)
+      w->err = pool_commit (w->pool);
+  }
+  return NULL;
+}
+
+Test (pool, concurrent_writers_and_group_commit)
+{
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
+  struct cairn_pool *pool = open_pool (dev);
+  struct writer w[4];
+  pthread_t th[4];
+  struct btree *t[4];
+  uint64_t id[4];
+  struct pool_info info;
+
+  for (int i = 0; i < 4; i++)
+    t[i] = new_tree (pool, &id[i]);
+  cr_assert_eq (pool_start_committer (pool, 5), 0);
+  for (int i = 0; i < 4; i++) {
+    w[i] = (struct writer) { pool, t[i], (uint64_t) i << 32, 0 };
+    pthread_create (&th[i], NULL, writer_main, &w[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join (th[i], NULL);
+    cr_assert_eq (w[i].err, 0, "writer %d: %s", i, cairn_errmsg ());
+  }
+  pool_info (pool, &info);
+  cr_assert_lt (info.commits, 4 * 80 + 1000, "commits were grouped");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+
+  pool = open_pool (dev);
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq (pool_tree_open (pool, id[i], &t[i]), 0);
+    for (uint64_t j = 0; j < 2000; j++) {
+      uint8_t k[8], v[16], want[16];
+      size_t vl;
+      put_be64 (k, ((uint64_t) i << 32) + j);
+      cr_assert_eq (btree_lookup (t[i], k, 8, v, sizeof v, &vl), 0);
+      fill_pattern (want, sizeof want, ((uint64_t) i << 32) + j);
+      cr_assert_arr_eq (v, want, 16);
+    }
+  }
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* ---------------------------------------------------------------- power cuts */
+
+#define PC_KEYS 400u
+#define PC_MAX_GENS 256u
+
+struct pc_model {
+  uint64_t ver[PC_KEYS];      /* 0: absent */
+};
+
+/* The workload: deterministic from wseed; commits every 40 operations.
+ * models[g] is the state generation g holds, for every generation whose
+ * commit started.  Returns the newest acknowledged generation.
+ */
+static uint64_t
+pc_workload (struct cairn_dev *dev, uint64_t wseed, struct pc_model *models,
+             uint64_t *idp)
+{
+  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40 };
+  struct rng r = { wseed };
+  struct pc_model cur = { { 0 } };
+  struct cairn_pool *pool;
+  struct pool_info info;
+  struct btree *t;
+  uint64_t acked, ver = 1;
+
+  if (pool_open (dev, &oo, &pool) < 0)
+    cr_assert_fail ("open before the cut: %s", cairn_errmsg ());
+  pool_info (pool, &info);
+  acked = info.generation;
+  models[acked] = cur;
+  if (txn_begin (pool) < 0 || pool_tree_create (pool, idp, &t) < 0) {
+    pool_close (pool);
+    return acked;
+  }
+  txn_end (pool);
+  for (unsigned op = 1; op <= 1200; op++) {
+    uint32_t key = (uint32_t) rng_below (&r, PC_KEYS);
+    uint8_t k[8], v[64];
+    int rc;
+
+    put_be64 (k, key);
+    if (txn_begin (pool) < 0)
+      break;
+    btree_wrlock (t);
+    if (rng_below (&r, 4) == 0) {
+      rc = btree_delete (t, k, 8);
+      if (rc == 0 || rc == -ENOENT)
+        cur.ver[key] = 0, rc = 0;
+    }
+    else {
+      fill_pattern (v, 8 + ver % 56, ver);
+      rc = btree_insert (t, k, 8, v, 8 + ver % 56, 0);
+      if (rc == 0)
+        cur.ver[key] = ver++;
+    }
+    btree_unlock (t);
+    txn_end (pool);
+    if (rc < 0)
+      break;
+    if (op % 40 == 0) {
+      pool_info (pool, &info);
+      cr_assert_lt (info.open_generation, PC_MAX_GENS);
+      models[info.open_generation] = cur;
+      if (pool_commit (pool) < 0)
+        break;
+      pool_info (pool, &info);
+      acked = info.generation;
+    }
+  }
+  pool_close (pool);
+  return acked;
+}
+
+/* After a cut the pool opens at a generation at least as new as the last
+ * acknowledged commit (TX-1, TX-3), equal to the model of that generation,
+ * and fsck is clean.
+ */
+Test (pool, power_cut_thousand_points, .timeout = 900)
+{
+  uint64_t seed = test_seed ("pool.power_cut_thousand_points", 1202);
+  struct pc_model *models = calloc (PC_MAX_GENS, sizeof *models);
+  struct cairn_dev *lower, *pc;
+  uint64_t writes, id;
+  const unsigned cuts = 1000;
+  unsigned newer = 0, at_acked = 0, torn_open = 0;
+  uint64_t gens_total = 0;
+
+  /* A dry run counts the workload's device writes and flushes. */
+  lower = mem_pool (32 << 20, NULL);
+  cr_assert_eq (dev_powercut_create (lower, seed, &pc), 0);
+  pc_workload (pc, seed, models, &id);
+  writes = dev_powercut_ops (pc);
+  dev_close (pc);
+  dev_close (lower);
+  cr_assert_gt (writes, 100, "the workload writes %" PRIu64 " times", writes);
+
+  for (unsigned c = 0; c < cuts; c++) {
+    uint64_t cut_at = 1 + (c * writes) / cuts, acked, id2 = 0;
+    struct cairn_pool *pool;
+    struct pool_info info;
+    struct btree *t;
+
+    memset (models, 0, PC_MAX_GENS * sizeof *models);
+    lower = mem_pool (32 << 20, NULL);
+    cr_assert_eq (dev_powercut_create (lower, seed * 1000003 + c, &pc), 0);
+    dev_powercut_arm (pc, cut_at);
+    acked = pc_workload (pc, seed, models, &id2);
+    if (!dev_powercut_is_cut (pc))
+      dev_powercut_cut (pc, true);
+    dev_close (pc);
+
+    if (pool_open (lower, NULL, &pool) < 0)
+      cr_assert_fail ("cut %u (at write %" PRIu64 "): pool does not open: %s",
+                      c, cut_at, cairn_errmsg ());
+    pool_info (pool, &info);
+    newer += info.generation > acked;
+    at_acked += info.generation == acked;
+    gens_total += info.generation;
+    torn_open += id2 != 0;
+    cr_assert_geq (info.generation, acked, "cut %u: generation %" PRIu64
+                   " is older than the acknowledged %" PRIu64, c,
+                   info.generation, acked);
+    if (id2 != 0 && pool_tree_open (pool, id2, &t) == 0) {
+      const struct pc_model *m = &models[info.generation];
+      for (uint32_t key = 0; key < PC_KEYS; key++) {
+        uint8_t k[8], v[64], want[64];
+        size_t vl;
+        int rc;
+
+        put_be64 (k, key);
+        rc = btree_lookup (t, k, 8, v, sizeof v, &vl);
+        if (m->ver[key] == 0) {
+          cr_assert_eq (rc, -ENOENT, "cut %u gen %" PRIu64 ": key %" PRIu32
+                        " should be absent (%s)", c, info.generation, key,
+                        cairn_errmsg ());
+          continue;
+        }
+        cr_assert_eq (rc, 0, "cut %u gen %" PRIu64 ": key %" PRIu32 ": %s", c,
+                      info.generation, key, cairn_errmsg ());
+        cr_assert_eq (vl, 8 + m->ver[key] % 56);
+        fill_pattern (want, vl, m->ver[key]);
+        cr_assert_arr_eq (v, want, vl, "cut %u: value of key %" PRIu32, c, key);
+      }
+    }
+    cr_assert_eq (pool_close (pool), 0);
+    assert_clean (lower);
+    dev_close (lower);
+  }
+  fprintf (stderr, "pool.power_cut_thousand_points: %u cuts over %" PRIu64
+           " writes and flushes: %u at the acknowledged generation, %u at a newer one "
+           "(commit in flight), mean generation %.1f\n", cuts, writes, at_acked,
+           newer, (double) gens_total / cuts);
+  cr_assert_gt (at_acked, 0);
+  cr_assert_gt (newer, 0, "some cuts land after a superblock write");
+  free (models);
+}

@@ -1,0 +1,68 @@
+/* Helpers shared by the unit tests: seeds and a small PRNG.
+ *
+ * Randomised tests take their seed from CAIRN_TEST_SEED (a number, or
+ * "random" for a fresh one), else a fixed default so that CI is
+ * repeatable; they print it so that any failure can be replayed.
+ */
+#ifndef CAIRN_TEST_UTIL_H
+#define CAIRN_TEST_UTIL_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The seed for a randomised test, printed with the test's name. */
+static inline uint64_t
+test_seed (const char *name, uint64_t fallback)
+{
+  const char *s = getenv ("CAIRN_TEST_SEED");
+  uint64_t seed = fallback;
+
+  if (s && strcmp (s, "random") == 0)
+    seed = (uint64_t) time (NULL) ^ ((uint64_t) clock () << 32);
+  else if (s && *s)
+    seed = strtoull (s, NULL, 0);
+  fprintf (stderr, "%s: seed %" PRIu64 " (replay with CAIRN_TEST_SEED=%" PRIu64
+           ")\n", name, seed, seed);
+  return seed;
+}
+
+/* splitmix64: small, fast, seedable. */
+struct rng {
+  uint64_t s;
+};
+
+static inline uint64_t
+rng_next (struct rng *r)
+{
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* A number in [0, n). */
+static inline uint64_t
+rng_below (struct rng *r, uint64_t n)
+{
+  return n ? rng_next (r) % n : 0;
+}
+
+/* Fill buf with bytes determined by tag alone. */
+static inline void
+fill_pattern (void *buf, size_t len, uint64_t tag)
+{
+  struct rng r = { tag * 0x2545f4914f6cdd1dull + 1 };
+  uint8_t *p = buf;
+
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t v = rng_next (&r);
+    memcpy (p + i, &v, len - i < 8 ? len - i : 8);
+  }
+}
+
+#endif /* CAIRN_TEST_UTIL_H */
