@@ -4,66 +4,265 @@
  * engine directly; online ones (arriving with the control server) talk to a
  * running server over its control socket.
  *
+ * The command line is `cairn [GLOBAL OPTIONS] COMMAND [ARGS]`: global
+ * options stop at the first word that is not one, which names the command;
+ * the command parses the rest itself, getopt style, with argv[0] set to
+ * "cairn COMMAND" so that getopt's own messages name it.
+ *
  * Exit codes: 0 success, 1 failure reported by the engine or server,
- * 2 usage error, 3 not found.
+ * 2 usage error, 3 not found (cli.h).
  */
 #include <config.h>
 
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "cli.h"
 
-#define EXIT_USAGE 2
-
-struct command {
-  const char *name;
-  const char *summary;
-  int (*run) (int argc, char **argv);
-};
-
-static int cmd_help (int argc, char **argv);
-static int cmd_version (int argc, char **argv);
+static int cmd_help (const struct cli *cli, int argc, char **argv);
+static int cmd_version (const struct cli *cli, int argc, char **argv);
 
 static const struct command commands[] = {
-  { "help", "show the subcommands", cmd_help },
-  { "version", "print the version", cmd_version },
+  { "help", "show the subcommands, or how to use one", "[COMMAND]",
+    "Without COMMAND, list the subcommands; with it, show its usage.\n",
+    cmd_help },
+  { "version", "print the version", "", "Print the version of cairn.\n",
+    cmd_version },
+  { "mkpool", "create a pool on a file or a block device",
+    "PATH --size SIZE [--node-size SIZE] [--force]",
+"Create a new, empty pool.  A missing PATH is created as a sparse file of\n"
+"SIZE; an existing block device is formatted whole; an existing file is\n"
+"only overwritten with --force.\n"
+"\n"
+"  -s, --size SIZE       pool size, e.g. 64M, 8G, 1T (bytes without a unit)\n"
+"  -n, --node-size SIZE  metadata node size: 4K, 8K, 16K (default), 32K, 64K\n"
+"  -f, --force           overwrite an existing file or pool; with --size,\n"
+"                        resize an existing file first\n",
+    cmd_mkpool },
+  { "fsck", "check a stopped pool", "PATH [--quiet]",
+"Check every tree and node of the pool and audit its space.  The pool must\n"
+"not be in use by a server.  Exits 0 when the pool is clean, 1 when it is\n"
+"not.\n"
+"\n"
+"  -q, --quiet           print only the problems found\n",
+    cmd_fsck },
+  { "info", "describe a stopped pool", "PATH [--json]",
+"Show the pool's UUID, generation, node size, size and space use.\n"
+"\n"
+"  -j, --json            print one JSON object\n",
+    cmd_info },
 };
 
-/* Print the subcommands. */
-static int
-cmd_help (int argc, char **argv)
+/* The table entry named name, or NULL. */
+static const struct command *
+find_command (const char *name)
 {
-  printf ("Usage: cairn [--pool PATH] COMMAND [ARGS]\n\nCommands:\n");
   for (size_t i = 0; i < ARRAY_SIZE (commands); i++)
-    printf ("  %-12s %s\n", commands[i].name, commands[i].summary);
-  printf ("\nSee cairn(8).\n");
+    if (strcmp (name, commands[i].name) == 0)
+      return &commands[i];
+  return NULL;
+}
+
+/* Print the global usage and the subcommands to fp. */
+static void
+global_usage (FILE *fp)
+{
+  fprintf (fp,
+"Usage: cairn [--pool PATH] COMMAND [ARGS]\n"
+"\n"
+"  -p, --pool PATH       the pool, for commands whose PATH is left out\n"
+"  -h, --help            show this help\n"
+"  -V, --version         print the version\n"
+"\n"
+"Commands:\n");
+  for (size_t i = 0; i < ARRAY_SIZE (commands); i++)
+    fprintf (fp, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf (fp, "\n'cairn COMMAND --help' shows how to use a command.  "
+           "See cairn(8).\n");
+}
+
+/* Print a command's usage to stdout. */
+void
+cli_usage (const struct command *cmd)
+{
+  printf ("Usage: cairn %s%s%s\n\n%s\n"
+          "  -h, --help            show this help\n\nSee cairn(8).\n",
+          cmd->name, *cmd->args ? " " : "", cmd->args, cmd->help);
+}
+
+/* Say how to get help; returns EXIT_USAGE. */
+int
+cli_try_help (const struct cli *cli)
+{
+  fprintf (stderr, "Try 'cairn %s --help'.\n", cli->cmd->name);
+  return EXIT_USAGE;
+}
+
+/* Report a usage error. */
+int
+cli_usage_error (const struct cli *cli, const char *fmt, ...)
+{
+  va_list ap;
+
+  fprintf (stderr, "cairn %s: ", cli->cmd->name);
+  va_start (ap, fmt);
+  vfprintf (stderr, fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "\n");
+  return cli_try_help (cli);
+}
+
+/* Report a failure (keeping errno for a %m in fmt). */
+int
+cli_error (const struct cli *cli, int code, const char *fmt, ...)
+{
+  int saved_errno = errno;
+  va_list ap;
+
+  fprintf (stderr, "cairn %s: ", cli->cmd->name);
+  errno = saved_errno;
+  va_start (ap, fmt);
+  vfprintf (stderr, fmt, ap);
+  va_end (ap);
+  fprintf (stderr, "\n");
+  return code;
+}
+
+/* Parse the options of a command that has none but --help. */
+int
+cli_parse_no_options (const struct cli *cli, int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  int c;
+
+  while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+    if (c == 'h') {
+      cli_usage (cli->cmd);
+      return EXIT_OK;
+    }
+    return cli_try_help (cli);
+  }
+  return -1;
+}
+
+/* Take the pool path from the words left after the options. */
+int
+cli_pool_path (const struct cli *cli, int argc, char **argv,
+               const char **pathp)
+{
+  int npos = argc - optind;
+
+  if (npos > 1)
+    return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
+  if (npos == 1 && cli->pool && strcmp (cli->pool, argv[optind]) != 0)
+    return cli_usage_error (cli, "two pools given: --pool %s and %s",
+                            cli->pool, argv[optind]);
+  if (npos == 1)
+    *pathp = argv[optind];
+  else if (cli->pool)
+    *pathp = cli->pool;
+  else
+    return cli_usage_error (cli, "missing PATH (the pool's file or block "
+                            "device)");
   return 0;
+}
+
+/* List the subcommands, or show one's usage. */
+static int
+cmd_help (const struct cli *cli, int argc, char **argv)
+{
+  const struct command *cmd;
+  int r = cli_parse_no_options (cli, argc, argv);
+
+  if (r >= 0)
+    return r;
+  if (argc - optind > 1)
+    return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
+  if (argc - optind == 0) {
+    global_usage (stdout);
+    return EXIT_OK;
+  }
+  cmd = find_command (argv[optind]);
+  if (cmd == NULL)
+    return cli_usage_error (cli, "unknown command '%s'", argv[optind]);
+  cli_usage (cmd);
+  return EXIT_OK;
 }
 
 /* Print the version. */
 static int
-cmd_version (int argc, char **argv)
+cmd_version (const struct cli *cli, int argc, char **argv)
 {
+  int r = cli_parse_no_options (cli, argc, argv);
+
+  if (r >= 0)
+    return r;
+  if (optind < argc)
+    return cli_usage_error (cli, "unexpected argument '%s'", argv[optind]);
   printf ("cairn %s\n", PACKAGE_VERSION);
-  return 0;
+  return EXIT_OK;
 }
 
 int
 main (int argc, char **argv)
 {
-  if (argc < 2) {
-    cmd_help (0, NULL);
+  static const struct option opts[] = {
+    { "pool", required_argument, NULL, 'p' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+  };
+  static char name[] = "cairn";
+  struct cli cli = { 0 };
+  char prog[64];
+  int c, r;
+
+  argv[0] = name;       /* getopt's messages start with it */
+  /* "+": stop at the command name, whose options are its own. */
+  while ((c = getopt_long (argc, argv, "+p:hV", opts, NULL)) != -1) {
+    switch (c) {
+    case 'p':
+      cli.pool = optarg;
+      break;
+    case 'h':
+      global_usage (stdout);
+      return EXIT_OK;
+    case 'V':
+      printf ("cairn %s\n", PACKAGE_VERSION);
+      return EXIT_OK;
+    default:
+      fprintf (stderr, "Try 'cairn help'.\n");
+      return EXIT_USAGE;
+    }
+  }
+  if (optind == argc) {
+    global_usage (stderr);
     return EXIT_USAGE;
   }
-  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0)
-    return cmd_help (argc - 1, argv + 1);
-  if (strcmp (argv[1], "--version") == 0 || strcmp (argv[1], "-V") == 0)
-    return cmd_version (argc - 1, argv + 1);
-  for (size_t i = 0; i < ARRAY_SIZE (commands); i++)
-    if (strcmp (argv[1], commands[i].name) == 0)
-      return commands[i].run (argc - 1, argv + 1);
-  fprintf (stderr, "cairn: unknown command '%s' (try 'cairn help')\n", argv[1]);
-  return EXIT_USAGE;
+  cli.cmd = find_command (argv[optind]);
+  if (cli.cmd == NULL) {
+    fprintf (stderr, "cairn: unknown command '%s' (try 'cairn help')\n",
+             argv[optind]);
+    return EXIT_USAGE;
+  }
+
+  snprintf (prog, sizeof prog, "cairn %s", cli.cmd->name);
+  argv[optind] = prog;
+  argc -= optind;
+  argv += optind;
+  optind = 0;           /* the command's getopt starts afresh */
+  r = cli.cmd->run (&cli, argc, argv);
+
+  if (fflush (stdout) == EOF || ferror (stdout)) {
+    perror ("cairn: writing the output");
+    return EXIT_FAIL;
+  }
+  return r;
 }

@@ -223,7 +223,15 @@ cow (struct btree *t, struct node **np)
   memcpy (n->buf, old->buf, c->node_size);
   node_set_identity (n, n->addr, nodecache_gen (c), t->id);
   n->used = old->used;
-  t->free_fn (t->free_opaque, old->addr, c->node_size, old->gen);
+  if (old->gen == nodecache_gen (c))
+    /* Frozen by the commit that is running (a freeze hook changes the tree
+     * again): the commit is writing this block, so it must not be reused
+     * before the generation is durable.
+     */
+    space_free (c->space, old->addr >> BLOCK_SHIFT, c->node_size >> BLOCK_SHIFT,
+                old->gen - 1);
+  else
+    t->free_fn (t->free_opaque, old->addr, c->node_size, old->gen);
   cache_put (c, old);
   *np = n;
   return 0;

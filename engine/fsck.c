@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "catalog-int.h"
 #include "fsck.h"
 #include "pool.h"
 
@@ -18,9 +19,12 @@ struct fsck {
   uint64_t total_blocks, node_blocks, estimate;
   uint8_t *reach;           /* block is referenced */
   uint8_t *node_seen;       /* a node starts at this block and was walked */
-  struct btree_root *trees; /* trees found in the root tree */
+  struct btree_root *trees; /* trees found in the root tree, and pins */
+  uint64_t *tree_ids;
   size_t ntrees, trees_cap;
-  uint64_t current_tree;
+  uint64_t deadlist_id;     /* 0: none */
+  struct btree_root deadlist;
+  uint64_t max_ext;         /* longest extent item, in blocks */
 };
 
 static inline bool
@@ -83,7 +87,31 @@ on_node (void *opaque, const struct blkptr *bp, unsigned level)
   return 0;
 }
 
-/* Visitor: a root tree item. */
+/* Remember a tree (or pinned state) to walk. */
+static int
+add_tree (struct fsck *f, uint64_t id, const struct btree_root *root)
+{
+  if (f->ntrees == f->trees_cap) {
+    size_t cap = f->trees_cap ? f->trees_cap * 2 : 16;
+    struct btree_root *nt = realloc (f->trees, cap * sizeof *nt);
+    uint64_t *ni;
+
+    if (nt == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing trees");
+    f->trees = nt;
+    ni = realloc (f->tree_ids, cap * sizeof *ni);
+    if (ni == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing trees");
+    f->tree_ids = ni;
+    f->trees_cap = cap;
+  }
+  f->trees[f->ntrees] = *root;
+  f->tree_ids[f->ntrees] = id;
+  f->ntrees++;
+  return 0;
+}
+
+/* Visitor: a root tree (catalog) item. */
 static int
 on_root_item (void *opaque, const uint8_t *key, size_t klen,
               const uint8_t *val, size_t vlen)
@@ -92,51 +120,127 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
   struct btree_root root;
 
   f->rep->items++;
-  if (klen == ROOTKEY_LEN && key[0] == ROOTKEY_TREE) {
-    if (tree_item_decode (val, vlen, &root) < 0) {
-      problem (f, "tree %" PRIu64 ": %s", get_be64 (key + 1), cairn_errmsg ());
-      return 0;
-    }
-    if (f->ntrees == f->trees_cap) {
-      size_t cap = f->trees_cap ? f->trees_cap * 2 : 16;
-      struct btree_root *nt = realloc (f->trees, cap * sizeof *nt);
-      if (nt == NULL)
-        return cairn_fail (-ENOMEM, "out of memory listing trees");
-      f->trees = nt;
-      f->trees_cap = cap;
-    }
-    f->trees[f->ntrees++] = root;
+  if (klen == 0) {
+    problem (f, "root tree: item with an empty key");
     return 0;
   }
-  problem (f, "root tree: item with unknown key type %u (length %zu)",
-           klen ? key[0] : 0, klen);
+  switch (key[0]) {
+  case ROOTKEY_TREE:
+    if (klen != ROOTKEY_LEN || tree_item_decode (val, vlen, &root) < 0) {
+      problem (f, "root tree: bad tree item (%s)", cairn_errmsg ());
+      return 0;
+    }
+    return add_tree (f, get_be64 (key + 1), &root);
+  case RK_PIN:
+    if (klen != 17 || vlen != PINREC_LEN) {
+      problem (f, "root tree: bad pin record (key %zu, value %zu bytes)", klen, vlen);
+      return 0;
+    }
+    if (get_le32 (val) + get_le32 (val + 4) == 0)
+      problem (f, "pin of volume %" PRIu64 " at generation %" PRIu64
+               " has no reason left", get_be64 (key + 1), get_be64 (key + 9));
+    blkptr_decode (val + 8, &root.bp);
+    root.level = val[56];
+    return add_tree (f, get_be64 (key + 1), &root);
+  case RK_CONFIG:
+    if (klen == 9 && memcmp (key + 1, "deadlist", 8) == 0 && vlen == 8)
+      f->deadlist_id = get_le64 (val);
+    return 0;
+  case RK_VOL:
+  case RK_NAME:
+  case RK_SNAP:
+  case RK_SNAPNAME:
+    return 0;
+  default:
+    problem (f, "root tree: item with unknown key type %u (length %zu)",
+             key[0], klen);
+    return 0;
+  }
+}
+
+/* Visitor: an extent item of a volume tree. */
+static int
+on_extent (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
+           size_t vlen)
+{
+  struct fsck *f = opaque;
+  uint64_t len, addr;
+
+  f->rep->items++;
+  if (klen != 8 || vlen < EXT_HDR || (len = ext_len (val)) == 0 ||
+      len > f->max_ext || vlen != EXT_HDR + len * SHA256_LEN) {
+    problem (f, "volume extent at block %" PRIu64 ": malformed item (key %zu, "
+             "value %zu bytes)", klen == 8 ? get_be64 (key) : 0, klen, vlen);
+    return 0;
+  }
+  addr = ext_addr (val);
+  if (addr + len > f->total_blocks || addr < POOL_DATA_START / BLOCK_SIZE) {
+    problem (f, "volume extent at block %" PRIu64 " points outside the data "
+             "area (block %" PRIu64 ", %" PRIu64 " blocks)", get_be64 (key),
+             addr, len);
+    return 0;
+  }
+  /* Data blocks are shared by the states of one lineage: marking one twice
+   * is normal; a data block that is also a node is not.
+   */
+  for (uint64_t b = addr; b < addr + len; b++) {
+    if (bit_get (f->node_seen, b)) {
+      problem (f, "block %" PRIu64 " is both volume data and a metadata node", b);
+      continue;
+    }
+    bit_set (f->reach, b);
+  }
   return 0;
 }
 
-/* Visitor: an item of any other tree (no types to check yet). */
+/* Visitor: a deadlist entry, checked after every tree was walked: what a
+ * deadlist holds must be needed by some pinned state.
+ */
 static int
-on_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
+on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
          size_t vlen)
 {
   struct fsck *f = opaque;
+  uint64_t addr, len;
 
   f->rep->items++;
+  if (klen != 24 || vlen != 16) {
+    problem (f, "deadlist: malformed entry (key %zu, value %zu bytes)", klen, vlen);
+    return 0;
+  }
+  addr = get_be64 (key + 16);
+  len = get_le64 (val);
+  if (addr + len > f->total_blocks || len == 0) {
+    problem (f, "deadlist entry of volume %" PRIu64 " points outside the pool",
+             get_be64 (key));
+    return 0;
+  }
+  for (uint64_t b = addr; b < addr + len; b++)
+    if (!bit_get (f->reach, b)) {
+      problem (f, "deadlist entry of volume %" PRIu64 " (died in generation %"
+               PRIu64 ") holds block %" PRIu64 " that no pinned state references",
+               get_be64 (key), get_be64 (key + 8), b);
+      break;
+    }
   return 0;
 }
 
-/* Walk one tree; a walk error is a problem, not the end of the check. */
+/* Walk one tree's nodes; a walk error is a problem, not the end of the
+ * check.
+ */
 static void
 check_tree (struct fsck *f, const char *name, const struct btree_root *root,
-            bool is_root)
+            int (*on_item) (void *, const uint8_t *, size_t, const uint8_t *,
+                            size_t), bool mark_nodes)
 {
   struct btree_visitor v = {
-    .on_node = on_node,
-    .on_item = is_root ? on_root_item : on_item,
+    .on_node = mark_nodes ? on_node : NULL,
+    .on_item = on_item,
     .opaque = f,
   };
   int r;
 
-  f->rep->trees++;
+  f->rep->trees += mark_nodes;
   r = btree_walk (pool_cache (f->pool), root, &v);
   if (r < 0)
     problem (f, "%s: %s", name, cairn_errmsg ());
@@ -231,13 +335,30 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   for (size_t i = 0; i < nchain; i++)
     mark (&f, chain[i], 1, "the space map");
 
+  f.max_ext = (btree_max_value (pool_cache (f.pool), 8) - EXT_HDR) / SHA256_LEN;
   btree_get_root (pool_root_tree (f.pool), &root);
-  check_tree (&f, "root tree", &root, true);
+  check_tree (&f, "root tree", &root, on_root_item, true);
+  /* Every tree's nodes first, so that data can be checked against them;
+   * then the volume data; then what the deadlists hold.
+   */
   for (size_t i = 0; i < f.ntrees; i++) {
     char name[64];
-    snprintf (name, sizeof name, "tree %zu of the root tree", i);
-    check_tree (&f, name, &f.trees[i], false);
+
+    if (f.tree_ids[i] == f.deadlist_id && f.deadlist_id)
+      f.deadlist = f.trees[i];
+    snprintf (name, sizeof name, "tree %" PRIu64, f.tree_ids[i]);
+    check_tree (&f, name, &f.trees[i], NULL, true);
   }
+  for (size_t i = 0; i < f.ntrees; i++) {
+    char name[64];
+
+    if (f.tree_ids[i] == f.deadlist_id && f.deadlist_id)
+      continue;
+    snprintf (name, sizeof name, "tree %" PRIu64, f.tree_ids[i]);
+    check_tree (&f, name, &f.trees[i], on_extent, false);
+  }
+  if (f.deadlist_id)
+    check_tree (&f, "deadlist tree", &f.deadlist, on_dead, false);
 
   /* Space audit over the data area. */
   a.next = info.data_start_block;
@@ -254,6 +375,7 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   free (f.reach);
   free (f.node_seen);
   free (f.trees);
+  free (f.tree_ids);
   if (pool_close (f.pool) < 0 && r == 0)
     r = -EIO;
   return r;

@@ -131,6 +131,8 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
 static void
 pool_free (struct cairn_pool *pool)
 {
+  if (pool->attached_destroy)
+    pool->attached_destroy (pool->attached);
   for (size_t i = 0; i < pool->ntrees; i++)
     btree_close (pool->trees[i].tree);
   free (pool->trees);
@@ -143,6 +145,7 @@ pool_free (struct cairn_pool *pool)
   pthread_mutex_destroy (&pool->trees_lock);
   pthread_mutex_destroy (&pool->committer_lock);
   pthread_cond_destroy (&pool->committer_cond);
+  pthread_mutex_destroy (&pool->attach_lock);
   free (pool);
 }
 
@@ -184,6 +187,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pthread_mutex_init (&pool->trees_lock, NULL);
   pthread_mutex_init (&pool->committer_lock, NULL);
   pthread_cond_init (&pool->committer_cond, NULL);
+  pthread_mutex_init (&pool->attach_lock, NULL);
   pool->dev = dev;
 
   r = sb_read_newest (dev, o.expect_uuid, &pool->sb);
@@ -259,26 +263,29 @@ registry_find (struct cairn_pool *pool, uint64_t id)
   return NULL;
 }
 
-/* Create a new, empty tree. */
+/* Create a new tree starting at root (NULL: empty). */
 int
-pool_tree_create (struct cairn_pool *pool, uint64_t *idp, struct btree **treep)
+pool_tree_create_from (struct cairn_pool *pool, const struct btree_root *root,
+                       uint64_t *idp, struct btree **treep)
 {
   uint8_t key[ROOTKEY_LEN], item[TREE_ITEM_LEN];
-  struct btree_root empty = { 0 };
+  struct btree_root start = { 0 };
   struct btree *t;
   uint64_t id;
   int r;
 
+  if (root)
+    start = *root;
   pthread_mutex_lock (&pool->trees_lock);
   id = pool->next_tree_id;
   rootkey_tree (id, key);
-  tree_item_encode (&empty, item);
+  tree_item_encode (&start, item);
   btree_wrlock (pool->root);
   r = btree_insert (pool->root, key, sizeof key, item, sizeof item,
                     BTREE_NOOVERWRITE);
   btree_unlock (pool->root);
   if (r == 0)
-    r = btree_open (pool->cache, id, &empty, &t);
+    r = btree_open (pool->cache, id, &start, &t);
   if (r == 0) {
     r = registry_add (pool, id, t);
     if (r < 0)
@@ -289,6 +296,35 @@ pool_tree_create (struct cairn_pool *pool, uint64_t *idp, struct btree **treep)
     *idp = id;
     *treep = t;
   }
+  pthread_mutex_unlock (&pool->trees_lock);
+  return r;
+}
+
+/* Create a new, empty tree. */
+int
+pool_tree_create (struct cairn_pool *pool, uint64_t *idp, struct btree **treep)
+{
+  return pool_tree_create_from (pool, NULL, idp, treep);
+}
+
+/* Forget a tree. */
+int
+pool_tree_remove (struct cairn_pool *pool, uint64_t id)
+{
+  uint8_t key[ROOTKEY_LEN];
+  int r;
+
+  pthread_mutex_lock (&pool->trees_lock);
+  for (size_t i = 0; i < pool->ntrees; i++)
+    if (pool->trees[i].id == id) {
+      btree_close (pool->trees[i].tree);
+      pool->trees[i] = pool->trees[--pool->ntrees];
+      break;
+    }
+  rootkey_tree (id, key);
+  btree_wrlock (pool->root);
+  r = btree_delete (pool->root, key, sizeof key);
+  btree_unlock (pool->root);
   pthread_mutex_unlock (&pool->trees_lock);
   return r;
 }
@@ -380,4 +416,39 @@ pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp)
 {
   *blocksp = pool->chain.blocks;
   return pool->chain.n;
+}
+
+/* Hang the upper layer's state on the pool. */
+void
+pool_attach (struct cairn_pool *pool, void *obj, void (*destroy) (void *),
+             pool_freeze_hook hook)
+{
+  pool->attached = obj;
+  pool->attached_destroy = destroy;
+  pool->freeze_hook = hook;
+}
+
+void *
+pool_attached (struct cairn_pool *pool)
+{
+  return pool->attached;
+}
+
+void
+pool_attach_lock (struct cairn_pool *pool)
+{
+  pthread_mutex_lock (&pool->attach_lock);
+}
+
+void
+pool_attach_unlock (struct cairn_pool *pool)
+{
+  pthread_mutex_unlock (&pool->attach_lock);
+}
+
+/* The open generation. */
+uint64_t
+pool_open_gen (struct cairn_pool *pool)
+{
+  return __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
 }

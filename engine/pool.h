@@ -96,8 +96,39 @@ void txn_end (struct cairn_pool *pool);
  */
 int pool_tree_create (struct cairn_pool *pool, uint64_t *idp,
                       struct btree **treep) CAIRN_WUR;
+/* The same, starting from an existing root (a clone shares its nodes). */
+int pool_tree_create_from (struct cairn_pool *pool,
+                           const struct btree_root *root, uint64_t *idp,
+                           struct btree **treep) CAIRN_WUR;
+/* Forget a tree: its root item goes and its handle is closed.  The caller
+ * has freed (or handed on) its blocks.  Inside txn_begin / txn_end or a
+ * freeze hook.
+ */
+int pool_tree_remove (struct cairn_pool *pool, uint64_t id) CAIRN_WUR;
 int pool_tree_open (struct cairn_pool *pool, uint64_t id, struct btree **treep)
   CAIRN_WUR;
+
+/* The layer above (the catalog) hangs its state on the pool and is called
+ * in every commit's freeze, with mutations held out: after the trees that
+ * changed are frozen (their roots are final for the generation) and before
+ * the root tree is, so it may read frozen roots and change any tree.
+ * Blocks it frees that were born in the freezing generation must be freed
+ * with an older birth: they are being written by this very commit.
+ */
+typedef void (*pool_freeze_hook) (struct cairn_pool *pool, void *opaque,
+                                  uint64_t gen);
+void pool_attach (struct cairn_pool *pool, void *obj, void (*destroy) (void *),
+                  pool_freeze_hook hook);
+void *pool_attached (struct cairn_pool *pool);
+/* Serialises pool_attach callers (lazy creation of the attached object). */
+void pool_attach_lock (struct cairn_pool *pool);
+void pool_attach_unlock (struct cairn_pool *pool);
+/* Mark the open generation changed, so that the next pool_commit runs a
+ * commit (and its freeze hook) even if no tree changed.  Inside
+ * txn_begin / txn_end.
+ */
+void txn_mark_dirty (struct cairn_pool *pool);
+uint64_t pool_open_gen (struct cairn_pool *pool);
 
 struct pool_info {
   uint8_t uuid[16];

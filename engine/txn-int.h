@@ -128,6 +128,12 @@ struct cairn_pool {
   size_t ntrees, trees_cap;
   struct btree *root;             /* the root tree, also in the registry */
 
+  /* The layer above (pool_attach). */
+  pthread_mutex_t attach_lock;
+  void *attached;
+  void (*attached_destroy) (void *);
+  pool_freeze_hook freeze_hook;
+
   /* The commit thread. */
   pthread_t committer;
   bool committer_running;

@@ -77,12 +77,11 @@ latch_failed (struct cairn_pool *pool)
   __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
 }
 
-/* Freeze every dirty tree into batch and record their roots in the root
- * tree; then freeze the root tree.  Called with txn_lock held exclusively.
+/* Freeze every dirty tree but the root tree into batch and record their
+ * roots in the root tree.  Called with txn_lock held exclusively.
  */
 static int
-freeze_trees (struct cairn_pool *pool, struct nodebatch *batch,
-              struct btree_root *root)
+freeze_user_trees (struct cairn_pool *pool, struct nodebatch *batch)
 {
   int r = 0;
 
@@ -112,6 +111,22 @@ freeze_trees (struct cairn_pool *pool, struct nodebatch *batch,
     btree_unlock (pool->root);
   }
   pthread_mutex_unlock (&pool->trees_lock);
+  return r;
+}
+
+/* Freeze the trees, run the upper layer's hook between two passes (it may
+ * change trees again), then freeze the root tree.
+ */
+static int
+freeze_trees (struct cairn_pool *pool, uint64_t gen, struct nodebatch *batch,
+              struct btree_root *root)
+{
+  int r = freeze_user_trees (pool, batch);
+
+  if (r == 0 && pool->freeze_hook) {
+    pool->freeze_hook (pool, pool->attached, gen);
+    r = freeze_user_trees (pool, batch);
+  }
   if (r < 0)
     return r;
   btree_wrlock (pool->root);
@@ -169,7 +184,7 @@ txn_commit_now (struct cairn_pool *pool)
   /* Freeze generation gen. */
   gen = pool->open_gen;
   sb = pool->sb;
-  r = freeze_trees (pool, &batch, &sb.root);
+  r = freeze_trees (pool, gen, &batch, &sb.root);
   if (r < 0)
     goto fail_locked;
   /* The chain the last durable superblock references is free once gen is
@@ -392,4 +407,11 @@ pool_stop_committer (struct cairn_pool *pool)
   pthread_mutex_unlock (&pool->committer_lock);
   pthread_join (pool->committer, NULL);
   pool->committer_running = false;
+}
+
+/* Mark the open generation changed. */
+void
+txn_mark_dirty (struct cairn_pool *pool)
+{
+  __atomic_store_n (&pool->dirty, true, __ATOMIC_RELEASE);
 }

@@ -1,0 +1,169 @@
+/* Cairn engine: internals shared by the catalog, volume and reclaim layers
+ * (catalog.c, volume.c, reclaim.c).
+ *
+ * The catalog lives in the root tree.  Keys start with a type byte:
+ *
+ *   RK_VOL      + be64 id               volume record (below)
+ *   RK_NAME     + name                  be64 id of the visible volume
+ *   RK_SNAP     + be64 id + be64 gen    snapshot record
+ *   RK_SNAPNAME + be64 id + name        be64 gen of the snapshot
+ *   RK_PIN      + be64 id + be64 gen    pin record: why the volume's state
+ *                                       at gen must stay readable
+ *   RK_CONFIG   + text                  pool-wide settings
+ *
+ * A volume's id is the id of its tree.  Deadlists live in a tree of their
+ * own (reclaim.c).
+ */
+#ifndef CAIRN_CATALOG_INT_H
+#define CAIRN_CATALOG_INT_H
+
+#include <pthread.h>
+
+#include "btree.h"
+#include "volume.h"
+
+#define RK_VOL 2u
+#define RK_NAME 3u
+#define RK_SNAP 4u
+#define RK_SNAPNAME 5u
+#define RK_PIN 6u
+#define RK_CONFIG 7u
+
+#define VOLF_READONLY 1u
+#define VOLF_HIDDEN 2u        /* deleted, kept while clones depend on it */
+
+/* Volume record (little-endian):
+ *   0  u64 tree id      8  u64 size (bytes)     16 u64 ctime
+ *   24 u64 create gen   32 u64 flags            40 u64 origin id
+ *   48 u64 origin gen   56 u64 referenced (blocks)
+ *   64 u64 quota (bytes, 0: none)               72 u16 name length, name
+ */
+#define VOLREC_FIXED 74u
+
+/* Snapshot record:
+ *   0 u64 ctime   8 u64 referenced (blocks)   16 u64 size   24 u16 len, name
+ */
+#define SNAPREC_FIXED 26u
+
+/* Pin record:
+ *   0 u32 snapshots   4 u32 clones   8 root pointer (48)   56 u8 root level
+ *   57 7 reserved
+ */
+#define PINREC_LEN 64u
+
+/* Extent item in a volume tree, keyed by be64 first logical block:
+ *   0 u32 length (blocks)   4 u32 flags (0)   8 u64 first data block
+ *   16 u64 birth generation   24 SHA-256 of each block, in order
+ */
+#define EXT_HDR 24u
+
+/* A block range a volume stopped referencing while a pin still needs it. */
+struct dl_entry {
+  uint64_t addr, len;         /* blocks */
+  uint64_t birth, death;
+};
+
+struct catalog;
+
+/* A volume's in-memory state, shared by its open handles. */
+struct volstate {
+  struct catalog *cat;
+  uint64_t id;                /* = tree id */
+  struct btree *tree;         /* the live tree (pool registry) */
+  char name[VOL_NAME_MAX + 1];
+  uint64_t size, ctime, create_gen, flags, origin_id, origin_gen, quota;
+  uint64_t max_pin;           /* newest pin, 0: none (changed in freeze) */
+  int64_t referenced;         /* mapped data blocks (atomic) */
+  bool rec_dirty;             /* referenced changed since the record (atomic) */
+  int opens;                  /* open handles (catalog tlock) */
+  pthread_mutex_t pend_lock;  /* pending deadlist entries */
+  struct dl_entry *pending;
+  size_t npending, pending_cap;
+  pthread_mutex_t rmw_lock;   /* serialises partial-block writes */
+  uint64_t alloc_hint;
+};
+
+enum cat_req_kind {
+  REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
+  REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE,
+};
+
+/* A catalog change, applied inside a commit's freeze. */
+struct cat_request {
+  enum cat_req_kind kind;
+  const char *name, *name2, *snap;
+  const char *const *vols;
+  size_t nvols;
+  uint64_t size;
+  unsigned flags;
+  bool flag;
+  int result;
+  char errmsg[1024];
+  uint64_t out_id;
+  bool done;
+};
+
+/* A pinned state (snapshot or generation) that a handle has open. */
+struct open_pin {
+  uint64_t id, gen;
+  int opens;
+};
+
+struct catalog {
+  struct cairn_pool *pool;
+  struct open_pin *open_pins;   /* under tlock */
+  size_t nopen_pins, open_pins_cap;
+  pthread_mutex_t oplock;     /* one catalog change at a time */
+  pthread_mutex_t tlock;      /* the table below */
+  struct volstate **vols;
+  size_t nvols, cap;
+  struct btree *deadlist;
+  struct cat_request *req;    /* the change for the next freeze */
+};
+
+/* catalog.c */
+int catalog_get (struct cairn_pool *pool, struct catalog **catp) CAIRN_WUR;
+struct volstate *cat_find_name (struct catalog *cat, const char *name);
+int cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
+                    uint32_t *snaps, uint32_t *clones, struct btree_root *root)
+  CAIRN_WUR;
+int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
+                     uint64_t *genp) CAIRN_WUR;
+int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
+                   struct vol_info *info) CAIRN_WUR;
+void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
+
+/* reclaim.c */
+void reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len,
+                      uint64_t birth);
+void reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
+                          uint64_t birth);
+int reclaim_flush_pending (struct catalog *cat) CAIRN_WUR;
+int reclaim_pin_removed (struct catalog *cat, struct volstate *vs,
+                         uint64_t gen) CAIRN_WUR;
+int reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
+  CAIRN_WUR;
+/* The newest pin of a volume, from its pin records (0: none). */
+int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
+  CAIRN_WUR;
+
+/* volume.c */
+/* Remove the mapping of [lbn, lbn + n) from a volume's tree. */
+int vol_punch (struct volstate *vs, uint64_t lbn, uint64_t n) CAIRN_WUR;
+static inline uint32_t
+ext_len (const uint8_t *v)
+{
+  return get_le32 (v);
+}
+static inline uint64_t
+ext_addr (const uint8_t *v)
+{
+  return get_le64 (v + 8);
+}
+static inline uint64_t
+ext_birth (const uint8_t *v)
+{
+  return get_le64 (v + 16);
+}
+
+#endif /* CAIRN_CATALOG_INT_H */

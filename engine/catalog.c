@@ -1,0 +1,1305 @@
+/* Cairn engine, layer "catalog": volumes, snapshots and clones.
+ *
+ * Every change to the catalog is a request applied inside the freeze of a
+ * commit (the pool's freeze hook), with all mutations held out: so each
+ * change is atomic with one generation, a snapshot is exactly the state at
+ * the end of the generation its request ends, and a clone of a live
+ * volume starts from a consistent point.  A change is durable when its
+ * function returns.  Requests are serialised (oplock); the table of
+ * in-memory volume states has its own short lock (tlock).
+ *
+ * Pins (DESIGN §2.4): a volume's state at generation g stays readable while
+ * a pin record (RK_PIN, id, g) exists; it counts the snapshots and clones
+ * that need it and holds the root of that state.  Removing the last reason
+ * for a pin hands its unique blocks to reclaim.c.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "catalog-int.h"
+
+/* ---------------------------------------------------------------- names */
+
+/* Check a volume or snapshot name against DESIGN §3. */
+int
+vol_check_name (const char *name)
+{
+  size_t len = strlen (name), comp = 0;
+
+  if (len == 0)
+    return cairn_fail (-EINVAL, "empty name");
+  if (len > VOL_NAME_MAX)
+    return cairn_fail (-EINVAL, "name '%.40s...' is %zu bytes, at most %d are "
+                       "allowed", name, len, VOL_NAME_MAX);
+  for (size_t i = 0; i <= len; i++) {
+    char c = name[i];
+
+    if (c == '/' || c == '\0') {
+      if (comp == 0)
+        return cairn_fail (-EINVAL, "name '%s' has an empty component "
+                           "(leading, trailing or double '/')", name);
+      if ((comp == 1 && name[i - 1] == '.') ||
+          (comp == 2 && name[i - 1] == '.' && name[i - 2] == '.'))
+        return cairn_fail (-EINVAL, "name '%s' has a '.' or '..' component", name);
+      comp = 0;
+      continue;
+    }
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+      return cairn_fail (-EINVAL, "name '%s' contains '%c': use letters, digits, "
+                         "'.', '_' and '-', with '/' between components "
+                         "('@' and '#' are reserved)", name, c);
+    comp++;
+  }
+  return 0;
+}
+
+/* A root tree key: type, a big-endian id and optionally a generation. */
+void
+cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen)
+{
+  key[0] = (uint8_t) type;
+  put_be64 (key + 1, id);
+  put_be64 (key + 9, gen);
+}
+
+/* A key of a type byte followed by an optional id and a name. */
+static size_t
+name_key (uint8_t *key, unsigned type, const uint64_t *id, const char *name)
+{
+  size_t n = 1, len = strlen (name);
+
+  key[0] = (uint8_t) type;
+  if (id) {
+    put_be64 (key + 1, *id);
+    n += 8;
+  }
+  memcpy (key + n, name, len);
+  return n + len;
+}
+
+/* ---------------------------------------------------------------- records */
+
+/* Encode a volume record. */
+static size_t
+volrec_encode (const struct volstate *vs, uint8_t *p)
+{
+  size_t len = strlen (vs->name);
+
+  put_le64 (p, vs->id);
+  put_le64 (p + 8, vs->size);
+  put_le64 (p + 16, vs->ctime);
+  put_le64 (p + 24, vs->create_gen);
+  put_le64 (p + 32, vs->flags);
+  put_le64 (p + 40, vs->origin_id);
+  put_le64 (p + 48, vs->origin_gen);
+  put_le64 (p + 56, (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED));
+  put_le64 (p + 64, vs->quota);
+  put_le16 (p + 72, (uint16_t) len);
+  memcpy (p + VOLREC_FIXED, vs->name, len);
+  return VOLREC_FIXED + len;
+}
+
+/* Decode a volume record into a new volume state. */
+static int
+volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
+{
+  struct volstate *vs = NULL;
+  size_t nlen;
+
+  if (len < VOLREC_FIXED || (nlen = get_le16 (p + 72)) > VOL_NAME_MAX ||
+      VOLREC_FIXED + nlen != len)
+    return cairn_fail (-EIO, "corrupt volume record in the catalog (length %zu)",
+                       len);
+  vs = calloc (1, sizeof *vs);
+  if (vs == NULL)
+    return cairn_fail (-ENOMEM, "out of memory loading the catalog");
+  vs->id = get_le64 (p);
+  vs->size = get_le64 (p + 8);
+  vs->ctime = get_le64 (p + 16);
+  vs->create_gen = get_le64 (p + 24);
+  vs->flags = get_le64 (p + 32);
+  vs->origin_id = get_le64 (p + 40);
+  vs->origin_gen = get_le64 (p + 48);
+  vs->referenced = (int64_t) get_le64 (p + 56);
+  vs->quota = get_le64 (p + 64);
+  memcpy (vs->name, p + VOLREC_FIXED, nlen);
+  vs->name[nlen] = '\0';
+  pthread_mutex_init (&vs->pend_lock, NULL);
+  pthread_mutex_init (&vs->rmw_lock, NULL);
+  *vsp = vs;
+  return 0;
+}
+
+/* Free a volume state. */
+static void
+volstate_free (struct volstate *vs)
+{
+  if (vs == NULL)
+    return;
+  pthread_mutex_destroy (&vs->pend_lock);
+  pthread_mutex_destroy (&vs->rmw_lock);
+  free (vs->pending);
+  free (vs);
+}
+
+/* Root tree helpers (the caller holds txn or is in the freeze). */
+static int
+root_put (struct catalog *cat, const uint8_t *key, size_t klen,
+          const void *val, size_t vlen)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  int r;
+
+  btree_wrlock (root);
+  r = btree_insert (root, key, klen, val, vlen, BTREE_RESERVE);
+  btree_unlock (root);
+  return r;
+}
+
+static int
+root_del (struct catalog *cat, const uint8_t *key, size_t klen)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  int r;
+
+  btree_wrlock (root);
+  r = btree_delete (root, key, klen);
+  btree_unlock (root);
+  return r;
+}
+
+static int
+root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
+          size_t vmax, size_t *vlen)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  int r;
+
+  btree_rdlock (root);
+  r = btree_lookup (root, key, klen, val, vmax, vlen);
+  btree_unlock (root);
+  return r;
+}
+
+/* Write a volume's record. */
+static int
+volrec_store (struct catalog *cat, struct volstate *vs)
+{
+  uint8_t key[9], val[VOLREC_FIXED + VOL_NAME_MAX];
+
+  cat_key (key, RK_VOL, vs->id, 0);
+  __atomic_store_n (&vs->rec_dirty, false, __ATOMIC_RELAXED);
+  return root_put (cat, key, 9, val, volrec_encode (vs, val));
+}
+
+/* Read a pin record. */
+int
+cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
+                uint32_t *snaps, uint32_t *clones, struct btree_root *root)
+{
+  uint8_t key[17], val[PINREC_LEN];
+  size_t len;
+  int r;
+
+  cat_key (key, RK_PIN, id, gen);
+  r = root_get (cat, key, 17, val, sizeof val, &len);
+  if (r < 0)
+    return r;
+  if (len != PINREC_LEN)
+    return cairn_fail (-EIO, "corrupt pin record (volume %" PRIu64 ", generation "
+                       "%" PRIu64 ")", id, gen);
+  if (snaps)
+    *snaps = get_le32 (val);
+  if (clones)
+    *clones = get_le32 (val + 4);
+  if (root) {
+    blkptr_decode (val + 8, &root->bp);
+    root->level = val[56];
+  }
+  return 0;
+}
+
+/* Add a reason to pin (id, gen) at root. */
+static int
+pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
+         const struct btree_root *root, bool clone)
+{
+  uint8_t key[17], val[PINREC_LEN] = { 0 };
+  uint32_t snaps = 0, clones = 0;
+  struct btree_root old;
+  int r = cat_lookup_pin (cat, vs->id, gen, &snaps, &clones, &old);
+
+  if (r < 0 && r != -ENOENT)
+    return r;
+  if (r == 0)
+    root = &old;
+  if (clone)
+    clones++;
+  else
+    snaps++;
+  put_le32 (val, snaps);
+  put_le32 (val + 4, clones);
+  blkptr_encode (&root->bp, val + 8);
+  val[56] = root->level;
+  cat_key (key, RK_PIN, vs->id, gen);
+  r = root_put (cat, key, 17, val, sizeof val);
+  if (r == 0 && gen > vs->max_pin)
+    vs->max_pin = gen;
+  return r;
+}
+
+/* Drop a reason to pin (id, gen); the last one frees what was unique. */
+static int
+pin_release (struct catalog *cat, struct volstate *vs, uint64_t gen, bool clone)
+{
+  uint8_t key[17], val[PINREC_LEN];
+  uint32_t snaps, clones;
+  struct btree_root root;
+  int r = cat_lookup_pin (cat, vs->id, gen, &snaps, &clones, &root);
+
+  if (r < 0)
+    return r;
+  if (clone)
+    clones--;
+  else
+    snaps--;
+  cat_key (key, RK_PIN, vs->id, gen);
+  if (snaps + clones > 0) {
+    memset (val, 0, sizeof val);
+    put_le32 (val, snaps);
+    put_le32 (val + 4, clones);
+    blkptr_encode (&root.bp, val + 8);
+    val[56] = root.level;
+    return root_put (cat, key, 17, val, sizeof val);
+  }
+  r = reclaim_pin_removed (cat, vs, gen);
+  if (r == 0)
+    r = root_del (cat, key, 17);
+  if (r == 0)
+    r = reclaim_max_pin (cat, vs->id, &vs->max_pin);
+  return r;
+}
+
+/* ---------------------------------------------------------------- table */
+
+/* Add a volume state to the table (tlock held). */
+static int
+table_add (struct catalog *cat, struct volstate *vs)
+{
+  if (cat->nvols == cat->cap) {
+    size_t cap = cat->cap ? cat->cap * 2 : 16;
+    struct volstate **nv = realloc (cat->vols, cap * sizeof *nv);
+
+    if (nv == NULL)
+      return cairn_fail (-ENOMEM, "out of memory in the catalog");
+    cat->vols = nv;
+    cat->cap = cap;
+  }
+  vs->cat = cat;
+  cat->vols[cat->nvols++] = vs;
+  return 0;
+}
+
+/* Remove a volume state from the table and free it (tlock held). */
+static void
+table_remove (struct catalog *cat, struct volstate *vs)
+{
+  for (size_t i = 0; i < cat->nvols; i++)
+    if (cat->vols[i] == vs) {
+      cat->vols[i] = cat->vols[--cat->nvols];
+      break;
+    }
+  volstate_free (vs);
+}
+
+/* Find a visible volume by name (tlock held). */
+struct volstate *
+cat_find_name (struct catalog *cat, const char *name)
+{
+  for (size_t i = 0; i < cat->nvols; i++)
+    if (!(cat->vols[i]->flags & VOLF_HIDDEN) &&
+        strcmp (cat->vols[i]->name, name) == 0)
+      return cat->vols[i];
+  return NULL;
+}
+
+/* Find a volume by id, hidden ones included (tlock held). */
+static struct volstate *
+cat_find_id (struct catalog *cat, uint64_t id)
+{
+  for (size_t i = 0; i < cat->nvols; i++)
+    if (cat->vols[i]->id == id)
+      return cat->vols[i];
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static int apply (struct catalog *cat, struct cat_request *req, uint64_t gen);
+
+/* The freeze hook: deadlists, the pending request, changed records. */
+static void
+catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
+{
+  struct catalog *cat = opaque;
+  int r = reclaim_flush_pending (cat);
+
+  if (cat->req && !cat->req->done) {
+    struct cat_request *req = cat->req;
+
+    cairn_error_clear ();
+    req->result = r < 0 ? r : apply (cat, req, gen);
+    if (req->result < 0)
+      snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
+    req->done = true;
+  }
+  pthread_mutex_lock (&cat->tlock);
+  for (size_t i = 0; i < cat->nvols; i++)
+    if (__atomic_load_n (&cat->vols[i]->rec_dirty, __ATOMIC_RELAXED) &&
+        volrec_store (cat, cat->vols[i]) < 0)
+      break;      /* the record is rewritten at the next commit */
+  pthread_mutex_unlock (&cat->tlock);
+}
+
+/* Apply a catalog change in the next commit and wait until it is durable. */
+static int
+submit (struct cairn_pool *pool, struct cat_request *req)
+{
+  struct catalog *cat;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->oplock);
+  r = txn_begin (pool);
+  if (r < 0)
+    goto out;
+  req->done = false;
+  cat->req = req;
+  txn_mark_dirty (pool);
+  txn_end (pool);
+  r = pool_commit (pool);
+  cat->req = NULL;
+  if (r == 0 && !req->done)
+    r = cairn_fail (-EIO, "internal error: the catalog change was not applied");
+  if (r == 0 && req->result < 0)
+    r = cairn_fail (req->result, "%s", req->errmsg);
+ out:
+  pthread_mutex_unlock (&cat->oplock);
+  return r;
+}
+
+/* Free the catalog (pool_attach destructor). */
+static void
+catalog_destroy (void *opaque)
+{
+  struct catalog *cat = opaque;
+
+  if (cat == NULL)
+    return;
+  for (size_t i = 0; i < cat->nvols; i++)
+    volstate_free (cat->vols[i]);
+  free (cat->vols);
+  free (cat->open_pins);
+  pthread_mutex_destroy (&cat->oplock);
+  pthread_mutex_destroy (&cat->tlock);
+  free (cat);
+}
+
+/* Load the catalog of a pool (once), with every volume's state. */
+int
+catalog_get (struct cairn_pool *pool, struct catalog **catp)
+{
+  struct btree *root = pool_root_tree (pool);
+  struct btree_cursor *cur = NULL;
+  struct catalog *cat;
+  uint8_t key[9], val[8];
+  size_t vlen;
+  int r;
+
+  pool_attach_lock (pool);
+  cat = pool_attached (pool);
+  if (cat) {
+    pool_attach_unlock (pool);
+    *catp = cat;
+    return 0;
+  }
+  cat = calloc (1, sizeof *cat);
+  if (cat == NULL) {
+    pool_attach_unlock (pool);
+    return cairn_fail (-ENOMEM, "out of memory loading the catalog");
+  }
+  cat->pool = pool;
+  pthread_mutex_init (&cat->oplock, NULL);
+  pthread_mutex_init (&cat->tlock, NULL);
+
+  /* Every volume record, in id order. */
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    goto fail;
+  btree_rdlock (root);
+  key[0] = RK_VOL;
+  for (r = btree_cursor_seek (cur, key, 1); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    struct volstate *vs = NULL;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl < 1 || k[0] != RK_VOL)
+      break;
+    r = volrec_decode (v, vl, &vs);
+    if (r == 0 && (r = table_add (cat, vs)) < 0)
+      volstate_free (vs);
+    if (r < 0)
+      break;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  if (r < 0 && r != -ENOENT)
+    goto fail;
+  for (size_t i = 0; i < cat->nvols; i++) {
+    struct volstate *vs = cat->vols[i];
+
+    r = pool_tree_open (pool, vs->id, &vs->tree);
+    if (r == 0)
+      r = reclaim_max_pin (cat, vs->id, &vs->max_pin);
+    if (r < 0)
+      goto fail;
+    btree_set_free_fn (vs->tree, reclaim_free_fn, vs);
+  }
+
+  /* The deadlist tree, created with the first volume's commit. */
+  key[0] = RK_CONFIG;
+  memcpy (key + 1, "deadlist", 8);
+  r = root_get (cat, key, 9, val, sizeof val, &vlen);
+  if (r == 0)
+    r = pool_tree_open (pool, get_le64 (val), &cat->deadlist);
+  if (r < 0 && r != -ENOENT)
+    goto fail;
+  pool_attach (pool, cat, catalog_destroy, catalog_freeze);
+  pool_attach_unlock (pool);
+  *catp = cat;
+  return 0;
+
+ fail:
+  pool_attach_unlock (pool);
+  catalog_destroy (cat);
+  return r;
+}
+
+/* The deadlist tree, created on first use (inside the freeze). */
+static int
+ensure_deadlist (struct catalog *cat)
+{
+  uint8_t key[9], val[8];
+  uint64_t id;
+  int r;
+
+  if (cat->deadlist)
+    return 0;
+  r = pool_tree_create (cat->pool, &id, &cat->deadlist);
+  if (r < 0)
+    return r;
+  key[0] = RK_CONFIG;
+  memcpy (key + 1, "deadlist", 8);
+  put_le64 (val, id);
+  return root_put (cat, key, 9, val, 8);
+}
+
+/* ---------------------------------------------------------------- apply */
+
+/* Look a visible volume up by name, with a message when absent. */
+static int
+need_volume (struct catalog *cat, const char *name, struct volstate **vsp)
+{
+  struct volstate *vs = NULL;
+
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_name (cat, name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL)
+    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+  *vsp = vs;
+  return 0;
+}
+
+/* Look a snapshot's generation up by name. */
+int
+cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
+                 uint64_t *genp)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX], val[8];
+  size_t vlen;
+  int r = root_get (cat, key, name_key (key, RK_SNAPNAME, &id, snap), val,
+                    sizeof val, &vlen);
+
+  if (r == -ENOENT)
+    return -ENOENT;
+  if (r == 0 && vlen != 8)
+    return cairn_fail (-EIO, "corrupt snapshot name record");
+  if (r == 0)
+    *genp = get_le64 (val);
+  return r;
+}
+
+/* Read a snapshot record into info. */
+int
+cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
+               struct vol_info *info)
+{
+  uint8_t key[17], val[SNAPREC_FIXED + VOL_NAME_MAX];
+  size_t vlen, nlen;
+  int r;
+
+  cat_key (key, RK_SNAP, id, gen);
+  r = root_get (cat, key, 17, val, sizeof val, &vlen);
+  if (r < 0)
+    return r;
+  if (vlen < SNAPREC_FIXED || (nlen = get_le16 (val + 24)) > VOL_NAME_MAX ||
+      SNAPREC_FIXED + nlen != vlen)
+    return cairn_fail (-EIO, "corrupt snapshot record (volume %" PRIu64
+                       ", generation %" PRIu64 ")", id, gen);
+  info->ctime = get_le64 (val);
+  info->referenced = get_le64 (val + 8) * BLOCK_SIZE;
+  info->size = get_le64 (val + 16);
+  memcpy (info->snap, val + SNAPREC_FIXED, nlen);
+  info->snap[nlen] = '\0';
+  info->gen = gen;
+  info->is_snapshot = true;
+  info->readonly = true;
+  return 0;
+}
+
+/* Create a volume. */
+static int
+apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  uint8_t key[1 + VOL_NAME_MAX], idv[8];
+  struct volstate *vs = NULL;
+  struct btree *t;
+  uint64_t id;
+  int r;
+
+  if (cat_find_name (cat, req->name))
+    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name);
+  r = pool_tree_create (cat->pool, &id, &t);
+  if (r < 0)
+    return r;
+  vs = calloc (1, sizeof *vs);
+  if (vs == NULL)
+    return cairn_fail (-ENOMEM, "out of memory creating a volume");
+  pthread_mutex_init (&vs->pend_lock, NULL);
+  pthread_mutex_init (&vs->rmw_lock, NULL);
+  vs->id = id;
+  vs->tree = t;
+  snprintf (vs->name, sizeof vs->name, "%s", req->name);
+  vs->size = req->size;
+  vs->ctime = (uint64_t) time (NULL);
+  vs->create_gen = gen;
+  btree_set_free_fn (t, reclaim_free_fn, vs);
+  put_be64 (idv, id);
+  r = volrec_store (cat, vs);
+  if (r == 0)
+    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name), idv, 8);
+  if (r == 0)
+    r = ensure_deadlist (cat);
+  if (r < 0) {
+    volstate_free (vs);
+    return r;
+  }
+  pthread_mutex_lock (&cat->tlock);
+  r = table_add (cat, vs);
+  pthread_mutex_unlock (&cat->tlock);
+  req->out_id = id;
+  return r;
+}
+
+/* Delete a snapshot by generation (its records and its pin reason). */
+static int
+drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
+               const char *snap)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX];
+  int r;
+
+  cat_key (key, RK_SNAP, vs->id, sgen);
+  r = root_del (cat, key, 17);
+  if (r == 0)
+    r = root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, snap));
+  if (r == 0)
+    r = pin_release (cat, vs, sgen, false);
+  return r;
+}
+
+/* Every snapshot of a volume, oldest first: gens and names. */
+struct snaplist {
+  uint64_t gen[256];
+  char name[256][VOL_NAME_MAX + 1];
+  size_t n;
+  bool more;
+};
+
+static int
+list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[17];
+  int r;
+
+  sl->n = 0;
+  sl->more = false;
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  cat_key (key, RK_SNAP, id, 0);
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl, nlen;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 17 || k[0] != RK_SNAP || get_be64 (k + 1) != id)
+      break;
+    if (sl->n == ARRAY_SIZE (sl->gen)) {
+      sl->more = true;
+      break;
+    }
+    if (vl < SNAPREC_FIXED || (nlen = get_le16 (v + 24)) > VOL_NAME_MAX ||
+        SNAPREC_FIXED + nlen != vl) {
+      r = cairn_fail (-EIO, "corrupt snapshot record of volume %" PRIu64, id);
+      break;
+    }
+    sl->gen[sl->n] = get_be64 (k + 9);
+    memcpy (sl->name[sl->n], v + SNAPREC_FIXED, nlen);
+    sl->name[sl->n][nlen] = '\0';
+    sl->n++;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+}
+
+/* Does any clone still start from a state of this volume? */
+static int
+has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[17];
+  int r;
+
+  *yes = false;
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  cat_key (key, RK_PIN, id, 0);
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
+      break;
+    if (vl == PINREC_LEN && get_le32 (v + 4) > 0) {
+      *yes = true;
+      break;
+    }
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+}
+
+static int destroy_volume (struct catalog *cat, struct volstate *vs,
+                           uint64_t gen);
+
+/* Reclaim a volume nothing needs any more, and release its origin. */
+static int
+destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
+{
+  uint8_t key[17];
+  uint64_t origin_id = vs->origin_id, origin_gen = vs->origin_gen;
+  struct volstate *origin;
+  int r;
+
+  r = reclaim_volume (cat, vs, gen);
+  if (r == 0)
+    r = pool_tree_remove (cat->pool, vs->id);
+  cat_key (key, RK_VOL, vs->id, 0);
+  if (r == 0)
+    r = root_del (cat, key, 9);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  origin = origin_id ? cat_find_id (cat, origin_id) : NULL;
+  table_remove (cat, vs);
+  pthread_mutex_unlock (&cat->tlock);
+  if (origin == NULL)
+    return 0;
+  r = pin_release (cat, origin, origin_gen, true);
+  if (r == 0 && (origin->flags & VOLF_HIDDEN)) {
+    bool clones;
+    r = has_clone_pins (cat, origin->id, &clones);
+    if (r == 0 && !clones)
+      r = destroy_volume (cat, origin, gen);
+  }
+  return r;
+}
+
+/* Delete a volume (request). */
+static int
+apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  uint8_t key[1 + VOL_NAME_MAX];
+  struct snaplist *sl;
+  struct volstate *vs = NULL;
+  bool clones;
+  int r;
+
+  r = need_volume (cat, req->name, &vs);
+  if (r < 0)
+    return r;
+  if (vs->opens > 0)
+    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
+                       "disconnect them first", vs->name, vs->opens);
+  sl = malloc (sizeof *sl);
+  if (sl == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  r = list_snaps (cat, vs->id, sl);
+  if (r == 0 && sl->n > 0 && !(req->flags & VOL_DELETE_RECURSIVE))
+    r = cairn_fail (-EBUSY, "volume '%s' has %zu snapshot(s): delete them first "
+                    "or delete recursively", vs->name, sl->n);
+  for (size_t i = 0; r == 0 && i < sl->n; i++)
+    r = drop_snapshot (cat, vs, sl->gen[i], sl->name[i]);
+  free (sl);
+  if (r == 0)
+    r = root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
+  if (r == 0)
+    r = has_clone_pins (cat, vs->id, &clones);
+  if (r < 0)
+    return r;
+  if (clones) {
+    /* Clones still start from it: hide it until the last one goes. */
+    vs->flags |= VOLF_HIDDEN;
+    return volrec_store (cat, vs);
+  }
+  return destroy_volume (cat, vs, gen);
+}
+
+/* Rename a volume. */
+static int
+apply_rename (struct catalog *cat, struct cat_request *req)
+{
+  uint8_t key[1 + VOL_NAME_MAX], idv[8];
+  struct volstate *vs = NULL;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (cat_find_name (cat, req->name2))
+    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
+  r = root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
+  put_be64 (idv, vs->id);
+  if (r == 0)
+    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name2), idv, 8);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  snprintf (vs->name, sizeof vs->name, "%s", req->name2);
+  pthread_mutex_unlock (&cat->tlock);
+  return volrec_store (cat, vs);
+}
+
+/* Resize a volume; shrinking discards the mapping past the new end. */
+static int
+apply_resize (struct catalog *cat, struct cat_request *req)
+{
+  struct volstate *vs = NULL;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (req->size < vs->size) {
+    uint64_t first = DIV_ROUND_UP (req->size, BLOCK_SIZE);
+    uint64_t end = DIV_ROUND_UP (vs->size, BLOCK_SIZE);
+
+    if (!req->flag)
+      return cairn_fail (-EINVAL, "shrinking '%s' from %" PRIu64 " to %" PRIu64
+                         " bytes discards the data past the new end: ask for "
+                         "it explicitly (force)", vs->name, vs->size, req->size);
+    if (vs->opens > 0)
+      return cairn_fail (-EBUSY, "volume '%s' is open: disconnect its clients "
+                         "before shrinking it", vs->name);
+    if (end > first) {
+      r = vol_punch (vs, first, end - first);
+      if (r < 0)
+        return r;
+    }
+  }
+  vs->size = req->size;
+  return volrec_store (cat, vs);
+}
+
+/* Set or clear the read-only flag. */
+static int
+apply_readonly (struct catalog *cat, struct cat_request *req)
+{
+  struct volstate *vs = NULL;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (req->flag)
+    vs->flags |= VOLF_READONLY;
+  else
+    vs->flags &= ~(uint64_t) VOLF_READONLY;
+  return volrec_store (cat, vs);
+}
+
+/* Snapshot volumes, all or none. */
+static int
+apply_snap (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  struct volstate *vss[64];
+  uint64_t sgen;
+  int r;
+
+  if (req->nvols > ARRAY_SIZE (vss))
+    return cairn_fail (-E2BIG, "at most %zu volumes in one snapshot",
+                       ARRAY_SIZE (vss));
+  for (size_t i = 0; i < req->nvols; i++) {
+    r = need_volume (cat, req->vols[i], &vss[i]);
+    if (r < 0)
+      return r;
+    for (size_t j = 0; j < i; j++)
+      if (vss[j] == vss[i])
+        return cairn_fail (-EINVAL, "volume '%s' is named twice", req->vols[i]);
+    r = cat_lookup_snap (cat, vss[i]->id, req->snap, &sgen);
+    if (r == 0)
+      return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' already",
+                         vss[i]->name, req->snap);
+    if (r != -ENOENT)
+      return r;
+  }
+  for (size_t i = 0; i < req->nvols; i++) {
+    struct volstate *vs = vss[i];
+    uint8_t key[1 + 8 + VOL_NAME_MAX], val[SNAPREC_FIXED + VOL_NAME_MAX], gv[8];
+    size_t nlen = strlen (req->snap);
+    struct btree_root root;
+
+    btree_get_root (vs->tree, &root);
+    put_le64 (val, (uint64_t) time (NULL));
+    put_le64 (val + 8, (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED));
+    put_le64 (val + 16, vs->size);
+    put_le16 (val + 24, (uint16_t) nlen);
+    memcpy (val + SNAPREC_FIXED, req->snap, nlen);
+    cat_key (key, RK_SNAP, vs->id, gen);
+    r = root_put (cat, key, 17, val, SNAPREC_FIXED + nlen);
+    put_le64 (gv, gen);
+    if (r == 0)
+      r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap), gv, 8);
+    if (r == 0)
+      r = pin_add (cat, vs, gen, &root, false);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+/* Delete or rename a snapshot. */
+static int
+apply_snap_change (struct catalog *cat, struct cat_request *req)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX], gv[8];
+  struct volstate *vs = NULL;
+  uint64_t sgen, other;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  r = cat_lookup_snap (cat, vs->id, req->snap, &sgen);
+  if (r == -ENOENT)
+    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
+                       vs->name, req->snap);
+  if (r < 0)
+    return r;
+  if (req->kind == REQ_SNAP_DELETE) {
+    int opens = 0;
+
+    pthread_mutex_lock (&cat->tlock);
+    for (size_t i = 0; i < cat->nopen_pins; i++)
+      if (cat->open_pins[i].id == vs->id && cat->open_pins[i].gen == sgen)
+        opens = cat->open_pins[i].opens;
+    pthread_mutex_unlock (&cat->tlock);
+    if (opens > 0)
+      return cairn_fail (-EBUSY, "snapshot '%s@%s' is open by %d client(s): "
+                         "disconnect them first", vs->name, req->snap, opens);
+    return drop_snapshot (cat, vs, sgen, req->snap);
+  }
+
+  if (cat_lookup_snap (cat, vs->id, req->name2, &other) == 0)
+    return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' already",
+                       vs->name, req->name2);
+  {
+    struct vol_info info;
+    uint8_t val[SNAPREC_FIXED + VOL_NAME_MAX];
+    size_t nlen = strlen (req->name2);
+
+    r = cat_read_snap (cat, vs->id, sgen, &info);
+    if (r < 0)
+      return r;
+    put_le64 (val, info.ctime);
+    put_le64 (val + 8, info.referenced / BLOCK_SIZE);
+    put_le64 (val + 16, info.size);
+    put_le16 (val + 24, (uint16_t) nlen);
+    memcpy (val + SNAPREC_FIXED, req->name2, nlen);
+    cat_key (key, RK_SNAP, vs->id, sgen);
+    r = root_put (cat, key, 17, val, SNAPREC_FIXED + nlen);
+  }
+  if (r == 0)
+    r = root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap));
+  put_le64 (gv, sgen);
+  if (r == 0)
+    r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->name2), gv, 8);
+  return r;
+}
+
+/* Split "VOL@SNAP" or "VOL@#GEN" into its volume and the pinned state. */
+static int
+resolve_point (struct catalog *cat, const char *src, uint64_t gen,
+               struct volstate **vsp, uint64_t *pgen, struct btree_root *root,
+               uint64_t *referenced)
+{
+  char vol[VOL_NAME_MAX + 1];
+  const char *at = strchr (src, '@');
+  struct volstate *vs = NULL;
+  int r;
+
+  if (at == NULL || (size_t) (at - src) > VOL_NAME_MAX) {
+    r = need_volume (cat, src, &vs);
+    if (r < 0)
+      return r;
+    btree_get_root (vs->tree, root);
+    *pgen = gen;
+    *referenced = (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED);
+    *vsp = vs;
+    return 0;
+  }
+  memcpy (vol, src, (size_t) (at - src));
+  vol[at - src] = '\0';
+  r = need_volume (cat, vol, &vs);
+  if (r < 0)
+    return r;
+  if (at[1] == '#') {
+    char *end;
+    errno = 0;
+    *pgen = strtoull (at + 2, &end, 10);
+    if (errno || *end || end == at + 2)
+      return cairn_fail (-EINVAL, "'%s': expected a generation number after '@#'",
+                         src);
+  }
+  else {
+    r = cat_lookup_snap (cat, vs->id, at + 1, pgen);
+    if (r == -ENOENT)
+      return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
+                         vol, at + 1);
+    if (r < 0)
+      return r;
+  }
+  r = cat_lookup_pin (cat, vs->id, *pgen, NULL, NULL, root);
+  if (r == -ENOENT)
+    return cairn_fail (-ENOENT, "generation %" PRIu64 " of volume '%s' is not "
+                       "kept (no snapshot or clone pins it)", *pgen, vol);
+  if (r < 0)
+    return r;
+  {
+    struct vol_info info;
+    *referenced = cat_read_snap (cat, vs->id, *pgen, &info) == 0
+      ? info.referenced / BLOCK_SIZE : 0;
+  }
+  *vsp = vs;
+  return 0;
+}
+
+/* Clone a volume or a pinned state of it. */
+static int
+apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  uint8_t key[1 + VOL_NAME_MAX], idv[8];
+  struct btree_root root;
+  struct volstate *src = NULL, *vs;
+  uint64_t pgen = 0, referenced = 0, id;
+  struct btree *t;
+  int r;
+
+  if (cat_find_name (cat, req->name2))
+    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
+  r = resolve_point (cat, req->name, gen, &src, &pgen, &root, &referenced);
+  if (r < 0)
+    return r;
+  r = pool_tree_create_from (cat->pool, &root, &id, &t);
+  if (r < 0)
+    return r;
+  r = pin_add (cat, src, pgen, &root, true);
+  if (r < 0)
+    return r;
+  vs = calloc (1, sizeof *vs);
+  if (vs == NULL)
+    return cairn_fail (-ENOMEM, "out of memory creating a clone");
+  pthread_mutex_init (&vs->pend_lock, NULL);
+  pthread_mutex_init (&vs->rmw_lock, NULL);
+  vs->id = id;
+  vs->tree = t;
+  snprintf (vs->name, sizeof vs->name, "%s", req->name2);
+  vs->size = src->size;
+  if (strchr (req->name, '@')) {
+    struct vol_info info;
+    if (cat_read_snap (cat, src->id, pgen, &info) == 0)
+      vs->size = info.size;
+  }
+  vs->ctime = (uint64_t) time (NULL);
+  vs->create_gen = gen;
+  vs->origin_id = src->id;
+  vs->origin_gen = pgen;
+  vs->referenced = (int64_t) referenced;
+  btree_set_free_fn (t, reclaim_free_fn, vs);
+  put_be64 (idv, id);
+  r = volrec_store (cat, vs);
+  if (r == 0)
+    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name2), idv, 8);
+  if (r < 0) {
+    volstate_free (vs);
+    return r;
+  }
+  pthread_mutex_lock (&cat->tlock);
+  r = table_add (cat, vs);
+  pthread_mutex_unlock (&cat->tlock);
+  req->out_id = id;
+  return r;
+}
+
+/* Apply a request inside the freeze of generation gen. */
+static int
+apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  switch (req->kind) {
+  case REQ_CREATE: return apply_create (cat, req, gen);
+  case REQ_DELETE: return apply_delete (cat, req, gen);
+  case REQ_RENAME: return apply_rename (cat, req);
+  case REQ_RESIZE: return apply_resize (cat, req);
+  case REQ_READONLY: return apply_readonly (cat, req);
+  case REQ_SNAP: return apply_snap (cat, req, gen);
+  case REQ_SNAP_DELETE:
+  case REQ_SNAP_RENAME: return apply_snap_change (cat, req);
+  case REQ_CLONE: return apply_clone (cat, req, gen);
+  }
+  return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
+}
+
+/* ---------------------------------------------------------------- API */
+
+int
+vol_create (struct cairn_pool *pool, const char *name, uint64_t size,
+            uint64_t *idp)
+{
+  struct cat_request req = { .kind = REQ_CREATE, .name = name, .size = size };
+  int r = vol_check_name (name);
+
+  if (r < 0)
+    return r;
+  if (size == 0 || size % 512)
+    return cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
+                       "multiple of 512 bytes", size);
+  r = submit (pool, &req);
+  if (r == 0 && idp)
+    *idp = req.out_id;
+  return r;
+}
+
+int
+vol_delete (struct cairn_pool *pool, const char *name, unsigned flags)
+{
+  struct cat_request req = { .kind = REQ_DELETE, .name = name, .flags = flags };
+
+  return submit (pool, &req);
+}
+
+int
+vol_rename (struct cairn_pool *pool, const char *from, const char *to)
+{
+  struct cat_request req = { .kind = REQ_RENAME, .name = from, .name2 = to };
+  int r = vol_check_name (to);
+
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_resize (struct cairn_pool *pool, const char *name, uint64_t size, bool force)
+{
+  struct cat_request req = { .kind = REQ_RESIZE, .name = name, .size = size,
+                             .flag = force };
+
+  if (size == 0 || size % 512)
+    return cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
+                       "multiple of 512 bytes", size);
+  return submit (pool, &req);
+}
+
+int
+vol_set_readonly (struct cairn_pool *pool, const char *name, bool ro)
+{
+  struct cat_request req = { .kind = REQ_READONLY, .name = name, .flag = ro };
+
+  return submit (pool, &req);
+}
+
+int
+snap_create_many (struct cairn_pool *pool, const char *const *vols,
+                  size_t nvols, const char *snap)
+{
+  struct cat_request req = { .kind = REQ_SNAP, .vols = vols, .nvols = nvols,
+                             .snap = snap };
+  int r = vol_check_name (snap);
+
+  if (r == 0 && strchr (snap, '/'))
+    r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
+  if (r == 0 && nvols == 0)
+    r = cairn_fail (-EINVAL, "no volume to snapshot");
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
+{
+  return snap_create_many (pool, &vol, 1, snap);
+}
+
+int
+snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
+{
+  struct cat_request req = { .kind = REQ_SNAP_DELETE, .name = vol, .snap = snap };
+
+  return submit (pool, &req);
+}
+
+int
+snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
+             const char *to)
+{
+  struct cat_request req = { .kind = REQ_SNAP_RENAME, .name = vol, .snap = from,
+                             .name2 = to };
+  int r = vol_check_name (to);
+
+  if (r == 0 && strchr (to, '/'))
+    r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", to);
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
+{
+  struct cat_request req = { .kind = REQ_CLONE, .name = src, .name2 = newname };
+  int r = vol_check_name (newname);
+
+  return r < 0 ? r : submit (pool, &req);
+}
+
+/* Fill info from a volume state. */
+static void
+info_from_state (const struct volstate *vs, struct vol_info *info)
+{
+  memset (info, 0, sizeof *info);
+  info->id = vs->id;
+  snprintf (info->name, sizeof info->name, "%s", vs->name);
+  info->size = vs->size;
+  info->ctime = vs->ctime;
+  info->gen = vs->create_gen;
+  info->readonly = (vs->flags & VOLF_READONLY) != 0;
+  info->origin_id = vs->origin_id;
+  info->origin_gen = vs->origin_gen;
+  info->referenced = (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED)
+    * BLOCK_SIZE;
+}
+
+int
+vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
+{
+  char vol[VOL_NAME_MAX + 1];
+  const char *at = strchr (name, '@');
+  struct catalog *cat;
+  struct volstate *vs = NULL;
+  uint64_t sgen;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  snprintf (vol, sizeof vol, "%.*s", at ? (int) (at - name) : (int) strlen (name),
+            name);
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_name (cat, vol);
+  if (vs)
+    info_from_state (vs, info);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL)
+    return cairn_fail (-ENOENT, "no volume named '%s'", vol);
+  if (at == NULL)
+    return 0;
+  r = cat_lookup_snap (cat, info->id, at + 1, &sgen);
+  if (r == -ENOENT)
+    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", vol, at + 1);
+  return r < 0 ? r : cat_read_snap (cat, info->id, sgen, info);
+}
+
+int
+vol_list (struct cairn_pool *pool, bool with_snapshots,
+          int (*fn) (void *opaque, const struct vol_info *info), void *opaque)
+{
+  struct vol_info *infos = NULL;
+  struct snaplist *sl = NULL;
+  struct catalog *cat;
+  size_t n = 0;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  infos = calloc (cat->nvols + 1, sizeof *infos);
+  if (infos)
+    for (size_t i = 0; i < cat->nvols; i++)
+      if (!(cat->vols[i]->flags & VOLF_HIDDEN))
+        info_from_state (cat->vols[i], &infos[n++]);
+  pthread_mutex_unlock (&cat->tlock);
+  if (infos == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing volumes");
+  /* Name order. */
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && strcmp (infos[j - 1].name, infos[j].name) > 0; j--) {
+      struct vol_info t = infos[j];
+      infos[j] = infos[j - 1];
+      infos[j - 1] = t;
+    }
+  if (with_snapshots && (sl = malloc (sizeof *sl)) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory listing snapshots");
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    r = fn (opaque, &infos[i]);
+    if (r != 0 || !with_snapshots)
+      continue;
+    r = list_snaps (cat, infos[i].id, sl);
+    for (size_t j = 0; r == 0 && j < sl->n; j++) {
+      struct vol_info si = infos[i];
+      r = cat_read_snap (cat, si.id, sl->gen[j], &si);
+      if (r == 0)
+        r = fn (opaque, &si);
+    }
+  }
+  free (sl);
+  free (infos);
+  return r;
+}

@@ -1,0 +1,305 @@
+/* Cairn engine, layer "reclaim": what stops being referenced, and when it
+ * becomes free (DESIGN §2.4, ZFS's dead lists generalised to many pins).
+ *
+ * Design note.
+ *
+ * Invariants (tests cite them as RC-n):
+ *  RC-1  A volume S owns the blocks of its tree born after its origin
+ *        generation O (0 for a volume that is not a clone); blocks born at
+ *        or before O belong to the origin's lineage and S never frees them.
+ *  RC-2  When S stops referencing a block it owns, born at B, in generation
+ *        D: if some pin p of S has B <= p (p < D always holds, pins being
+ *        frozen generations), the block goes on S's deadlist as (D, B);
+ *        otherwise it is freed.  Only the newest pin matters for the test.
+ *  RC-3  When the last reason for pin p of S goes, with neighbouring pins
+ *        p- < p < p+ (p- = O when none, p+ = infinity when none), exactly
+ *        the deadlist entries with p- < B <= p and p < D <= p+ are freed.
+ *        Entries with B <= p- stay: p- still needs them.
+ *  RC-4  Deleting a volume with no pins frees every block of its tree born
+ *        after O, walking only pointers born after O: the cost is the
+ *        volume's own data, not its size.
+ *
+ * Deadlist entries are gathered in memory as trees change (the free
+ * function must not modify another tree in the middle of a B-tree
+ * operation) and written to the deadlist tree in the next freeze, before
+ * any catalog change runs.  Deadlist keys: be64 volume id, be64 D, be64
+ * first block; values: u64 length in blocks, u64 birth.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "catalog-int.h"
+
+#define DL_KEY 24u
+#define DL_VAL 16u
+
+/* Queue a deadlist entry. */
+static void
+defer (struct volstate *vs, uint64_t addr, uint64_t len, uint64_t birth)
+{
+  pthread_mutex_lock (&vs->pend_lock);
+  if (vs->npending == vs->pending_cap) {
+    size_t cap = vs->pending_cap ? vs->pending_cap * 2 : 64;
+    struct dl_entry *np = realloc (vs->pending, cap * sizeof *np);
+
+    if (np == NULL) {
+      /* Without memory the entry is lost: the blocks leak (fsck reports
+       * them) but nothing a pin needs is freed.
+       */
+      pthread_mutex_unlock (&vs->pend_lock);
+      return;
+    }
+    vs->pending = np;
+    vs->pending_cap = cap;
+  }
+  vs->pending[vs->npending++] = (struct dl_entry) {
+    addr, len, birth, pool_open_gen (vs->cat->pool)
+  };
+  pthread_mutex_unlock (&vs->pend_lock);
+}
+
+/* A volume stops referencing blocks [addr, addr + len) born at birth
+ * (RC-1, RC-2).
+ */
+void
+reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
+                     uint64_t birth)
+{
+  if (birth <= vs->origin_gen)
+    return;
+  if (birth <= __atomic_load_n (&vs->max_pin, __ATOMIC_ACQUIRE))
+    defer (vs, addr, len, birth);
+  else
+    space_free (pool_space (vs->cat->pool), addr, len, birth);
+}
+
+/* The tree free function of a volume tree (byte addresses). */
+void
+reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len, uint64_t birth)
+{
+  reclaim_free_blocks (opaque, addr >> BLOCK_SHIFT, len >> BLOCK_SHIFT, birth);
+}
+
+/* Write every queued deadlist entry to the deadlist tree (in the freeze). */
+int
+reclaim_flush_pending (struct catalog *cat)
+{
+  int r = 0;
+
+  for (size_t i = 0; i < cat->nvols && r == 0; i++) {
+    struct volstate *vs = cat->vols[i];
+    struct dl_entry *e;
+    size_t n;
+
+    pthread_mutex_lock (&vs->pend_lock);
+    e = vs->pending;
+    n = vs->npending;
+    vs->pending = NULL;
+    vs->npending = vs->pending_cap = 0;
+    pthread_mutex_unlock (&vs->pend_lock);
+    if (n > 0 && cat->deadlist == NULL)
+      r = cairn_fail (-EIO, "internal error: deadlist entries without a "
+                      "deadlist tree");
+    btree_wrlock (cat->deadlist);
+    for (size_t j = 0; j < n && r == 0; j++) {
+      uint8_t key[DL_KEY], val[DL_VAL];
+
+      put_be64 (key, vs->id);
+      put_be64 (key + 8, e[j].death);
+      put_be64 (key + 16, e[j].addr);
+      put_le64 (val, e[j].len);
+      put_le64 (val + 8, e[j].birth);
+      r = btree_insert (cat->deadlist, key, DL_KEY, val, DL_VAL, BTREE_RESERVE);
+    }
+    btree_unlock (cat->deadlist);
+    free (e);
+  }
+  return r;
+}
+
+/* The pins of volume id around gen: the newest below and the oldest above
+ * (0 and UINT64_MAX when none).
+ */
+static int
+pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
+                uint64_t *below, uint64_t *above)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[17];
+  int r;
+
+  *below = 0;
+  *above = UINT64_MAX;
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  cat_key (key, RK_PIN, id, 0);
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t g;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
+      break;
+    g = get_be64 (k + 9);
+    if (g < gen)
+      *below = g;
+    else if (g > gen) {
+      *above = g;
+      break;
+    }
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+}
+
+/* The newest pin of a volume. */
+int
+reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
+{
+  uint64_t below, above;
+  int r = pin_neighbours (cat, id, UINT64_MAX, &below, &above);
+
+  if (r == 0)
+    __atomic_store_n (maxp, below, __ATOMIC_RELEASE);
+  return r;
+}
+
+/* Free the deadlist entries of vs with D in (lo_d, hi_d] and birth in
+ * (lo_b, hi_b], and delete them.
+ */
+static int
+free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
+                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+{
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  int r;
+
+  if (cat->deadlist == NULL)
+    return 0;
+  for (;;) {
+    uint8_t batch[256][DL_KEY];
+    size_t n = 0;
+
+    r = btree_cursor_new (cat->deadlist, &cur);
+    if (r < 0)
+      return r;
+    put_be64 (key, vs->id);
+    put_be64 (key + 8, lo_d + 1);
+    put_be64 (key + 16, 0);
+    btree_rdlock (cat->deadlist);
+    for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && n < ARRAY_SIZE (batch);
+         r = btree_cursor_next (cur)) {
+      const uint8_t *k, *v;
+      size_t kl, vl;
+      uint64_t d, b;
+
+      btree_cursor_item (cur, &k, &kl, &v, &vl);
+      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
+        break;
+      d = get_be64 (k + 8);
+      if (d > hi_d)
+        break;
+      b = get_le64 (v + 8);
+      if (b > lo_b && b <= hi_b) {
+        space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
+        memcpy (batch[n++], k, DL_KEY);
+      }
+    }
+    btree_unlock (cat->deadlist);
+    btree_cursor_free (cur);
+    if (r < 0 && r != -ENOENT)
+      return r;
+    r = 0;
+    btree_wrlock (cat->deadlist);
+    for (size_t i = 0; i < n && r == 0; i++)
+      r = btree_delete (cat->deadlist, batch[i], DL_KEY);
+    btree_unlock (cat->deadlist);
+    if (r < 0)
+      return r;
+    if (n < ARRAY_SIZE (batch))
+      return 0;
+  }
+}
+
+/* The last reason for pin gen of vs went (RC-3). */
+int
+reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
+{
+  uint64_t below, above;
+  int r = pin_neighbours (cat, vs->id, gen, &below, &above);
+
+  if (r < 0)
+    return r;
+  if (below < vs->origin_gen)
+    below = vs->origin_gen;
+  return free_deadlist_range (cat, vs, gen, above, below, gen);
+}
+
+/* Walk state for reclaim_volume. */
+struct walk {
+  struct volstate *vs;
+  uint64_t gen;             /* the generation being frozen */
+  uint32_t node_blocks;
+  int err;
+};
+
+/* Free one range, deferring blocks born in the freezing generation. */
+static void
+walk_free (struct walk *w, uint64_t addr, uint64_t len, uint64_t birth)
+{
+  space_free (pool_space (w->vs->cat->pool), addr, len,
+              birth >= w->gen ? w->gen - 1 : birth);
+}
+
+static int
+walk_node (void *opaque, const struct blkptr *bp, unsigned level)
+{
+  struct walk *w = opaque;
+
+  if (bp->birth <= w->vs->origin_gen)
+    return 1;               /* the origin's: skip the whole subtree (RC-4) */
+  walk_free (w, bp->addr >> BLOCK_SHIFT, w->node_blocks, bp->birth);
+  return 0;
+}
+
+static int
+walk_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
+           size_t vlen)
+{
+  struct walk *w = opaque;
+
+  if (vlen < EXT_HDR)
+    return cairn_fail (-EIO, "corrupt extent item in volume %" PRIu64, w->vs->id);
+  if (ext_birth (val) > w->vs->origin_gen)
+    walk_free (w, ext_addr (val), ext_len (val), ext_birth (val));
+  return 0;
+}
+
+/* Free everything a volume without pins owns (RC-4), in the freeze of gen. */
+int
+reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
+{
+  struct walk w = { .vs = vs, .gen = gen };
+  struct btree_visitor v = { walk_node, walk_item, &w };
+  struct btree_root root;
+  int r;
+
+  w.node_blocks = nodecache_node_size (pool_cache (cat->pool)) >> BLOCK_SHIFT;
+  /* Entries still queued or listed belong to pins that are gone. */
+  r = reclaim_flush_pending (cat);
+  if (r == 0)
+    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, 0, UINT64_MAX);
+  if (r < 0)
+    return r;
+  btree_get_root (vs->tree, &root);
+  return btree_walk (pool_cache (cat->pool), &root, &v);
+}

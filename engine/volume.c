@@ -1,0 +1,783 @@
+/* Cairn engine, layer "volume": block I/O on volumes and snapshots.
+ *
+ * A volume tree maps the first logical block of each extent to its item
+ * (catalog-int.h): where the data is, when it was written, and the SHA-256
+ * of every block, so that a read checks every block and an overwrite that
+ * splits an extent never re-reads data.
+ *
+ * Writes allocate and write their data outside the tree lock (inside
+ * txn_begin), then take the tree's write lock only to replace the mapping.
+ * Reads copy the mapping under the read lock and read and check the data
+ * outside it; a block can be freed and reused between the two (the write
+ * that freed it may even be in the same generation), so a checksum mismatch
+ * is retried once with a fresh mapping before it counts as damage.
+ * All-zero blocks, zero requests and trims store nothing: they leave holes.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "catalog-int.h"
+
+struct cairn_volume {
+  struct catalog *cat;
+  struct volstate *vs;
+  struct btree *tree;
+  bool own_tree;              /* a pinned state's private handle */
+  bool readonly;
+  uint64_t gen;               /* pinned state: its generation */
+  uint64_t size;              /* pinned state: its size */
+  struct vol_info info;
+  struct vol_stats stats;     /* updated atomically */
+};
+
+/* A run of mapped blocks, copied out of the tree. */
+struct mapping {
+  uint64_t lbn, n, addr, birth;
+  uint8_t *sha;               /* n digests */
+};
+
+struct map_vec {
+  struct mapping *m;
+  size_t n, cap;
+};
+
+static void
+map_vec_free (struct map_vec *mv)
+{
+  for (size_t i = 0; i < mv->n; i++)
+    free (mv->m[i].sha);
+  free (mv->m);
+  mv->m = NULL;
+  mv->n = mv->cap = 0;
+}
+
+#define COUNT(v, field, amount) \
+  __atomic_add_fetch (&(v)->stats.field, (amount), __ATOMIC_RELAXED)
+
+/* The most blocks one extent item can describe. */
+static uint64_t
+max_ext_blocks (struct catalog *cat)
+{
+  size_t maxv = btree_max_value (pool_cache (cat->pool), 8);
+
+  return (maxv - EXT_HDR) / SHA256_LEN;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+/* Count a handle on a pinned state (tlock held). */
+static int
+open_pin_add (struct catalog *cat, uint64_t id, uint64_t gen, int delta)
+{
+  for (size_t i = 0; i < cat->nopen_pins; i++)
+    if (cat->open_pins[i].id == id && cat->open_pins[i].gen == gen) {
+      cat->open_pins[i].opens += delta;
+      return 0;
+    }
+  if (delta < 0)
+    return 0;
+  if (cat->nopen_pins == cat->open_pins_cap) {
+    size_t cap = cat->open_pins_cap ? cat->open_pins_cap * 2 : 8;
+    struct open_pin *np = realloc (cat->open_pins, cap * sizeof *np);
+    if (np == NULL)
+      return cairn_fail (-ENOMEM, "out of memory opening a snapshot");
+    cat->open_pins = np;
+    cat->open_pins_cap = cap;
+  }
+  cat->open_pins[cat->nopen_pins++] = (struct open_pin) { id, gen, delta };
+  return 0;
+}
+
+/* Open an export name. */
+int
+vol_open (struct cairn_pool *pool, const char *export_name,
+          struct cairn_volume **volp)
+{
+  char name[VOL_NAME_MAX + 1];
+  const char *at = strchr (export_name, '@');
+  struct cairn_volume *v;
+  struct catalog *cat;
+  struct volstate *vs;
+  size_t nlen = at ? (size_t) (at - export_name) : strlen (export_name);
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  if (nlen > VOL_NAME_MAX)
+    return cairn_fail (-ENOENT, "no volume named '%s'", export_name);
+  memcpy (name, export_name, nlen);
+  name[nlen] = '\0';
+  v = calloc (1, sizeof *v);
+  if (v == NULL)
+    return cairn_fail (-ENOMEM, "out of memory opening '%s'", export_name);
+  v->cat = cat;
+
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_name (cat, name);
+  if (vs)
+    vs->opens++;
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL) {
+    free (v);
+    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+  }
+  v->vs = vs;
+  v->info.id = vs->id;
+  snprintf (v->info.name, sizeof v->info.name, "%s", vs->name);
+
+  if (at == NULL) {
+    v->tree = vs->tree;
+    v->readonly = (vs->flags & VOLF_READONLY) != 0;
+    *volp = v;
+    return 0;
+  }
+
+  /* A pinned state: a snapshot or a generation. */
+  {
+    struct btree_root root;
+    uint64_t gen;
+
+    if (at[1] == '#') {
+      char *end;
+      errno = 0;
+      gen = strtoull (at + 2, &end, 10);
+      if (errno || *end || end == at + 2)
+        r = cairn_fail (-ENOENT, "'%s': expected a generation number after '@#'",
+                        export_name);
+    }
+    else {
+      r = cat_lookup_snap (cat, vs->id, at + 1, &gen);
+      if (r == -ENOENT)
+        r = cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", name,
+                        at + 1);
+    }
+    if (r == 0) {
+      r = cat_lookup_pin (cat, vs->id, gen, NULL, NULL, &root);
+      if (r == -ENOENT)
+        r = cairn_fail (-ENOENT, "generation %" PRIu64 " of volume '%s' is not "
+                        "kept", gen, name);
+    }
+    if (r == 0) {
+      struct vol_info si;
+      v->size = cat_read_snap (cat, vs->id, gen, &si) == 0 ? si.size : vs->size;
+      if (si.is_snapshot)
+        snprintf (v->info.snap, sizeof v->info.snap, "%s", si.snap);
+      v->gen = gen;
+      r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
+    }
+    pthread_mutex_lock (&cat->tlock);
+    if (r == 0)
+      r = open_pin_add (cat, vs->id, v->gen, 1);
+    if (r < 0)
+      vs->opens--;
+    pthread_mutex_unlock (&cat->tlock);
+    if (r < 0) {
+      if (v->tree)
+        btree_close (v->tree);
+      free (v);
+      return r;
+    }
+  }
+  v->own_tree = true;
+  v->readonly = true;
+  *volp = v;
+  return 0;
+}
+
+/* Close a handle. */
+void
+vol_close (struct cairn_volume *v)
+{
+  if (v == NULL)
+    return;
+  pthread_mutex_lock (&v->cat->tlock);
+  v->vs->opens--;
+  if (v->own_tree)
+    (void) open_pin_add (v->cat, v->vs->id, v->gen, -1);
+  pthread_mutex_unlock (&v->cat->tlock);
+  if (v->own_tree)
+    btree_close (v->tree);
+  free (v);
+}
+
+bool
+vol_is_readonly (struct cairn_volume *v)
+{
+  return v->readonly || (!v->own_tree && (v->vs->flags & VOLF_READONLY));
+}
+
+uint64_t
+vol_size (struct cairn_volume *v)
+{
+  return v->own_tree ? v->size : __atomic_load_n (&v->vs->size, __ATOMIC_RELAXED);
+}
+
+void
+vol_get_info (struct cairn_volume *v, struct vol_info *info)
+{
+  *info = v->info;
+  info->size = vol_size (v);
+  info->readonly = vol_is_readonly (v);
+  info->is_snapshot = v->own_tree;
+  info->gen = v->own_tree ? v->gen : v->vs->create_gen;
+}
+
+void
+vol_stats (struct cairn_volume *v, struct vol_stats *st)
+{
+  __atomic_thread_fence (__ATOMIC_ACQUIRE);
+  *st = v->stats;
+}
+
+/* ---------------------------------------------------------------- mapping */
+
+/* Copy the mapping of blocks [lbn, lbn + n) (tree locked by the caller). */
+static int
+map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                  uint64_t n, struct map_vec *mv)
+{
+  uint64_t maxe = max_ext_blocks (cat), end = lbn + n;
+  struct btree_cursor *cur;
+  uint8_t key[8];
+  int r;
+
+  r = btree_cursor_new (tree, &cur);
+  if (r < 0)
+    return r;
+  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
+  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t s, len, from, to;
+    struct mapping *m;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 8 || vl < EXT_HDR)
+      goto corrupt;
+    s = get_be64 (k);
+    len = ext_len (v);
+    if (len == 0 || len > maxe || vl != EXT_HDR + len * SHA256_LEN)
+      goto corrupt;
+    if (s >= end)
+      break;
+    if (s + len <= lbn)
+      continue;
+    from = MAX (s, lbn);
+    to = MIN (s + len, end);
+    if (mv->n == mv->cap) {
+      size_t cap = mv->cap ? mv->cap * 2 : 16;
+      struct mapping *nm = realloc (mv->m, cap * sizeof *nm);
+      if (nm == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory reading a volume");
+        break;
+      }
+      mv->m = nm;
+      mv->cap = cap;
+    }
+    m = &mv->m[mv->n];
+    m->lbn = from;
+    m->n = to - from;
+    m->addr = ext_addr (v) + (from - s);
+    m->birth = ext_birth (v);
+    m->sha = malloc (m->n * SHA256_LEN);
+    if (m->sha == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading a volume");
+      break;
+    }
+    memcpy (m->sha, v + EXT_HDR + (from - s) * SHA256_LEN, m->n * SHA256_LEN);
+    mv->n++;
+  }
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+
+ corrupt:
+  btree_cursor_free (cur);
+  return cairn_fail (-EIO, "corrupt extent item in volume tree %" PRIu64,
+                     btree_id (tree));
+}
+
+/* Copy the mapping of blocks [lbn, lbn + n) under the read lock. */
+static int
+map_range (struct cairn_volume *v, uint64_t lbn, uint64_t n, struct map_vec *mv)
+{
+  int r;
+
+  btree_rdlock (v->tree);
+  r = map_range_locked (v->cat, v->tree, lbn, n, mv);
+  btree_unlock (v->tree);
+  return r;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* Read whole blocks [lbn, lbn + n) into buf, checking every block. */
+static int
+read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
+{
+  struct cairn_dev *dev = pool_dev (v->cat->pool);
+  struct map_vec mv = { NULL, 0, 0 };
+  int r = 0;
+
+  for (int attempt = 0; attempt < 2; attempt++) {
+    uint64_t next = lbn, bad = UINT64_MAX;
+
+    r = map_range (v, lbn, n, &mv);
+    for (size_t i = 0; r == 0 && i < mv.n; i++) {
+      struct mapping *m = &mv.m[i];
+      uint8_t *dst = buf + (m->lbn - lbn) * BLOCK_SIZE;
+
+      memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
+      r = dev_pread (dev, dst, m->n * BLOCK_SIZE, m->addr * BLOCK_SIZE);
+      for (uint64_t b = 0; r == 0 && b < m->n; b++) {
+        uint8_t sha[SHA256_LEN];
+
+        sha256 (dst + b * BLOCK_SIZE, BLOCK_SIZE, sha);
+        if (memcmp (sha, m->sha + b * SHA256_LEN, SHA256_LEN) != 0 &&
+            bad == UINT64_MAX)
+          bad = b + m->lbn - lbn;
+      }
+      next = m->lbn + m->n;
+    }
+    if (r == 0)
+      memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
+    if (r == 0 && bad != UINT64_MAX) {
+      uint64_t blk = lbn + bad;
+      r = cairn_fail (-EIO, "checksum mismatch reading block %" PRIu64 " (byte %"
+                      PRIu64 ") of volume '%s': the data is damaged on disk",
+                      blk, blk * BLOCK_SIZE, v->info.name);
+    }
+    map_vec_free (&mv);
+    if (r != -EIO || bad == UINT64_MAX)
+      break;
+  }
+  if (r == -EIO)
+    COUNT (v, csum_errors, 1);
+  return r;
+}
+
+/* Check a request against the volume's size. */
+static int
+check_range (struct cairn_volume *v, uint32_t count, uint64_t off)
+{
+  uint64_t size = vol_size (v);
+
+  if (count > VOL_MAX_IO)
+    return cairn_fail (-EINVAL, "request of %" PRIu32 " bytes is larger than "
+                       "%u", count, VOL_MAX_IO);
+  if (off > size || count > size - off)
+    return cairn_fail (-EINVAL, "request [%" PRIu64 ", +%" PRIu32 ") is beyond "
+                       "the end of '%s' (%" PRIu64 " bytes)", off, count,
+                       v->info.name, size);
+  return 0;
+}
+
+/* Read bytes. */
+int
+vol_pread (struct cairn_volume *v, void *buf, uint32_t count, uint64_t off)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  uint8_t *tmp = NULL;
+  int r = check_range (v, count, off);
+
+  if (r < 0 || count == 0)
+    goto out;
+  if (off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0)
+    r = read_blocks (v, lbn, end - lbn, buf);
+  else {
+    tmp = malloc ((end - lbn) * BLOCK_SIZE);
+    if (tmp == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
+      goto out;
+    }
+    r = read_blocks (v, lbn, end - lbn, tmp);
+    if (r == 0)
+      memcpy (buf, tmp + off % BLOCK_SIZE, count);
+  }
+ out:
+  free (tmp);
+  if (r < 0)
+    COUNT (v, errors, 1);
+  else {
+    COUNT (v, reads, 1);
+    COUNT (v, bytes_read, count);
+  }
+  return r;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+/* Encode and insert extent items for [lbn, lbn + n) at data block addr. */
+static int
+insert_extents (struct volstate *vs, uint64_t lbn, uint64_t n, uint64_t addr,
+                uint64_t birth, const uint8_t *shas)
+{
+  uint64_t maxe = max_ext_blocks (vs->cat);
+  uint8_t *val = malloc (EXT_HDR + maxe * SHA256_LEN);
+  int r = 0;
+
+  if (val == NULL)
+    return cairn_fail (-ENOMEM, "out of memory writing a volume");
+  while (n > 0 && r == 0) {
+    uint64_t len = MIN (n, maxe);
+    uint8_t key[8];
+
+    put_be64 (key, lbn);
+    put_le32 (val, (uint32_t) len);
+    put_le32 (val + 4, 0);
+    put_le64 (val + 8, addr);
+    put_le64 (val + 16, birth);
+    memcpy (val + EXT_HDR, shas, len * SHA256_LEN);
+    r = btree_insert (vs->tree, key, 8, val, EXT_HDR + len * SHA256_LEN,
+                      BTREE_RESERVE);
+    lbn += len;
+    addr += len;
+    shas += len * SHA256_LEN;
+    n -= len;
+  }
+  free (val);
+  return r;
+}
+
+/* Remove the mapping of [lbn, lbn + n), keeping the parts of extents
+ * outside it (tree write-locked by the caller).
+ */
+static int
+punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n)
+{
+  struct map_vec mv = { NULL, 0, 0 };
+  uint64_t maxe = max_ext_blocks (vs->cat), end = lbn + n;
+  struct btree_cursor *cur;
+  uint8_t key[8];
+  int r;
+
+  /* Whole extents overlapping the range: map the range widened by the
+   * longest extent, then keep those that touch it.
+   */
+  r = btree_cursor_new (vs->tree, &cur);
+  if (r < 0)
+    return r;
+  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
+  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t s, len;
+    struct mapping *m;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 8 || vl < EXT_HDR || (len = ext_len (v)) == 0 ||
+        vl != EXT_HDR + len * SHA256_LEN) {
+      r = cairn_fail (-EIO, "corrupt extent item in volume '%s'", vs->name);
+      break;
+    }
+    s = get_be64 (k);
+    if (s >= end)
+      break;
+    if (s + len <= lbn)
+      continue;
+    if (mv.n == mv.cap) {
+      size_t cap = mv.cap ? mv.cap * 2 : 8;
+      struct mapping *nm = realloc (mv.m, cap * sizeof *nm);
+      if (nm == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory writing a volume");
+        break;
+      }
+      mv.m = nm;
+      mv.cap = cap;
+    }
+    m = &mv.m[mv.n];
+    m->lbn = s;
+    m->n = len;
+    m->addr = ext_addr (v);
+    m->birth = ext_birth (v);
+    m->sha = malloc (len * SHA256_LEN);
+    if (m->sha == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory writing a volume");
+      break;
+    }
+    memcpy (m->sha, v + EXT_HDR, len * SHA256_LEN);
+    mv.n++;
+  }
+  btree_cursor_free (cur);
+  if (r == -ENOENT)
+    r = 0;
+
+  for (size_t i = 0; i < mv.n && r == 0; i++) {
+    struct mapping *m = &mv.m[i];
+    uint64_t from = MAX (m->lbn, lbn), to = MIN (m->lbn + m->n, end);
+
+    put_be64 (key, m->lbn);
+    r = btree_delete (vs->tree, key, 8);
+    if (r == 0 && m->lbn < lbn)
+      r = insert_extents (vs, m->lbn, lbn - m->lbn, m->addr, m->birth, m->sha);
+    if (r == 0 && m->lbn + m->n > end)
+      r = insert_extents (vs, end, m->lbn + m->n - end, m->addr + (end - m->lbn),
+                          m->birth, m->sha + (end - m->lbn) * SHA256_LEN);
+    if (r == 0) {
+      reclaim_free_blocks (vs, m->addr + (from - m->lbn), to - from, m->birth);
+      __atomic_sub_fetch (&vs->referenced, (int64_t) (to - from), __ATOMIC_RELAXED);
+      __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
+    }
+  }
+  map_vec_free (&mv);
+  return r;
+}
+
+/* Remove a mapping (resize, inside the freeze). */
+int
+vol_punch (struct volstate *vs, uint64_t lbn, uint64_t n)
+{
+  int r;
+
+  btree_wrlock (vs->tree);
+  r = punch_locked (vs, lbn, n);
+  btree_unlock (vs->tree);
+  return r;
+}
+
+/* Is a 4 KiB block all zeros? */
+static bool
+is_zero_block (const uint8_t *p)
+{
+  static const uint8_t zero[BLOCK_SIZE];
+
+  return memcmp (p, zero, BLOCK_SIZE) == 0;
+}
+
+/* Write a run of non-zero blocks: allocate, checksum, write the data,
+ * then replace the mapping.  Inside txn_begin.
+ */
+static int
+write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data)
+{
+  struct volstate *vs = v->vs;
+  struct cairn_pool *pool = v->cat->pool;
+  struct space *sp = pool_space (pool);
+  uint64_t birth = pool_open_gen (pool);
+  struct { uint64_t start, len; } piece[64];
+  size_t npieces = 0;
+  uint8_t *shas = malloc (n * SHA256_LEN);
+  uint64_t got = 0;
+  int r = 0;
+
+  if (shas == NULL)
+    return cairn_fail (-ENOMEM, "out of memory writing '%s'", vs->name);
+  while (got < n) {
+    uint64_t start, len;
+
+    if (npieces == ARRAY_SIZE (piece)) {
+      r = cairn_fail (-ENOSPC, "free space in the pool is too fragmented for "
+                      "this write");
+      break;
+    }
+    r = space_alloc_upto (sp, n - got, vs->alloc_hint, 0, &start, &len);
+    if (r < 0) {
+      r = cairn_fail (-ENOSPC, "no space left in the pool for '%s': delete "
+                      "snapshots or volumes, or grow the pool", vs->name);
+      break;
+    }
+    vs->alloc_hint = start + len;
+    piece[npieces].start = start;
+    piece[npieces].len = len;
+    npieces++;
+    got += len;
+  }
+  for (uint64_t b = 0; r == 0 && b < n; b++)
+    sha256 (data + b * BLOCK_SIZE, BLOCK_SIZE, shas + b * SHA256_LEN);
+  got = 0;
+  for (size_t i = 0; r == 0 && i < npieces; i++) {
+    r = dev_pwrite (pool_dev (pool), data + got * BLOCK_SIZE,
+                    piece[i].len * BLOCK_SIZE, piece[i].start * BLOCK_SIZE);
+    got += piece[i].len;
+  }
+  if (r < 0) {
+    for (size_t i = 0; i < npieces; i++)
+      space_free (sp, piece[i].start, piece[i].len, birth);
+    free (shas);
+    return r;
+  }
+
+  btree_wrlock (vs->tree);
+  r = punch_locked (vs, lbn, n);
+  got = 0;
+  for (size_t i = 0; r == 0 && i < npieces; i++) {
+    r = insert_extents (vs, lbn + got, piece[i].len, piece[i].start, birth,
+                        shas + got * SHA256_LEN);
+    got += piece[i].len;
+  }
+  btree_unlock (vs->tree);
+  if (r == 0) {
+    __atomic_add_fetch (&vs->referenced, (int64_t) n, __ATOMIC_RELAXED);
+    __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
+  }
+  free (shas);
+  return r;
+}
+
+/* Write whole blocks (NULL data: make them holes). */
+static int
+write_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n,
+              const uint8_t *data)
+{
+  struct cairn_pool *pool = v->cat->pool;
+  uint64_t i = 0;
+  int r = txn_begin (pool);
+
+  if (r < 0)
+    return r;
+  while (i < n && r == 0) {
+    uint64_t j = i;
+    bool zero = data == NULL || is_zero_block (data + i * BLOCK_SIZE);
+
+    while (j < n && (data == NULL || is_zero_block (data + j * BLOCK_SIZE) == zero))
+      j++;
+    if (zero) {
+      btree_wrlock (v->vs->tree);
+      r = punch_locked (v->vs, lbn + i, j - i);
+      btree_unlock (v->vs->tree);
+    }
+    else
+      r = write_run (v, lbn + i, j - i, data + i * BLOCK_SIZE);
+    i = j;
+  }
+  txn_end (pool);
+  return r;
+}
+
+/* Check that a handle may be written. */
+static int
+check_writable (struct cairn_volume *v)
+{
+  if (vol_is_readonly (v))
+    return cairn_fail (-EROFS, "'%s%s%s' is read-only", v->info.name,
+                       v->own_tree ? "@" : "", v->info.snap);
+  return 0;
+}
+
+/* Write bytes (a partial first or last block is read, merged, rewritten). */
+static int
+write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
+             uint64_t off, unsigned flags, bool zero)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  bool aligned = off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0;
+  uint8_t *tmp = NULL;
+  int r = check_writable (v);
+
+  if (r == 0)
+    r = check_range (v, count, off);
+  if (r < 0 || count == 0)
+    goto out;
+  if (aligned)
+    r = write_blocks (v, lbn, end - lbn, zero ? NULL : buf);
+  else {
+    size_t len = (end - lbn) * BLOCK_SIZE;
+
+    tmp = malloc (len);
+    if (tmp == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory writing '%s'", v->info.name);
+      goto out;
+    }
+    /* Concurrent partial writes to one block would lose one another's
+     * bytes: serialise them.
+     */
+    pthread_mutex_lock (&v->vs->rmw_lock);
+    r = read_blocks (v, lbn, 1, tmp);
+    if (r == 0 && end - lbn > 1)
+      r = read_blocks (v, end - 1, 1, tmp + len - BLOCK_SIZE);
+    if (r == 0) {
+      if (zero)
+        memset (tmp + off % BLOCK_SIZE, 0, count);
+      else
+        memcpy (tmp + off % BLOCK_SIZE, buf, count);
+      r = write_blocks (v, lbn, end - lbn, tmp);
+    }
+    pthread_mutex_unlock (&v->vs->rmw_lock);
+  }
+  if (r == 0 && (flags & VOL_FUA)) {
+    r = pool_commit (v->cat->pool);
+    COUNT (v, flushes, 1);
+  }
+ out:
+  free (tmp);
+  if (r < 0)
+    COUNT (v, errors, 1);
+  return r;
+}
+
+int
+vol_pwrite (struct cairn_volume *v, const void *buf, uint32_t count,
+            uint64_t off, unsigned flags)
+{
+  int r = write_bytes (v, buf, count, off, flags, false);
+
+  if (r == 0) {
+    COUNT (v, writes, 1);
+    COUNT (v, bytes_written, count);
+  }
+  return r;
+}
+
+int
+vol_zero (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
+{
+  int r = write_bytes (v, NULL, count, off, flags, true);
+
+  if (r == 0)
+    COUNT (v, zeros, 1);
+  return r;
+}
+
+int
+vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
+{
+  int r = write_bytes (v, NULL, count, off, flags, true);
+
+  if (r == 0)
+    COUNT (v, trims, 1);
+  return r;
+}
+
+int
+vol_flush (struct cairn_volume *v)
+{
+  COUNT (v, flushes, 1);
+  return pool_commit (v->cat->pool);
+}
+
+/* Block status of [off, off + count). */
+int
+vol_extents (struct cairn_volume *v, uint32_t count, uint64_t off,
+             int (*fn) (void *opaque, uint64_t off, uint64_t len, unsigned type),
+             void *opaque)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  uint64_t pos = off, stop = off + count;
+  struct map_vec mv = { NULL, 0, 0 };
+  int r = check_range (v, count, off);
+
+  if (r < 0 || count == 0)
+    return r;
+  r = map_range (v, lbn, end - lbn, &mv);
+  for (size_t i = 0; r == 0 && i <= mv.n; i++) {
+    uint64_t dstart = i < mv.n ? mv.m[i].lbn * BLOCK_SIZE : stop;
+    uint64_t dend = i < mv.n ? (mv.m[i].lbn + mv.m[i].n) * BLOCK_SIZE : stop;
+
+    /* Adjacent mapped runs make one data run. */
+    while (i + 1 < mv.n && mv.m[i + 1].lbn * BLOCK_SIZE == dend) {
+      i++;
+      dend = (mv.m[i].lbn + mv.m[i].n) * BLOCK_SIZE;
+    }
+    dstart = MAX (dstart, off);
+    dend = MIN (dend, stop);
+    if (dstart > pos)
+      r = fn (opaque, pos, dstart - pos, VOL_EXTENT_HOLE);
+    if (r == 0 && dend > dstart)
+      r = fn (opaque, dstart, dend - dstart, 0);
+    pos = MAX (pos, dend);
+  }
+  map_vec_free (&mv);
+  return r;
+}

@@ -1,0 +1,141 @@
+/* Cairn engine, layers "catalog" and "volume": what users manage.
+ *
+ * Volumes are thin virtual disks, each one B-tree mapping logical block
+ * number to extents of checksummed data.  Snapshots are read-only pins of a
+ * volume at the end of a generation; clones are writable volumes that start
+ * as another volume's state (live or a snapshot).  Names follow DESIGN §3:
+ * components [A-Za-z0-9._-]+ joined by '/', up to 255 bytes; '@' and '#'
+ * are reserved for export names:
+ *
+ *   VOL            the live volume
+ *   VOL@SNAP       a snapshot (read-only)
+ *   VOL@#GEN       the volume's state at generation GEN, while a snapshot
+ *                  or retained checkpoint pins it (read-only)
+ *
+ * Every function that changes the catalog is atomic: it takes effect in
+ * one generation or not at all.  Errors are negative errnos with a message
+ * (util.h): -ENOENT unknown name, -EEXIST name taken, -EINVAL bad name or
+ * argument, -EROFS read-only target, -ENOSPC pool or quota full, -EBUSY
+ * still in use (a volume with snapshots or clones), -EIO damaged data.
+ */
+#ifndef CAIRN_VOLUME_H
+#define CAIRN_VOLUME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool.h"
+#include "util.h"
+
+#define VOL_NAME_MAX 255
+#define VOL_MAX_IO (64u * 1024 * 1024)
+
+struct cairn_volume;
+
+/* A volume or snapshot as listed. */
+struct vol_info {
+  uint64_t id;
+  char name[VOL_NAME_MAX + 1];      /* volume name */
+  char snap[VOL_NAME_MAX + 1];      /* snapshot name, "" for a volume */
+  uint64_t size;                    /* bytes */
+  uint64_t ctime;                   /* creation, seconds since 1970 */
+  uint64_t gen;                     /* creation generation; snapshot: its gen */
+  bool readonly;
+  bool is_snapshot;
+  uint64_t origin_id, origin_gen;   /* a clone's origin; 0: none */
+  uint64_t referenced;              /* bytes of data the state maps */
+};
+
+/* ---- catalog: volumes */
+
+/* Check a volume or snapshot name (-EINVAL with the reason). */
+int vol_check_name (const char *name) CAIRN_WUR;
+
+int vol_create (struct cairn_pool *pool, const char *name, uint64_t size,
+                uint64_t *idp) CAIRN_WUR;
+/* Delete a volume: -EBUSY while it has snapshots (unless recursive, which
+ * deletes them too).  A volume whose state a clone started from is hidden
+ * and reclaimed when its last clone goes.
+ */
+#define VOL_DELETE_RECURSIVE 1u
+int vol_delete (struct cairn_pool *pool, const char *name, unsigned flags)
+  CAIRN_WUR;
+int vol_rename (struct cairn_pool *pool, const char *from, const char *to)
+  CAIRN_WUR;
+/* Grow; shrinking needs force and discards the data past the new end. */
+int vol_resize (struct cairn_pool *pool, const char *name, uint64_t size,
+                bool force) CAIRN_WUR;
+int vol_set_readonly (struct cairn_pool *pool, const char *name, bool ro)
+  CAIRN_WUR;
+/* Describe one volume, or one snapshot (VOL@SNAP). */
+int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
+  CAIRN_WUR;
+/* Call fn for every visible volume, in name order, then (with_snapshots)
+ * each volume's snapshots after it, oldest first.
+ */
+int vol_list (struct cairn_pool *pool, bool with_snapshots,
+              int (*fn) (void *opaque, const struct vol_info *info),
+              void *opaque) CAIRN_WUR;
+
+/* ---- catalog: snapshots and clones */
+
+/* Snapshot one volume: the state at the end of the open generation, which
+ * the call ends; durable when it returns.
+ */
+int snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
+  CAIRN_WUR;
+/* Snapshot several volumes (all or none) in one generation. */
+int snap_create_many (struct cairn_pool *pool, const char *const *vols,
+                      size_t nvols, const char *snap) CAIRN_WUR;
+int snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
+  CAIRN_WUR;
+int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
+                 const char *to) CAIRN_WUR;
+/* A writable clone named newname of src (VOL, VOL@SNAP or VOL@#GEN). */
+int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
+  CAIRN_WUR;
+
+/* ---- volume I/O */
+
+/* Open an export name (see the top of this file).  A snapshot, a pinned
+ * generation or a read-only volume opens read-only.
+ */
+int vol_open (struct cairn_pool *pool, const char *export_name,
+              struct cairn_volume **volp) CAIRN_WUR;
+void vol_close (struct cairn_volume *vol);
+void vol_get_info (struct cairn_volume *vol, struct vol_info *info);
+bool vol_is_readonly (struct cairn_volume *vol);
+uint64_t vol_size (struct cairn_volume *vol);
+
+/* Byte-granular I/O within the volume's size (-EINVAL beyond it, at most
+ * VOL_MAX_IO bytes).  A block that fails its checksum fails the read with
+ * -EIO and is counted; it is never returned.
+ */
+#define VOL_FUA 1u          /* durable before returning */
+int vol_pread (struct cairn_volume *vol, void *buf, uint32_t count,
+               uint64_t off) CAIRN_WUR;
+int vol_pwrite (struct cairn_volume *vol, const void *buf, uint32_t count,
+                uint64_t off, unsigned flags) CAIRN_WUR;
+/* Zero and trim both leave holes (no data is stored). */
+int vol_zero (struct cairn_volume *vol, uint32_t count, uint64_t off,
+              unsigned flags) CAIRN_WUR;
+int vol_trim (struct cairn_volume *vol, uint32_t count, uint64_t off,
+              unsigned flags) CAIRN_WUR;
+/* Make every acknowledged write of the pool durable (a group commit). */
+int vol_flush (struct cairn_volume *vol) CAIRN_WUR;
+
+/* Block status: runs of data and holes covering [off, off + count). */
+#define VOL_EXTENT_HOLE 1u  /* reads as zeros, stores nothing */
+int vol_extents (struct cairn_volume *vol, uint32_t count, uint64_t off,
+                 int (*fn) (void *opaque, uint64_t off, uint64_t len,
+                            unsigned type),
+                 void *opaque) CAIRN_WUR;
+
+/* I/O counters of an open volume (for statistics). */
+struct vol_stats {
+  uint64_t bytes_read, bytes_written, reads, writes, trims, zeros, flushes;
+  uint64_t errors, csum_errors;
+};
+void vol_stats (struct cairn_volume *vol, struct vol_stats *st);
+
+#endif /* CAIRN_VOLUME_H */

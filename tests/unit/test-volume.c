@@ -1,0 +1,586 @@
+/* Unit tests for volumes, snapshots, clones and reclaim (engine/catalog.c,
+ * volume.c, reclaim.c): names, I/O at byte granularity, checksums, and a
+ * randomised model test in which every volume and snapshot is a byte
+ * array, compared after every step, across snapshots, clones, deletes,
+ * resizes, commits and reopens, ending with every block given back.
+ */
+#include <config.h>
+
+#include <errno.h>
+
+#include <criterion/criterion.h>
+
+#include "fsck.h"
+#include "volume.h"
+#include "test-util.h"
+
+static struct cairn_dev *
+mem_pool (uint64_t size)
+{
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_mem_create (size, &dev), 0);
+  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
+  return dev;
+}
+
+static struct cairn_pool *
+open_pool (struct cairn_dev *dev)
+{
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
+  return pool;
+}
+
+/* Print fsck's problems, so that a failure says what they were. */
+static void
+print_problem (void *opaque, const char *msg)
+{
+  fprintf (stderr, "fsck (%s): %s\n", (const char *) opaque, msg);
+}
+
+static void
+assert_fsck_clean (struct cairn_dev *dev, const char *when)
+{
+  struct fsck_opts o = { .problem = print_problem, .opaque = (void *) when };
+  struct fsck_report rep;
+
+  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (rep.errors, 0, "%s: fsck found %" PRIu64 " problems (leaked %"
+                PRIu64 ", free but used %" PRIu64 ")", when, rep.errors,
+                rep.blocks_leaked, rep.blocks_free_but_used);
+}
+
+Test (volume, names)
+{
+  cr_assert_eq (vol_check_name ("db"), 0);
+  cr_assert_eq (vol_check_name ("tenant/db-1.img_2"), 0);
+  cr_assert_eq (vol_check_name (""), -EINVAL);
+  cr_assert_eq (vol_check_name ("a//b"), -EINVAL);
+  cr_assert_eq (vol_check_name ("/a"), -EINVAL);
+  cr_assert_eq (vol_check_name ("a/"), -EINVAL);
+  cr_assert_eq (vol_check_name ("a@b"), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "'@'") != NULL, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_check_name ("a#b"), -EINVAL);
+  cr_assert_eq (vol_check_name ("a/../b"), -EINVAL);
+  cr_assert_eq (vol_check_name ("a b"), -EINVAL);
+  {
+    char longname[300];
+    memset (longname, 'x', 256);
+    longname[256] = '\0';
+    cr_assert_eq (vol_check_name (longname), -EINVAL);
+    longname[255] = '\0';
+    cr_assert_eq (vol_check_name (longname), 0);
+  }
+}
+
+Test (volume, catalog_errors_change_nothing)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct vol_info info;
+  uint64_t id;
+
+  cr_assert_eq (vol_create (pool, "a", 1 << 20, &id), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_create (pool, "a", 1 << 20, NULL), -EEXIST);
+  cr_assert (strstr (cairn_errmsg (), "exists") != NULL);
+  cr_assert_eq (vol_create (pool, "bad name", 1 << 20, NULL), -EINVAL);
+  cr_assert_eq (vol_create (pool, "b", 1000, NULL), -EINVAL);
+  cr_assert_eq (vol_delete (pool, "nope", 0), -ENOENT);
+  cr_assert (strstr (cairn_errmsg (), "no volume named 'nope'") != NULL);
+  cr_assert_eq (snap_create (pool, "nope", "s"), -ENOENT);
+  cr_assert_eq (snap_create (pool, "a", "s"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (snap_create (pool, "a", "s"), -EEXIST);
+  cr_assert_eq (snap_delete (pool, "a", "t"), -ENOENT);
+  cr_assert_eq (vol_delete (pool, "a", 0), -EBUSY);
+  cr_assert (strstr (cairn_errmsg (), "snapshot") != NULL, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_resize (pool, "a", 512 << 10, false), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "force") != NULL);
+  cr_assert_eq (vol_rename (pool, "a", "b/c"), 0);
+  cr_assert_eq (vol_stat (pool, "a", &info), -ENOENT);
+  cr_assert_eq (vol_stat (pool, "b/c", &info), 0);
+  cr_assert_eq (info.id, id);
+  cr_assert_eq (info.size, 1 << 20);
+  cr_assert_eq (vol_stat (pool, "b/c@s", &info), 0);
+  cr_assert (info.is_snapshot);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "catalog errors");
+  dev_close (dev);
+}
+
+Test (volume, io_bytes_holes_and_readonly)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v, *s;
+  uint8_t buf[20000], want[20000];
+  struct vol_info info;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_size (v), 1 << 20);
+  memset (want, 0, sizeof want);
+  cr_assert_eq (vol_pread (v, buf, sizeof buf, 100), 0);
+  cr_assert_arr_eq (buf, want, sizeof buf, "a new volume reads zeros");
+  fill_pattern (want, sizeof want, 1);
+  cr_assert_eq (vol_pwrite (v, want, 10001, 4095, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, buf, 10001, 4095), 0);
+  cr_assert_arr_eq (buf, want, 10001);
+  /* The bytes around an unaligned write are kept. */
+  cr_assert_eq (vol_pread (v, buf, 1, 4094), 0);
+  cr_assert_eq (buf[0], 0);
+  cr_assert_eq (vol_zero (v, 100, 5000, 0), 0);
+  cr_assert_eq (vol_pread (v, buf, 10001, 4095), 0);
+  memset (want + 905, 0, 100);
+  cr_assert_arr_eq (buf, want, 10001);
+  /* Out of range, and FUA. */
+  cr_assert_eq (vol_pwrite (v, want, 2, (1 << 20) - 1, 0), -EINVAL);
+  cr_assert_eq (vol_pwrite (v, want, 4096, 0, VOL_FUA), 0);
+  cr_assert_eq (snap_create (pool, "v", "s1"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v@s1", &s), 0, "%s", cairn_errmsg ());
+  cr_assert (vol_is_readonly (s));
+  cr_assert_eq (vol_pwrite (s, want, 1, 0, 0), -EROFS);
+  cr_assert_eq (snap_delete (pool, "v", "s1"), -EBUSY, "an open snapshot stays");
+  vol_get_info (s, &info);
+  cr_assert (info.is_snapshot);
+  vol_close (s);
+  cr_assert_eq (vol_open (pool, "v@nope", &s), -ENOENT);
+  cr_assert_eq (vol_open (pool, "nope", &s), -ENOENT);
+  cr_assert_eq (vol_set_readonly (pool, "v", true), 0);
+  cr_assert_eq (vol_pwrite (v, want, 1, 0, 0), -EROFS);
+  cr_assert_eq (vol_set_readonly (pool, "v", false), 0);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "io");
+  dev_close (dev);
+}
+
+/* Extents report data and holes; all-zero blocks store nothing. */
+struct ext { uint64_t off, len; unsigned type; };
+struct extlist { struct ext e[64]; size_t n; };
+
+static int
+collect (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  struct extlist *l = opaque;
+
+  cr_assert_lt (l->n, 64);
+  l->e[l->n++] = (struct ext) { off, len, type };
+  return 0;
+}
+
+Test (volume, extents_and_zero_blocks)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct extlist l = { .n = 0 };
+  uint8_t data[3 * 4096];
+  struct vol_info info;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  memset (data, 0, sizeof data);
+  data[0] = 1;
+  data[2 * 4096 + 7] = 1;       /* blocks 0 and 2 data, block 1 zeros */
+  cr_assert_eq (vol_pwrite (v, data, sizeof data, 8192, 0), 0);
+  cr_assert_eq (vol_extents (v, 1 << 20, 0, collect, &l), 0);
+  cr_assert_eq (l.n, 5);
+  cr_assert_eq (l.e[0].type, VOL_EXTENT_HOLE);
+  cr_assert_eq (l.e[0].len, 8192);
+  cr_assert_eq (l.e[1].type, 0);
+  cr_assert_eq (l.e[1].off, 8192);
+  cr_assert_eq (l.e[1].len, 4096);
+  cr_assert_eq (l.e[2].type, VOL_EXTENT_HOLE);
+  cr_assert_eq (l.e[3].type, 0);
+  cr_assert_eq (l.e[4].off + l.e[4].len, 1 << 20);
+  vol_close (v);
+  cr_assert_eq (vol_stat (pool, "v", &info), 0);
+  cr_assert_eq (info.referenced, 2 * 4096, "the zero block stores nothing");
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* A flipped bit in data fails the read with EIO naming the place; the
+ * other blocks still read.
+ */
+Test (volume, data_bitflip_is_eio)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct vol_stats st;
+  uint8_t data[8192], buf[8192];
+  uint64_t addr = 0;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  fill_pattern (data, sizeof data, 9);
+  cr_assert_eq (vol_pwrite (v, data, sizeof data, 0, 0), 0);
+  cr_assert_eq (vol_flush (v), 0);
+  /* Find the data on the device and damage the second block. */
+  for (uint64_t off = POOL_DATA_START; off < dev->size; off += 4096) {
+    cr_assert_eq (dev_pread (dev, buf, 4096, off), 0);
+    if (memcmp (buf, data + 4096, 4096) == 0) {
+      addr = off;
+      break;
+    }
+  }
+  cr_assert_neq (addr, 0);
+  buf[100] ^= 1;
+  cr_assert_eq (dev_pwrite (dev, buf, 4096, addr), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0, "the first block is fine");
+  cr_assert_eq (vol_pread (v, buf, 8192, 0), -EIO);
+  cr_assert (strstr (cairn_errmsg (), "checksum mismatch reading block 1") != NULL,
+             "%s", cairn_errmsg ());
+  vol_stats (v, &st);
+  cr_assert_eq (st.csum_errors, 1);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* ---------------------------------------------------------------- model */
+
+#define VSIZE (2u << 20)
+#define MAXSTATES 24
+
+/* A state: a live volume or a snapshot, and its bytes. */
+struct state {
+  bool used;
+  char name[64];            /* "vN" or "vN@sM" */
+  char vol[32];             /* its volume */
+  bool snapshot;
+  uint64_t size;
+  uint8_t *bytes;
+  struct cairn_volume *h;   /* open handle of a live volume */
+};
+
+struct world {
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct state st[MAXSTATES];
+  unsigned next_vol, next_snap;
+  unsigned clones, snap_deletes, vol_deletes, reopens;
+  struct rng r;
+};
+
+static struct state *
+pick (struct world *w, int want_snapshot)
+{
+  unsigned n = 0, idx[MAXSTATES];
+
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && (want_snapshot < 0 || w->st[i].snapshot == want_snapshot))
+      idx[n++] = i;
+  return n ? &w->st[idx[rng_below (&w->r, n)]] : NULL;
+}
+
+static struct state *
+free_slot (struct world *w)
+{
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (!w->st[i].used)
+      return &w->st[i];
+  return NULL;
+}
+
+/* Compare a state with the engine, in full or over a range. */
+static void
+check_state (struct world *w, struct state *s, uint64_t off, uint64_t len,
+             const char *when)
+{
+  struct cairn_volume *h = s->h;
+  uint8_t *buf = malloc (len ? len : 1);
+
+  if (h == NULL)
+    cr_assert_eq (vol_open (w->pool, s->name, &h), 0, "%s: open %s: %s", when,
+                  s->name, cairn_errmsg ());
+  cr_assert_eq (vol_size (h), s->size, "%s: size of %s", when, s->name);
+  cr_assert_eq (vol_pread (h, buf, (uint32_t) len, off), 0, "%s: read %s: %s",
+                when, s->name, cairn_errmsg ());
+  if (memcmp (buf, s->bytes + off, len) != 0) {
+    uint64_t i = 0;
+    while (buf[i] == s->bytes[off + i])
+      i++;
+    cr_assert_fail ("%s: %s differs from the model at byte %" PRIu64, when,
+                    s->name, off + i);
+  }
+  if (h != s->h)
+    vol_close (h);
+  free (buf);
+}
+
+static void
+check_all (struct world *w, const char *when)
+{
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used)
+      check_state (w, &w->st[i], 0, w->st[i].size, when);
+}
+
+static void
+close_handles (struct world *w)
+{
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].h) {
+      vol_close (w->st[i].h);
+      w->st[i].h = NULL;
+    }
+}
+
+static void
+open_handles (struct world *w)
+{
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && !w->st[i].snapshot)
+      cr_assert_eq (vol_open (w->pool, w->st[i].name, &w->st[i].h), 0, "%s",
+                    cairn_errmsg ());
+}
+
+static void
+reopen (struct world *w, const char *when)
+{
+  w->reopens++;
+  close_handles (w);
+  cr_assert_eq (pool_close (w->pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (w->dev, when);
+  w->pool = open_pool (w->dev);
+  open_handles (w);
+}
+
+static void
+new_volume (struct world *w)
+{
+  struct state *s = free_slot (w);
+
+  if (s == NULL)
+    return;
+  memset (s, 0, sizeof *s);
+  snprintf (s->vol, sizeof s->vol, "v%u", w->next_vol);
+  snprintf (s->name, sizeof s->name, "v%u", w->next_vol++);
+  s->size = VSIZE;
+  s->bytes = calloc (1, VSIZE * 2);
+  cr_assert_eq (vol_create (w->pool, s->name, s->size, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (w->pool, s->name, &s->h), 0);
+  s->used = true;
+}
+
+static void
+do_write (struct world *w, struct state *s)
+{
+  uint64_t len = 1 + rng_below (&w->r, 3 * 65536);
+  uint64_t off = rng_below (&w->r, s->size);
+  unsigned kind = (unsigned) rng_below (&w->r, 10);
+  uint8_t *data;
+
+  if (rng_below (&w->r, 2)) {       /* block-aligned half of the time */
+    off &= ~4095ull;
+    len = (len + 4095) & ~4095ull;
+  }
+  if (off + len > s->size)
+    len = s->size - off;
+  if (len == 0)
+    return;
+  data = malloc (len);
+  fill_pattern (data, len, rng_next (&w->r));
+  if (kind == 0)
+    memset (data, 0, len);          /* zeros written as data */
+  if (kind <= 7) {
+    cr_assert_eq (vol_pwrite (s->h, data, (uint32_t) len, off,
+                              kind == 7 ? VOL_FUA : 0), 0, "write %s: %s",
+                  s->name, cairn_errmsg ());
+    memcpy (s->bytes + off, data, len);
+  }
+  else {
+    int r = kind == 8 ? vol_zero (s->h, (uint32_t) len, off, 0)
+                      : vol_trim (s->h, (uint32_t) len, off, 0);
+    cr_assert_eq (r, 0, "%s", cairn_errmsg ());
+    memset (s->bytes + off, 0, len);
+  }
+  free (data);
+  check_state (w, s, off, len, "after write");
+}
+
+static void
+do_snapshot (struct world *w, struct state *v)
+{
+  struct state *s = free_slot (w);
+  char vol[32];
+
+  if (s == NULL)
+    return;
+
+  snprintf (vol, sizeof vol, "%s", v->vol);
+  memset (s, 0, sizeof *s);
+  snprintf (s->vol, sizeof s->vol, "%s", vol);
+  snprintf (s->name, sizeof s->name, "%s@s%u", vol, w->next_snap);
+  {
+    char snap[16];
+    snprintf (snap, sizeof snap, "s%u", w->next_snap++);
+    cr_assert_eq (snap_create (w->pool, v->vol, snap), 0, "%s", cairn_errmsg ());
+  }
+  s->snapshot = true;
+  s->size = v->size;
+  s->bytes = malloc (VSIZE * 2);
+  memcpy (s->bytes, v->bytes, VSIZE * 2);
+  s->used = true;
+}
+
+static void
+do_clone (struct world *w, struct state *src)
+{
+  struct state *c = free_slot (w);
+
+  if (c == NULL)
+    return;
+  memset (c, 0, sizeof *c);
+  snprintf (c->vol, sizeof c->vol, "v%u", w->next_vol);
+  snprintf (c->name, sizeof c->name, "v%u", w->next_vol++);
+  cr_assert_eq (vol_clone (w->pool, src->name, c->name), 0, "clone %s: %s",
+                src->name, cairn_errmsg ());
+  w->clones++;
+  c->size = src->size;
+  c->bytes = malloc (VSIZE * 2);
+  memcpy (c->bytes, src->bytes, VSIZE * 2);
+  cr_assert_eq (vol_open (w->pool, c->name, &c->h), 0, "%s", cairn_errmsg ());
+  c->used = true;
+}
+
+static void
+drop_state (struct state *s)
+{
+  free (s->bytes);
+  memset (s, 0, sizeof *s);
+}
+
+static void
+do_delete_snapshot (struct world *w, struct state *s)
+{
+  const char *at = strchr (s->name, '@');
+
+  cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
+  w->snap_deletes++;
+  drop_state (s);
+}
+
+static void
+do_delete_volume (struct world *w, struct state *v)
+{
+  bool snaps = false;
+
+  w->vol_deletes++;
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && w->st[i].snapshot && strcmp (w->st[i].vol, v->vol) == 0)
+      snaps = true;
+  vol_close (v->h);
+  v->h = NULL;
+  if (snaps) {
+    cr_assert_eq (vol_delete (w->pool, v->name, 0), -EBUSY);
+    cr_assert_eq (vol_delete (w->pool, v->name, VOL_DELETE_RECURSIVE), 0, "%s",
+                  cairn_errmsg ());
+    for (unsigned i = 0; i < MAXSTATES; i++)
+      if (w->st[i].used && w->st[i].snapshot && strcmp (w->st[i].vol, v->vol) == 0)
+        drop_state (&w->st[i]);
+  }
+  else
+    cr_assert_eq (vol_delete (w->pool, v->name, 0), 0, "%s", cairn_errmsg ());
+  drop_state (v);
+}
+
+static void
+do_resize (struct world *w, struct state *v)
+{
+  uint64_t size = v->size + 4096 * (1 + rng_below (&w->r, 64));
+
+  if (size > VSIZE * 2)
+    return;
+  cr_assert_eq (vol_resize (w->pool, v->name, size, false), 0, "%s", cairn_errmsg ());
+  v->size = size;
+}
+
+/* Random histories of writes, trims, zeros, snapshots, clones, deletes,
+ * resizes, commits and reopens; every state equals its model after every
+ * step; fsck is clean at every reopen; deleting everything gives back
+ * every block.
+ */
+Test (volume, model_random_histories, .timeout = 600)
+{
+  struct world w = { 0 };
+  struct pool_info base, after;
+  const unsigned steps = 2500;
+
+  w.r.s = test_seed ("volume.model_random_histories", 4242);
+  w.dev = mem_pool (512 << 20);
+  w.pool = open_pool (w.dev);
+  /* The empty pool's figure, with the catalog's own trees in place. */
+  cr_assert_eq (vol_create (w.pool, "probe", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_delete (w.pool, "probe", 0), 0);
+  cr_assert_eq (pool_commit (w.pool), 0);
+  cr_assert_eq (pool_close (w.pool), 0);
+  w.pool = open_pool (w.dev);
+  pool_info (w.pool, &base);
+
+  new_volume (&w);
+  new_volume (&w);
+  for (unsigned step = 0; step < steps; step++) {
+    unsigned dice = (unsigned) rng_below (&w.r, 100);
+    struct state *v = pick (&w, 0), *s;
+
+    if (v == NULL) {
+      new_volume (&w);
+      continue;
+    }
+    if (dice < 60)
+      do_write (&w, v);
+    else if (dice < 68)
+      do_snapshot (&w, v);
+    else if (dice < 72 && (s = pick (&w, -1)))
+      do_clone (&w, s);
+    else if (dice < 78 && (s = pick (&w, 1)))
+      do_delete_snapshot (&w, s);
+    else if (dice < 81)
+      do_delete_volume (&w, v);
+    else if (dice < 84)
+      new_volume (&w);
+    else if (dice < 87)
+      do_resize (&w, v);
+    else if (dice < 95)
+      cr_assert_eq (pool_commit (w.pool), 0, "%s", cairn_errmsg ());
+    else if (dice < 97) {
+      char when[64];
+      snprintf (when, sizeof when, "reopen at step %u", step);
+      reopen (&w, when);
+      check_all (&w, when);
+    }
+    if (step % 250 == 0)
+      check_all (&w, "periodic");
+  }
+  reopen (&w, "end of history");
+  check_all (&w, "end of history");
+  fprintf (stderr, "volume.model_random_histories: %u volumes, %u snapshots, "
+           "%u clones, %u snapshot deletes, %u volume deletes, %u reopens\n",
+           w.next_vol, w.next_snap, w.clones, w.snap_deletes, w.vol_deletes,
+           w.reopens);
+  cr_assert_gt (w.clones, 10);
+  cr_assert_gt (w.snap_deletes, 10);
+  cr_assert_gt (w.vol_deletes, 10);
+
+  /* Delete everything: every block comes back. */
+  close_handles (&w);
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w.st[i].used && !w.st[i].snapshot)
+      do_delete_volume (&w, &w.st[i]);
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    cr_assert (!w.st[i].used);
+  cr_assert_eq (pool_commit (w.pool), 0);
+  reopen (&w, "after deleting everything");
+  pool_info (w.pool, &after);
+  cr_assert_eq (after.space.allocated, base.space.allocated,
+                "allocated %" PRIu64 " blocks after deleting everything, %"
+                PRIu64 " in the empty pool", after.space.allocated,
+                base.space.allocated);
+  cr_assert_eq (pool_close (w.pool), 0);
+  dev_close (w.dev);
+}
