@@ -54,8 +54,9 @@ nodecache_create (const struct nodecache_config *cfg, struct nodecache **cachep)
 
 /* Free a node's memory. */
 static void
-node_destroy (struct node *n)
+node_destroy (struct nodecache *c, struct node *n)
 {
+  __atomic_sub_fetch (&c->stats.alive, 1, __ATOMIC_RELAXED);
   free (n->buf);
   free (n);
 }
@@ -70,7 +71,7 @@ nodecache_destroy (struct nodecache *c)
     struct node *n = c->hash[i];
     while (n) {
       struct node *next = n->hnext;
-      node_destroy (n);
+      node_destroy (c, n);
       n = next;
     }
   }
@@ -216,23 +217,24 @@ evict (struct nodecache *c)
     c->stats.nodes--;
     c->stats.bytes -= c->node_size;
     c->stats.evictions++;
-    node_destroy (n);
+    node_destroy (c, n);
   }
 }
 
 /* Allocate an unattached node with a buffer. */
 static struct node *
-node_alloc (uint32_t node_size)
+node_alloc (struct nodecache *c)
 {
   struct node *n = calloc (1, sizeof *n);
 
   if (n == NULL)
     return NULL;
-  n->buf = malloc (node_size);
+  n->buf = malloc (c->node_size);
   if (n->buf == NULL) {
     free (n);
     return NULL;
   }
+  __atomic_add_fetch (&c->stats.alive, 1, __ATOMIC_RELAXED);
   return n;
 }
 
@@ -264,7 +266,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
                  " is outside the pool", bp->addr);
     return -EIO;
   }
-  n = node_alloc (c->node_size);
+  n = node_alloc (c);
   if (n == NULL)
     return cairn_fail (-ENOMEM, "out of memory reading a metadata node");
   r = dev_pread (c->dev, n->buf, c->node_size, bp->addr);
@@ -300,7 +302,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
     other->refs++;
     lru_remove (c, other);
     pthread_mutex_unlock (&c->lock);
-    node_destroy (n);
+    node_destroy (c, n);
     *np = other;
     return 0;
   }
@@ -312,7 +314,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
     c->stats.bytes -= c->node_size;
     other->dead = true;
     if (other->refs == 0)
-      node_destroy (other);
+      node_destroy (c, other);
   }
   hash_insert (c, n);
   evict (c);
@@ -321,7 +323,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   return 0;
 
  fail:
-  node_destroy (n);
+  node_destroy (c, n);
   return r;
 }
 
@@ -346,7 +348,7 @@ int
 cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
            struct node **np)
 {
-  struct node *n = node_alloc (c->node_size), *old;
+  struct node *n = node_alloc (c), *old;
   uint64_t gen = nodecache_gen (c);
 
   if (n == NULL)
@@ -364,7 +366,7 @@ cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
     c->stats.bytes -= c->node_size;
     old->dead = true;
     if (old->refs == 0)
-      node_destroy (old);
+      node_destroy (c, old);
   }
   hash_insert (c, n);
   c->stats.dirty_nodes++;
@@ -391,7 +393,7 @@ cache_put (struct nodecache *c, struct node *n)
   pthread_mutex_lock (&c->lock);
   if (--n->refs == 0) {
     if (n->dead)
-      node_destroy (n);
+      node_destroy (c, n);
     else if (!n->dirty) {
       lru_append (c, n);
       evict (c);

@@ -52,6 +52,7 @@ freeze_node (struct nodecache *c, struct node *n, struct nodebatch *b,
                            " missing from the cache at commit", bp.addr);
       }
       r = freeze_node (c, child, b, bp.sha);
+      cache_put (c, child);
       if (r < 0)
         return r;
       node_set_child (n, i, &bp);
@@ -122,7 +123,8 @@ nodebatch_write (struct nodecache *c, struct nodebatch *b)
   size_t i = 0;
   int r = 0;
 
-  qsort (b->nodes, b->n, sizeof *b->nodes, cmp_addr);
+  if (b->n > 1)
+    qsort (b->nodes, b->n, sizeof *b->nodes, cmp_addr);
   if (b->n > 1) {
     stage = malloc (max_run);
     if (stage == NULL) {

@@ -72,6 +72,7 @@ struct nodecache_config {
 
 struct nodecache_stats {
   uint64_t nodes, bytes;          /* resident */
+  uint64_t alive;                 /* node buffers in memory, held ones too */
   uint64_t dirty_nodes;
   uint64_t hits, misses, evictions;
   uint64_t csum_errors;           /* nodes whose checksum did not match */

@@ -190,7 +190,7 @@ root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
 static int
 volrec_store (struct catalog *cat, struct volstate *vs)
 {
-  uint8_t key[9], val[VOLREC_FIXED + VOL_NAME_MAX];
+  uint8_t key[17], val[VOLREC_FIXED + VOL_NAME_MAX];
 
   cat_key (key, RK_VOL, vs->id, 0);
   __atomic_store_n (&vs->rec_dirty, false, __ATOMIC_RELAXED);

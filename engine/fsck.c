@@ -21,7 +21,10 @@ struct fsck {
   uint8_t *node_seen;       /* a node starts at this block and was walked */
   struct btree_root *trees; /* trees found in the root tree, and pins */
   uint64_t *tree_ids;
+  bool *is_volume;          /* the tree holds volume extents */
   size_t ntrees, trees_cap;
+  uint64_t *vol_ids;        /* ids with a volume record */
+  size_t nvol_ids, vol_ids_cap;
   uint64_t deadlist_id;     /* 0: none */
   struct btree_root deadlist;
   uint64_t max_ext;         /* longest extent item, in blocks */
@@ -89,12 +92,14 @@ on_node (void *opaque, const struct blkptr *bp, unsigned level)
 
 /* Remember a tree (or pinned state) to walk. */
 static int
-add_tree (struct fsck *f, uint64_t id, const struct btree_root *root)
+add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
+          bool is_volume)
 {
   if (f->ntrees == f->trees_cap) {
     size_t cap = f->trees_cap ? f->trees_cap * 2 : 16;
     struct btree_root *nt = realloc (f->trees, cap * sizeof *nt);
     uint64_t *ni;
+    bool *nv;
 
     if (nt == NULL)
       return cairn_fail (-ENOMEM, "out of memory listing trees");
@@ -103,12 +108,46 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root)
     if (ni == NULL)
       return cairn_fail (-ENOMEM, "out of memory listing trees");
     f->tree_ids = ni;
+    nv = realloc (f->is_volume, cap * sizeof *nv);
+    if (nv == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing trees");
+    f->is_volume = nv;
     f->trees_cap = cap;
   }
   f->trees[f->ntrees] = *root;
   f->tree_ids[f->ntrees] = id;
+  f->is_volume[f->ntrees] = is_volume;
   f->ntrees++;
   return 0;
+}
+
+/* Remember that id is a volume's tree. */
+static int
+add_volume_id (struct fsck *f, uint64_t id)
+{
+  if (f->nvol_ids == f->vol_ids_cap) {
+    size_t cap = f->vol_ids_cap ? f->vol_ids_cap * 2 : 16;
+    uint64_t *nv = realloc (f->vol_ids, cap * sizeof *nv);
+
+    if (nv == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing volumes");
+    f->vol_ids = nv;
+    f->vol_ids_cap = cap;
+  }
+  f->vol_ids[f->nvol_ids++] = id;
+  return 0;
+}
+
+/* Does id have a volume record?  (Root tree keys come in order: every
+ * volume record has been seen before the walk of the trees starts.)
+ */
+static bool
+is_volume_id (struct fsck *f, uint64_t id)
+{
+  for (size_t i = 0; i < f->nvol_ids; i++)
+    if (f->vol_ids[i] == id)
+      return true;
+  return false;
 }
 
 /* Visitor: a root tree (catalog) item. */
@@ -130,7 +169,7 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       problem (f, "root tree: bad tree item (%s)", cairn_errmsg ());
       return 0;
     }
-    return add_tree (f, get_be64 (key + 1), &root);
+    return add_tree (f, get_be64 (key + 1), &root, false);
   case RK_PIN:
     if (klen != 17 || vlen != PINREC_LEN) {
       problem (f, "root tree: bad pin record (key %zu, value %zu bytes)", klen, vlen);
@@ -141,12 +180,13 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
                " has no reason left", get_be64 (key + 1), get_be64 (key + 9));
     blkptr_decode (val + 8, &root.bp);
     root.level = val[56];
-    return add_tree (f, get_be64 (key + 1), &root);
+    return add_tree (f, get_be64 (key + 1), &root, true);
   case RK_CONFIG:
     if (klen == 9 && memcmp (key + 1, "deadlist", 8) == 0 && vlen == 8)
       f->deadlist_id = get_le64 (val);
     return 0;
   case RK_VOL:
+    return klen == 9 ? add_volume_id (f, get_be64 (key + 1)) : 0;
   case RK_NAME:
   case RK_SNAP:
   case RK_SNAPNAME:
@@ -352,8 +392,8 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   for (size_t i = 0; i < f.ntrees; i++) {
     char name[64];
 
-    if (f.tree_ids[i] == f.deadlist_id && f.deadlist_id)
-      continue;
+    if (!f.is_volume[i] && !is_volume_id (&f, f.tree_ids[i]))
+      continue;     /* not a volume: its items have no blocks to check */
     snprintf (name, sizeof name, "tree %" PRIu64, f.tree_ids[i]);
     check_tree (&f, name, &f.trees[i], on_extent, false);
   }
@@ -376,6 +416,8 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   free (f.node_seen);
   free (f.trees);
   free (f.tree_ids);
+  free (f.is_volume);
+  free (f.vol_ids);
   if (pool_close (f.pool) < 0 && r == 0)
     r = -EIO;
   return r;
