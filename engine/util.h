@@ -18,8 +18,13 @@
 #define CAIRN_PRINTF(a, b) __attribute__ ((format (printf, a, b)))
 
 #define ARRAY_SIZE(a) (sizeof (a) / sizeof ((a)[0]))
+/* <sys/param.h> (which <uv.h> includes) has the same two. */
+#ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+#ifndef MAX
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
 #define DIV_ROUND_UP(n, d) (((n) + (d) - 1) / (d))
 
 /* Free a heap buffer when it goes out of scope. */

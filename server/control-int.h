@@ -1,0 +1,75 @@
+/* Cairn control server: what server/ shares inside itself.
+ *
+ * dispatch.c turns a request line into a reply with no event loop in sight
+ * (the method registry, the per-request context, the handler call and the
+ * reply); control.c does sockets and threads around it; methods.c holds
+ * the built-in "server.*" methods.
+ */
+#ifndef CAIRN_SERVER_CONTROL_INT_H
+#define CAIRN_SERVER_CONTROL_INT_H
+
+#include <stdatomic.h>
+
+#include "control.h"
+#include "rpc.h"
+
+/* Every method a server answers, sorted by name. */
+struct control_registry {
+  const struct control_method **methods;
+  size_t n;
+};
+
+/* One request on its way through a handler.
+ *
+ * It is created on the loop thread, handed to one threadpool thread for a
+ * blocking method (uv_queue_work orders the two), and answered and freed
+ * back on the loop thread.
+ */
+struct control_ctx {
+  const struct control_registry *reg;
+  const struct control_method *method;
+  void *opaque;
+  struct control_request req;   /* owns the message; params point into it */
+  json_t *result;               /* on success (NULL means null) */
+  int err;                      /* 0 or the handler's negative errno */
+  int code;                     /* error code forced by the handler, or 0 */
+  char message[1024];           /* the handler's error message */
+  const atomic_bool *cancel[2]; /* set: stop early (may be NULL) */
+};
+
+/* The built-in "server.*" methods (methods.c). */
+extern const struct control_method_table control_builtin_methods;
+
+/* Build a registry of the built-in methods and the given tables.  Fails
+ * with -EEXIST if a name appears twice.
+ */
+int control_registry_new (const struct control_method_table *tables,
+                          size_t n_tables, struct control_registry **out)
+  CAIRN_WUR;
+/* Free a registry (NULL is allowed). */
+void control_registry_free (struct control_registry *reg);
+/* Find a method by name, or NULL. */
+const struct control_method *
+control_registry_find (const struct control_registry *reg, const char *name);
+
+/* Read one request line.  Sets at most one of *ctx (a request to run) and
+ * *reply (an error to send at once: bad JSON, unknown method); neither
+ * for a blank line or a notification of an unknown method.  Returns 0 or
+ * -ENOMEM.
+ */
+int control_prepare (const struct control_registry *reg, void *opaque,
+                     const char *line, size_t len, struct control_ctx **ctx,
+                     char **reply, size_t *reply_len) CAIRN_WUR;
+/* Call the handler and keep its result or its error (any thread). */
+void control_ctx_run (struct control_ctx *ctx);
+/* Fail a request that could not be run. */
+void control_ctx_fail (struct control_ctx *ctx, int err, const char *message);
+/* Format the reply: *reply is NULL for a notification.  Returns 0 or
+ * -ENOMEM.
+ */
+int control_ctx_reply (struct control_ctx *ctx, char **reply, size_t *len)
+  CAIRN_WUR;
+/* Free a request. */
+void control_ctx_free (struct control_ctx *ctx);
+
+#endif /* CAIRN_SERVER_CONTROL_INT_H */

@@ -1,0 +1,854 @@
+/* Cairn control server: sockets, connections and the loop thread.
+ *
+ * Handles and their lifetimes (libuv's init → start → close → free in the
+ * close callback):
+ *
+ *   struct control_server   the loop, the listeners and the stop async are
+ *                           embedded; freed by control_server_stop after the
+ *                           loop thread has run every close callback.
+ *   struct conn             one per client; reference counted: one reference
+ *                           for the handle (dropped in its close callback)
+ *                           and one for a request on the threadpool
+ *                           (dropped in the after-work callback).  So a
+ *                           client that goes away mid-request leaves a
+ *                           closed conn behind until the work is done, and
+ *                           the reply is dropped.
+ *   struct job              a blocking request on the threadpool.
+ *   struct out              one queued reply (uv_write).
+ *
+ * Invariants:
+ *
+ *  1. A conn is touched only on the loop thread.  A threadpool thread sees
+ *     only its request's context (handed over and back by uv_queue_work,
+ *     which orders the accesses), the registry (read-only once started)
+ *     and the atomic cancel flags.
+ *  2. A connection runs at most one request at a time (conn->job), in the
+ *     order the lines came, so replies go out in order.
+ *  3. A conn buffers at most CONTROL_MAX_LINE bytes of unanswered requests
+ *     beyond the line being read: past that it stops reading until its
+ *     request finishes.  A line longer than CONTROL_MAX_LINE gets a
+ *     "too-large" error and the connection is closed.
+ *  4. A conn whose unsent replies exceed max_output when the next reply is
+ *     ready is closed: a client that never reads cannot hold server memory.
+ *  5. At end of input (the client shut down its side) the remaining
+ *     requests are still answered; then the server shuts down its side and
+ *     closes.  So a client that vanishes while its request runs cannot be
+ *     told from one that half-closed: its request runs to the end, the
+ *     reply fails to write, and the connection is closed then.
+ *
+ * Connection states, with the function behind each transition:
+ *
+ *   reading ⇄ paused       conn_pump (invariant 3, a request running)
+ *   reading → eof          on_read (UV_EOF): answer what is buffered
+ *   any → shutting         conn_shutdown: flush replies, then close
+ *   any → closing          conn_close: uv_close, cancel the request
+ *   closing → freed        on_conn_close and job_done drop references
+ *
+ * No signal handlers: the loop thread is created with every signal
+ * blocked, so signals go to the host's (nbdkit's) threads, and writing to a
+ * client that has gone returns EPIPE instead of raising SIGPIPE.  (libuv's
+ * threadpool threads are created from the loop thread and inherit the mask,
+ * unless something else in the process started the pool first.)
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <grp.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "control-int.h"
+
+/* Bytes read from a socket at a time. */
+#define CONTROL_READ_SIZE (64 * 1024)
+/* Pending connections the kernel queues for us. */
+#define CONTROL_BACKLOG 128
+
+struct conn;
+
+struct control_server {
+  uv_loop_t loop;
+  uv_pipe_t unix_listener;
+  uv_tcp_t tcp_listener;
+  uv_async_t stop_async;
+  bool loop_inited, unix_inited, tcp_inited, async_inited;
+  pthread_t thread;
+  atomic_bool stopping;            /* set by control_server_stop */
+
+  struct control_registry *reg;
+  void *opaque;
+  void (*log) (void *opaque, const char *msg);
+  size_t max_output;
+  unsigned max_clients;
+  unsigned tcp_port;
+
+  struct conn *conns;              /* open connections */
+  unsigned nconns;
+};
+
+struct job {
+  uv_work_t work;
+  struct conn *conn;
+  struct control_ctx *ctx;
+};
+
+struct conn {
+  struct control_server *srv;
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_pipe_t pipe;
+    uv_tcp_t tcp;
+  } h;
+  struct conn *prev, *next;        /* in srv->conns while open */
+  unsigned refs;
+  bool reading, eof, shutting, closing;
+  atomic_bool cancel;              /* the client is gone */
+  struct job *job;                 /* the request running, or NULL */
+  uv_shutdown_t shutdown_req;
+  struct control_lines lines;
+  char rbuf[CONTROL_READ_SIZE];
+};
+
+struct out {
+  uv_write_t req;
+  struct conn *conn;
+  char *data;
+};
+
+static void conn_pump (struct conn *conn);
+static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
+static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* Tell the host about an event, if it asked to hear. */
+static void CAIRN_PRINTF (2, 3)
+srv_log (struct control_server *srv, const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+
+  if (srv->log == NULL)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  srv->log (srv->opaque, msg);
+}
+
+/* ------------------------------------------------------------ connections */
+
+/* Drop a reference; the last one frees the conn. */
+static void
+conn_unref (struct conn *conn)
+{
+  if (--conn->refs > 0)
+    return;
+  control_lines_free (&conn->lines);
+  free (conn);
+}
+
+/* The handle is closed: drop its reference. */
+static void
+on_conn_close (uv_handle_t *handle)
+{
+  conn_unref (handle->data);
+}
+
+/* Close a connection now, dropping unsent replies and cancelling its
+ * request.
+ */
+static void
+conn_close (struct conn *conn)
+{
+  struct control_server *srv = conn->srv;
+
+  if (conn->closing)
+    return;
+  conn->closing = true;
+  atomic_store (&conn->cancel, true);
+  if (conn->prev)
+    conn->prev->next = conn->next;
+  else
+    srv->conns = conn->next;
+  if (conn->next)
+    conn->next->prev = conn->prev;
+  srv->nconns--;
+  if (conn->job)
+    uv_cancel ((uv_req_t *) &conn->job->work); /* fails once it runs: fine */
+  uv_close (&conn->h.handle, on_conn_close);
+}
+
+/* Our side is shut down: now close. */
+static void
+on_shutdown (uv_shutdown_t *req, int status)
+{
+  conn_close (req->data);
+}
+
+/* Send what is queued, then close (invariant 5). */
+static void
+conn_shutdown (struct conn *conn)
+{
+  int r;
+
+  if (conn->shutting || conn->closing)
+    return;
+  conn->shutting = true;
+  if (conn->reading) {
+    uv_read_stop (&conn->h.stream);
+    conn->reading = false;
+  }
+  conn->shutdown_req.data = conn;
+  r = uv_shutdown (&conn->shutdown_req, &conn->h.stream, on_shutdown);
+  if (r < 0)
+    conn_close (conn);
+}
+
+/* A reply has been written (or dropped because the conn closed). */
+static void
+on_write (uv_write_t *req, int status)
+{
+  struct out *out = req->data;
+
+  /* The conn outlives its write callbacks: uv_close calls them first. */
+  if (status < 0 && status != UV_ECANCELED)
+    conn_close (out->conn);
+  free (out->data);
+  free (out);
+}
+
+/* Queue a reply line (taking ownership of it). */
+static void
+conn_send (struct conn *conn, char *line, size_t len)
+{
+  struct control_server *srv = conn->srv;
+  struct out *out;
+  uv_buf_t buf;
+  size_t queued;
+  int r;
+
+  if (conn->closing) {
+    free (line);
+    return;
+  }
+  queued = uv_stream_get_write_queue_size (&conn->h.stream);
+  if (queued > srv->max_output) {
+    srv_log (srv, "control: closing a client that left %zu bytes of replies "
+             "unread (the limit is %zu)", queued, srv->max_output);
+    free (line);
+    conn_close (conn);
+    return;
+  }
+  out = malloc (sizeof *out);
+  if (out == NULL) {
+    free (line);
+    conn_close (conn);
+    return;
+  }
+  out->conn = conn;
+  out->data = line;
+  out->req.data = out;
+  buf = uv_buf_init (line, len);
+  r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
+  if (r < 0) {
+    free (line);
+    free (out);
+    conn_close (conn);
+  }
+}
+
+/* Send an error reply that belongs to no request. */
+static void
+conn_send_error (struct conn *conn, int code, const char *message)
+{
+  size_t len;
+  char *line = control_format_error (NULL, code, message, &len);
+
+  if (line)
+    conn_send (conn, line, len);
+  else
+    conn_close (conn);
+}
+
+/* Send the reply of a finished request and free it. */
+static void
+conn_finish (struct conn *conn, struct control_ctx *ctx)
+{
+  char *reply = NULL;
+  size_t len;
+  int r = 0;
+
+  if (!conn->closing)
+    r = control_ctx_reply (ctx, &reply, &len);
+  control_ctx_free (ctx);
+  if (r < 0)
+    conn_close (conn);
+  else if (reply)
+    conn_send (conn, reply, len);
+}
+
+/* Run a blocking request (threadpool thread). */
+static void
+job_work (uv_work_t *work)
+{
+  struct job *job = work->data;
+
+  control_ctx_run (job->ctx);
+}
+
+/* A blocking request is done (loop thread): answer it, go on. */
+static void
+job_done (uv_work_t *work, int status)
+{
+  struct job *job = work->data;
+  struct conn *conn = job->conn;
+
+  conn->job = NULL;
+  if (status == UV_ECANCELED)
+    control_ctx_fail (job->ctx, -ECANCELED, "the request was cancelled "
+                      "before it started: the server is stopping");
+  conn_finish (conn, job->ctx);
+  free (job);
+  conn_pump (conn);
+  conn_unref (conn);
+}
+
+/* Start one request line: answer it, run it here, or queue it. */
+static void
+conn_dispatch (struct conn *conn, const char *line, size_t len)
+{
+  struct control_server *srv = conn->srv;
+  struct control_ctx *ctx;
+  struct job *job;
+  char *reply;
+  size_t rlen;
+  int r;
+
+  r = control_prepare (srv->reg, srv->opaque, line, len, &ctx, &reply, &rlen);
+  if (r < 0) {
+    srv_log (srv, "control: out of memory reading a request");
+    conn_close (conn);
+    return;
+  }
+  if (reply)
+    conn_send (conn, reply, rlen);
+  if (ctx == NULL)
+    return;
+
+  ctx->cancel[0] = &srv->stopping;
+  ctx->cancel[1] = &conn->cancel;
+  if (!ctx->method->blocking) {
+    control_ctx_run (ctx);
+    conn_finish (conn, ctx);
+    return;
+  }
+
+  job = calloc (1, sizeof *job);
+  if (job == NULL) {
+    control_ctx_fail (ctx, -ENOMEM, "out of memory");
+    conn_finish (conn, ctx);
+    return;
+  }
+  job->conn = conn;
+  job->ctx = ctx;
+  job->work.data = job;
+  r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
+  if (r < 0) {
+    char msg[128];
+
+    snprintf (msg, sizeof msg, "cannot queue the request: %s",
+              uv_strerror (r));
+    control_ctx_fail (ctx, -EIO, msg);
+    conn_finish (conn, ctx);
+    free (job);
+    return;
+  }
+  conn->job = job;
+  conn->refs++;
+}
+
+/* Process the buffered lines as far as possible, then decide whether to
+ * read more (invariants 2, 3 and 5).
+ */
+static void
+conn_pump (struct conn *conn)
+{
+  char *line;
+  size_t len;
+  bool want_read;
+  int r;
+
+  while (!conn->closing && !conn->shutting && conn->job == NULL) {
+    r = control_lines_next (&conn->lines, &line, &len);
+    if (r == 0)
+      break;
+    if (r < 0) {
+      char msg[160];
+
+      snprintf (msg, sizeof msg, "a request line is longer than %d bytes, "
+                "the limit: the connection is closed", CONTROL_MAX_LINE);
+      srv_log (conn->srv, "control: %s", msg);
+      conn_send_error (conn, CAIRN_E_TOO_LARGE, msg);
+      conn_shutdown (conn);
+      return;
+    }
+    conn_dispatch (conn, line, len);
+  }
+  if (conn->closing || conn->shutting)
+    return;
+
+  if (conn->eof && conn->job == NULL) {
+    conn_shutdown (conn);
+    return;
+  }
+  want_read = !conn->eof &&
+              control_lines_pending (&conn->lines) <= CONTROL_MAX_LINE;
+  if (want_read == conn->reading)
+    return;
+  if (want_read)
+    r = uv_read_start (&conn->h.stream, on_alloc, on_read);
+  else
+    r = uv_read_stop (&conn->h.stream);
+  if (r < 0)
+    conn_close (conn);
+  else
+    conn->reading = want_read;
+}
+
+/* Lend libuv the conn's read buffer (a read is consumed before the next). */
+static void
+on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf)
+{
+  struct conn *conn = handle->data;
+
+  *buf = uv_buf_init (conn->rbuf, sizeof conn->rbuf);
+}
+
+/* Bytes (or the end) arrived from a client. */
+static void
+on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+  struct conn *conn = stream->data;
+  int r;
+
+  if (nread == 0)
+    return;
+  if (nread == UV_EOF) {
+    /* The client may have only shut down its side: answer what it sent. */
+    conn->eof = true;
+    uv_read_stop (stream);
+    conn->reading = false;
+    r = control_lines_finish (&conn->lines);
+    if (r == -ENOMEM) {
+      conn_close (conn);
+      return;
+    }
+    conn_pump (conn);
+    return;
+  }
+  if (nread < 0) {
+    conn_close (conn);
+    return;
+  }
+  /* -E2BIG is reported by control_lines_next after the lines before it. */
+  r = control_lines_feed (&conn->lines, buf->base, (size_t) nread);
+  if (r == -ENOMEM) {
+    srv_log (conn->srv, "control: out of memory reading a request");
+    conn_close (conn);
+    return;
+  }
+  conn_pump (conn);
+}
+
+/* A client connected: set up its conn and start reading. */
+static void
+on_connection (uv_stream_t *listener, int status)
+{
+  struct control_server *srv = listener->data;
+  struct conn *conn;
+  int r;
+
+  if (status < 0) {
+    srv_log (srv, "control: accept: %s", uv_strerror (status));
+    return;
+  }
+  conn = calloc (1, sizeof *conn);
+  if (conn == NULL) {
+    srv_log (srv, "control: out of memory accepting a client");
+    return;
+  }
+  conn->srv = srv;
+  conn->refs = 1;
+  atomic_init (&conn->cancel, false);
+  control_lines_init (&conn->lines, CONTROL_MAX_LINE);
+  if (listener->type == UV_TCP)
+    r = uv_tcp_init (&srv->loop, &conn->h.tcp);
+  else
+    r = uv_pipe_init (&srv->loop, &conn->h.pipe, 0);
+  if (r < 0) {
+    srv_log (srv, "control: cannot set up a client: %s", uv_strerror (r));
+    free (conn);
+    return;
+  }
+  conn->h.handle.data = conn;
+  conn->next = srv->conns;
+  if (srv->conns)
+    srv->conns->prev = conn;
+  srv->conns = conn;
+  srv->nconns++;
+
+  r = uv_accept (listener, &conn->h.stream);
+  if (r < 0) {
+    srv_log (srv, "control: accept: %s", uv_strerror (r));
+    conn_close (conn);
+    return;
+  }
+  if (srv->nconns > srv->max_clients) {
+    char msg[160];
+
+    snprintf (msg, sizeof msg, "too many control connections (the limit is "
+              "%u): close idle clients and retry", srv->max_clients);
+    srv_log (srv, "control: %s", msg);
+    conn_send_error (conn, CAIRN_E_BUSY, msg);
+    conn_shutdown (conn);
+    return;
+  }
+  if (listener->type == UV_TCP)
+    uv_tcp_nodelay (&conn->h.tcp, 1);
+  conn_pump (conn);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* Close a handle unless it is unset or already closing. */
+static void
+close_handle (uv_handle_t *handle, bool inited)
+{
+  if (inited && !uv_is_closing (handle))
+    uv_close (handle, NULL);
+}
+
+/* Stop requested (loop thread): close everything; uv_run then returns
+ * once the close callbacks and running requests are done.
+ */
+static void
+on_stop (uv_async_t *async)
+{
+  struct control_server *srv = async->data;
+
+  close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
+  close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
+  close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
+  while (srv->conns)
+    conn_close (srv->conns);
+}
+
+/* The loop thread. */
+static void *
+loop_thread (void *arg)
+{
+  struct control_server *srv = arg;
+
+  uv_run (&srv->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+/* Free a server whose loop thread is not running (never started, or
+ * joined): close what is open, run the close callbacks, free.  Closing the
+ * bound listener removes the socket file (libuv unlinks it).
+ */
+static void
+server_destroy (struct control_server *srv)
+{
+  int r;
+
+  if (srv->loop_inited) {
+    close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
+    close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
+    close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
+    uv_run (&srv->loop, UV_RUN_DEFAULT);
+    r = uv_loop_close (&srv->loop);
+    if (r < 0) {
+      /* A handle is still open: a bug.  Leak rather than free under it. */
+      srv_log (srv, "control: the loop is still busy at exit: %s",
+               uv_strerror (r));
+      return;
+    }
+  }
+  control_registry_free (srv->reg);
+  free (srv);
+}
+
+/* Refuse a path held by a live server; remove a stale socket. */
+static int
+check_socket_path (const char *path)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  struct stat st;
+  int fd, r;
+
+  if (lstat (path, &st) == -1) {
+    if (errno == ENOENT)
+      return 0;
+    return cairn_fail (-errno, "control socket %s: %s", path,
+                       strerror (errno));
+  }
+  if (!S_ISSOCK (st.st_mode))
+    return cairn_fail (-EEXIST, "control socket %s: the path exists and is "
+                       "not a socket: remove it or choose another path",
+                       path);
+
+  /* Non-blocking, so that a live server with a full backlog gives EAGAIN
+   * instead of holding us up.
+   */
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd == -1)
+    return cairn_fail (-errno, "socket: %s", strerror (errno));
+  memcpy (sa.sun_path, path, strlen (path) + 1);
+  r = connect (fd, (struct sockaddr *) &sa, sizeof sa);
+  if (r == 0 || errno == EAGAIN) {
+    close (fd);
+    return cairn_fail (-EADDRINUSE, "control socket %s: another server is "
+                       "already listening on it: stop that server first, "
+                       "or choose another control socket path", path);
+  }
+  r = -errno;
+  close (fd);
+  if (r != -ECONNREFUSED)
+    return cairn_fail (r, "control socket %s: cannot tell whether a server "
+                       "is using it: %s", path, strerror (-r));
+  /* Nobody listens: a server died without removing it. */
+  if (unlink (path) == -1 && errno != ENOENT)
+    return cairn_fail (-errno, "control socket %s: cannot remove the stale "
+                       "socket: %s", path, strerror (errno));
+  return 0;
+}
+
+/* Look a group up by name. */
+static int
+lookup_group (const char *name, gid_t *gid)
+{
+  size_t size = 4096;
+
+  for (;;) {
+    struct group grp, *res = NULL;
+    char *buf = malloc (size);
+    int r;
+
+    if (buf == NULL)
+      return cairn_fail (-ENOMEM, "out of memory");
+    r = getgrnam_r (name, &grp, buf, size, &res);
+    if (r == 0 && res)
+      *gid = res->gr_gid;
+    free (buf);
+    if (r == ERANGE && size < 1024 * 1024) {
+      size *= 2;
+      continue;
+    }
+    if (r != 0)
+      return cairn_fail (-r, "looking up group %s: %s", name, strerror (r));
+    if (res == NULL)
+      return cairn_fail (-ENOENT, "control socket group %s does not exist: "
+                         "create it (groupadd %s) or name another", name,
+                         name);
+    return 0;
+  }
+}
+
+/* Create the Unix socket: mode 0660 (and the group) are set before
+ * listening, so nobody can connect through looser permissions.
+ */
+static int
+listen_unix (struct control_server *srv, const struct control_config *cfg)
+{
+  const char *path = cfg->unix_path;
+  struct sockaddr_un sa;
+  gid_t gid = (gid_t) -1;
+  int r;
+
+  if (strlen (path) >= sizeof sa.sun_path)
+    return cairn_fail (-ENAMETOOLONG, "control socket %s: the path is longer "
+                       "than %zu bytes: choose a shorter path", path,
+                       sizeof sa.sun_path - 1);
+  if (cfg->unix_group) {
+    r = lookup_group (cfg->unix_group, &gid);
+    if (r < 0)
+      return r;
+  }
+  r = check_socket_path (path);
+  if (r < 0)
+    return r;
+
+  r = uv_pipe_init (&srv->loop, &srv->unix_listener, 0);
+  if (r < 0)
+    return cairn_fail (-EIO, "uv_pipe_init: %s", uv_strerror (r));
+  srv->unix_inited = true;
+  srv->unix_listener.data = srv;
+  r = uv_pipe_bind (&srv->unix_listener, path);
+  if (r < 0)
+    return cairn_fail (r, "control socket %s: bind: %s", path,
+                       uv_strerror (r));
+  if (chmod (path, 0660) == -1)
+    return cairn_fail (-errno, "control socket %s: chmod: %s", path,
+                       strerror (errno));
+  if (cfg->unix_group && chown (path, (uid_t) -1, gid) == -1)
+    return cairn_fail (-errno, "control socket %s: cannot give it to group "
+                       "%s: %s", path, cfg->unix_group, strerror (errno));
+  r = uv_listen ((uv_stream_t *) &srv->unix_listener, CONTROL_BACKLOG,
+                 on_connection);
+  if (r < 0)
+    return cairn_fail (r, "control socket %s: listen: %s", path,
+                       uv_strerror (r));
+  return 0;
+}
+
+/* Listen on TCP (only when configured: there is no TLS or authentication
+ * on it yet, so bind it to a trusted address).
+ */
+static int
+listen_tcp (struct control_server *srv, const struct control_config *cfg)
+{
+  struct addrinfo hints = {
+    .ai_family = AF_UNSPEC,
+    .ai_socktype = SOCK_STREAM,
+    .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+  };
+  struct addrinfo *res;
+  struct sockaddr_storage ss;
+  int sslen = sizeof ss;
+  char port[16];
+  int r;
+
+  snprintf (port, sizeof port, "%u", cfg->tcp_port);
+  r = getaddrinfo (cfg->tcp_address, port, &hints, &res);
+  if (r != 0)
+    return cairn_fail (-EINVAL, "control address %s: %s", cfg->tcp_address,
+                       gai_strerror (r));
+  r = uv_tcp_init (&srv->loop, &srv->tcp_listener);
+  if (r < 0) {
+    freeaddrinfo (res);
+    return cairn_fail (-EIO, "uv_tcp_init: %s", uv_strerror (r));
+  }
+  srv->tcp_inited = true;
+  srv->tcp_listener.data = srv;
+  r = uv_tcp_bind (&srv->tcp_listener, res->ai_addr, 0);
+  freeaddrinfo (res);
+  if (r == 0)
+    r = uv_listen ((uv_stream_t *) &srv->tcp_listener, CONTROL_BACKLOG,
+                   on_connection);
+  if (r < 0)
+    return cairn_fail (r, "control address %s port %u: %s",
+                       cfg->tcp_address, cfg->tcp_port, uv_strerror (r));
+  r = uv_tcp_getsockname (&srv->tcp_listener, (struct sockaddr *) &ss, &sslen);
+  if (r < 0)
+    return cairn_fail (r, "control address %s: getsockname: %s",
+                       cfg->tcp_address, uv_strerror (r));
+  srv->tcp_port = ntohs (ss.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                         : ((struct sockaddr_in *) &ss)->sin_port);
+  return 0;
+}
+
+/* Start the loop thread with every signal blocked (see the top). */
+static int
+start_thread (struct control_server *srv)
+{
+  sigset_t all, old;
+  int r;
+
+  sigfillset (&all);
+  pthread_sigmask (SIG_SETMASK, &all, &old);
+  r = pthread_create (&srv->thread, NULL, loop_thread, srv);
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  if (r != 0)
+    return cairn_fail (-r, "cannot start the control server thread: %s",
+                       strerror (r));
+  pthread_setname_np (srv->thread, "cairn-control");
+  return 0;
+}
+
+/* Set up and start a server. */
+int
+control_server_start (const struct control_config *cfg,
+                      struct control_server **out)
+{
+  struct control_server *srv;
+  int r;
+
+  if (cfg->unix_path == NULL || cfg->unix_path[0] == '\0')
+    return cairn_fail (-EINVAL, "the control server needs a socket path");
+  srv = calloc (1, sizeof *srv);
+  if (srv == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  atomic_init (&srv->stopping, false);
+  srv->opaque = cfg->opaque;
+  srv->log = cfg->log;
+  srv->max_output = cfg->max_output ? cfg->max_output
+                                    : CONTROL_DEFAULT_MAX_OUTPUT;
+  srv->max_clients = cfg->max_clients ? cfg->max_clients
+                                      : CONTROL_DEFAULT_MAX_CLIENTS;
+  r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);
+  if (r < 0)
+    goto fail;
+
+  r = uv_loop_init (&srv->loop);
+  if (r < 0) {
+    r = cairn_fail (-EIO, "uv_loop_init: %s", uv_strerror (r));
+    goto fail;
+  }
+  srv->loop_inited = true;
+  r = listen_unix (srv, cfg);
+  if (r < 0)
+    goto fail;
+  if (cfg->tcp_address) {
+    r = listen_tcp (srv, cfg);
+    if (r < 0)
+      goto fail;
+  }
+  r = uv_async_init (&srv->loop, &srv->stop_async, on_stop);
+  if (r < 0) {
+    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
+    goto fail;
+  }
+  srv->async_inited = true;
+  srv->stop_async.data = srv;
+  r = start_thread (srv);
+  if (r < 0)
+    goto fail;
+  *out = srv;
+  return 0;
+
+ fail:
+  server_destroy (srv);
+  return r;
+}
+
+/* Stop the loop thread and free the server. */
+void
+control_server_stop (struct control_server *srv)
+{
+  if (srv == NULL)
+    return;
+  atomic_store (&srv->stopping, true);
+  uv_async_send (&srv->stop_async);
+  pthread_join (srv->thread, NULL);
+  server_destroy (srv);
+}
+
+/* The bound TCP port. */
+unsigned
+control_server_tcp_port (const struct control_server *srv)
+{
+  return srv->tcp_port;
+}

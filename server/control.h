@@ -1,0 +1,110 @@
+/* Cairn control server (DESIGN §1, §4).
+ *
+ * The control server answers the control protocol (proto/control.h) on a
+ * Unix socket and, when configured, on TCP.  It runs a libuv loop on a
+ * thread of its own, started from the plugin's .after_fork, and owns
+ * nothing global: every handle hangs off struct control_server.
+ *
+ * Every management operation is a method: a name and a handler in a
+ * method table.  The server's own methods ("server.*") are built in; other
+ * modules hand their tables in through control_config.  A handler either
+ * runs on the loop thread (it must then be quick and never block: no disk,
+ * no locks held for long) or, when the method is marked blocking, on
+ * libuv's threadpool, which is where all engine work goes.  The same
+ * tables serve `cairn --pool PATH` without a server, through
+ * control_call_local.
+ *
+ * Requests on one connection run one at a time, in order, and are answered
+ * in order; connections run in parallel.  Long jobs (send, scrub, GC) will
+ * return at once with a job id and report progress as notifications.
+ */
+#ifndef CAIRN_SERVER_CONTROL_H
+#define CAIRN_SERVER_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "util.h"
+
+/* Queued replies a client may leave unread before it is disconnected. */
+#define CONTROL_DEFAULT_MAX_OUTPUT (4 * 1024 * 1024)
+/* Connections served at once; more are told "busy" and closed. */
+#define CONTROL_DEFAULT_MAX_CLIENTS 128
+/* Longest delay "server.ping" accepts, in milliseconds. */
+#define CONTROL_PING_MAX_DELAY_MS 10000
+
+/* What a handler sees of its request: opaque, see the accessors below. */
+struct control_ctx;
+
+/* A method.  The handler gets params (an object, an array, or NULL when
+ * the request had none) and returns 0 with a new reference in *result
+ * (NULL means null), or a negative errno after setting a message with
+ * cairn_error; the errno picks the error code (control_error_code).
+ */
+struct control_method {
+  const char *name;          /* "module.verb" */
+  int (*handler) (struct control_ctx *ctx, json_t *params, json_t **result);
+  bool blocking;             /* run on the threadpool, not the loop */
+};
+
+/* A method table handed in by a module. */
+struct control_method_table {
+  const struct control_method *methods;
+  size_t n;
+};
+
+/* How to run a server.  Only unix_path is required. */
+struct control_config {
+  const char *unix_path;     /* control socket; made mode 0660 */
+  const char *unix_group;    /* if set, the socket's group (by name) */
+  const char *tcp_address;   /* if set, also listen on TCP here */
+  unsigned tcp_port;         /* with tcp_address; 0 picks a free port */
+  size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
+  unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
+  const struct control_method_table *tables;   /* besides "server.*" */
+  size_t n_tables;
+  void *opaque;              /* handed to handlers: control_ctx_opaque */
+  /* If set, told about events worth a log line (a client dropped for not
+   * reading its replies, ...).  Called on the loop thread.
+   */
+  void (*log) (void *opaque, const char *msg);
+};
+
+struct control_server;
+
+/* Bind the sockets and start the loop thread.  Fails (with a message) if
+ * another server is live on the socket path; a stale socket is replaced.
+ */
+int control_server_start (const struct control_config *cfg,
+                          struct control_server **out) CAIRN_WUR;
+/* Stop the server: cancel running requests, close every connection, join
+ * the thread, remove the socket, free everything.  NULL is allowed.
+ */
+void control_server_stop (struct control_server *srv);
+/* The TCP port the server listens on, or 0 if it has no TCP listener. */
+unsigned control_server_tcp_port (const struct control_server *srv);
+
+/* Run one request line through the method tables of cfg on this thread,
+ * without a server (`cairn --pool PATH` on a stopped pool).  Sets *reply to
+ * the reply line (malloc'd, '\n'-terminated), or NULL for a notification.
+ * Returns 0 or a negative errno (out of memory, a method named twice).
+ */
+int control_call_local (const struct control_config *cfg, const char *line,
+                        size_t len, char **reply, size_t *reply_len)
+  CAIRN_WUR;
+
+/* The opaque pointer of the config the request came through. */
+void *control_ctx_opaque (const struct control_ctx *ctx);
+/* True once the request should stop early: the server is stopping or the
+ * client is gone.  Long blocking handlers poll this and return -ECANCELED.
+ */
+bool control_ctx_cancelled (const struct control_ctx *ctx);
+/* Refuse the params: sets the message, makes the reply -32602
+ * "invalid-params", and returns -EINVAL for the handler to return.
+ */
+int control_invalid_params (struct control_ctx *ctx, const char *fmt, ...)
+  CAIRN_PRINTF (2, 3) CAIRN_WUR;
+
+#endif /* CAIRN_SERVER_CONTROL_H */
