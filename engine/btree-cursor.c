@@ -278,3 +278,62 @@ btree_walk (struct nodecache *cache, const struct btree_root *root,
     return 0;
   return walk_rec (cache, &root->bp, root->level, root->bp.birth, &b, v);
 }
+
+/* State of btree_walk_since. */
+struct since_walk {
+  struct nodecache *cache;
+  uint64_t since;
+  int (*on_leaf) (void *, const uint8_t *, size_t, const uint8_t *, size_t);
+  void *opaque;
+};
+
+/* Visit the changed leaves below bp, whose keys lie in b. */
+static int
+since_rec (struct since_walk *w, const struct blkptr *bp, const struct bounds *b)
+{
+  struct node *n;
+  uint32_t cnt;
+  int r = 0;
+
+  if (bp->birth <= w->since)
+    return 0;
+  r = cache_get (w->cache, bp, &n);
+  if (r < 0)
+    return r;
+  if (node_level (n) == 0) {
+    r = w->on_leaf (w->opaque, b->lo, b->lolen, b->hi, b->hilen);
+    cache_put (w->cache, n);
+    return r;
+  }
+  cnt = node_nitems (n);
+  for (uint32_t i = 0; i < cnt && r == 0; i++) {
+    struct blkptr cbp;
+    struct bounds cb = *b;
+    size_t vlen;
+
+    blkptr_decode (node_val (n, i, &vlen), &cbp);
+    if (i > 0)
+      cb.lo = node_key (n, i, &cb.lolen);
+    if (i + 1 < cnt)
+      cb.hi = node_key (n, i + 1, &cb.hilen);
+    r = since_rec (w, &cbp, &cb);
+  }
+  cache_put (w->cache, n);
+  return r;
+}
+
+/* Visit the leaves changed after since. */
+int
+btree_walk_since (struct nodecache *cache, const struct btree_root *root,
+                  uint64_t since,
+                  int (*on_leaf) (void *opaque, const uint8_t *lo, size_t lolen,
+                                  const uint8_t *hi, size_t hilen),
+                  void *opaque)
+{
+  struct since_walk w = { cache, since, on_leaf, opaque };
+  struct bounds b = { NULL, NULL, 0, 0 };
+
+  if (root->bp.addr == 0)
+    return 0;
+  return since_rec (&w, &root->bp, &b);
+}

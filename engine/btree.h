@@ -200,4 +200,16 @@ struct btree_visitor {
 int btree_walk (struct nodecache *cache, const struct btree_root *root,
                 const struct btree_visitor *v) CAIRN_WUR;
 
+/* Visit, in key order, every leaf born after generation since, descending
+ * only into pointers born after it (BT-4 makes that complete): the cost
+ * follows the change, not the tree.  on_leaf gets the leaf's key range,
+ * lo <= k < hi (NULL: unbounded); a non-zero return stops the walk.
+ */
+int btree_walk_since (struct nodecache *cache, const struct btree_root *root,
+                      uint64_t since,
+                      int (*on_leaf) (void *opaque, const uint8_t *lo,
+                                      size_t lolen, const uint8_t *hi,
+                                      size_t hilen),
+                      void *opaque) CAIRN_WUR;
+
 #endif /* CAIRN_BTREE_H */

@@ -119,6 +119,7 @@ struct catalog {
   size_t nvols, cap;
   struct btree *deadlist;
   struct cat_request *req;    /* the change for the next freeze */
+  uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
 };
 
 /* catalog.c */
@@ -143,11 +144,35 @@ int reclaim_pin_removed (struct catalog *cat, struct volstate *vs,
                          uint64_t gen) CAIRN_WUR;
 int reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   CAIRN_WUR;
+/* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
+int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
+                           uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;
 
 /* volume.c */
+/* A run of mapped blocks, copied out of a volume tree. */
+struct mapping {
+  uint64_t lbn, n, addr, birth;
+  uint8_t *sha;               /* n digests */
+};
+struct map_vec {
+  struct mapping *m;
+  size_t n, cap;
+};
+void map_vec_free (struct map_vec *mv);
+/* Append the mapping of blocks [lbn, lbn + n) of tree, clipped to the
+ * range, in order (tree read-locked by the caller).
+ */
+int map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                      uint64_t n, struct map_vec *mv) CAIRN_WUR;
+uint64_t max_ext_blocks (struct catalog *cat);
+/* What a handle is open on. */
+struct btree *vol_tree (struct cairn_volume *v);
+struct volstate *vol_state (struct cairn_volume *v);
+/* The generation of a pinned state; 0 for a live volume. */
+uint64_t vol_pin_gen (struct cairn_volume *v);
 /* Remove the mapping of [lbn, lbn + n) from a volume's tree. */
 int vol_punch (struct volstate *vs, uint64_t lbn, uint64_t n) CAIRN_WUR;
 static inline uint32_t

@@ -211,6 +211,7 @@ free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
       b = get_le64 (v + 8);
       if (b > lo_b && b <= hi_b) {
         space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
+        __atomic_add_fetch (&cat->reclaimed, get_le64 (v), __ATOMIC_RELAXED);
         memcpy (batch[n++], k, DL_KEY);
       }
     }
@@ -256,6 +257,7 @@ struct walk {
 static void
 walk_free (struct walk *w, uint64_t addr, uint64_t len, uint64_t birth)
 {
+  __atomic_add_fetch (&w->vs->cat->reclaimed, len, __ATOMIC_RELAXED);
   space_free (pool_space (w->vs->cat->pool), addr, len,
               birth >= w->gen ? w->gen - 1 : birth);
 }
@@ -302,4 +304,57 @@ reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   btree_get_root (vs->tree, &root);
   return btree_walk (pool_cache (cat->pool), &root, &v);
+}
+
+/* Blocks that removing pin gen of vs would free (RC-3, without freeing):
+ * listed deadlist entries and, for the newest pin, those still queued.
+ */
+int
+reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
+                       uint64_t *blocksp)
+{
+  uint64_t below, above, total = 0;
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  int r = pin_neighbours (cat, vs->id, gen, &below, &above);
+
+  if (r < 0)
+    return r;
+  if (below < vs->origin_gen)
+    below = vs->origin_gen;
+  if (above == UINT64_MAX) {
+    pthread_mutex_lock (&vs->pend_lock);
+    for (size_t i = 0; i < vs->npending; i++)
+      if (vs->pending[i].birth > below && vs->pending[i].birth <= gen)
+        total += vs->pending[i].len;
+    pthread_mutex_unlock (&vs->pend_lock);
+  }
+  if (cat->deadlist) {
+    r = btree_cursor_new (cat->deadlist, &cur);
+    if (r < 0)
+      return r;
+    put_be64 (key, vs->id);
+    put_be64 (key + 8, gen + 1);
+    put_be64 (key + 16, 0);
+    btree_rdlock (cat->deadlist);
+    for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0; r = btree_cursor_next (cur)) {
+      const uint8_t *k, *v;
+      size_t kl, vl;
+      uint64_t b;
+
+      btree_cursor_item (cur, &k, &kl, &v, &vl);
+      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id ||
+          get_be64 (k + 8) > above)
+        break;
+      b = get_le64 (v + 8);
+      if (b > below && b <= gen)
+        total += get_le64 (v);
+    }
+    btree_unlock (cat->deadlist);
+    btree_cursor_free (cur);
+    if (r < 0 && r != -ENOENT)
+      return r;
+  }
+  *blocksp = total;
+  return 0;
 }

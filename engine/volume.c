@@ -33,18 +33,8 @@ struct cairn_volume {
   struct vol_stats stats;     /* updated atomically */
 };
 
-/* A run of mapped blocks, copied out of the tree. */
-struct mapping {
-  uint64_t lbn, n, addr, birth;
-  uint8_t *sha;               /* n digests */
-};
-
-struct map_vec {
-  struct mapping *m;
-  size_t n, cap;
-};
-
-static void
+/* Free a mapping list. */
+void
 map_vec_free (struct map_vec *mv)
 {
   for (size_t i = 0; i < mv->n; i++)
@@ -58,7 +48,7 @@ map_vec_free (struct map_vec *mv)
   __atomic_add_fetch (&(v)->stats.field, (amount), __ATOMIC_RELAXED)
 
 /* The most blocks one extent item can describe. */
-static uint64_t
+uint64_t
 max_ext_blocks (struct catalog *cat)
 {
   size_t maxv = btree_max_value (pool_cache (cat->pool), 8);
@@ -203,6 +193,24 @@ vol_close (struct cairn_volume *v)
   free (v);
 }
 
+struct btree *
+vol_tree (struct cairn_volume *v)
+{
+  return v->tree;
+}
+
+struct volstate *
+vol_state (struct cairn_volume *v)
+{
+  return v->vs;
+}
+
+uint64_t
+vol_pin_gen (struct cairn_volume *v)
+{
+  return v->own_tree ? v->gen : 0;
+}
+
 bool
 vol_is_readonly (struct cairn_volume *v)
 {
@@ -235,7 +243,7 @@ vol_stats (struct cairn_volume *v, struct vol_stats *st)
 /* ---------------------------------------------------------------- mapping */
 
 /* Copy the mapping of blocks [lbn, lbn + n) (tree locked by the caller). */
-static int
+int
 map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
                   uint64_t n, struct map_vec *mv)
 {

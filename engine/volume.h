@@ -95,6 +95,33 @@ int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
 int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   CAIRN_WUR;
 
+/* ---- diff and accounting */
+
+/* The changes between two states of one volume lineage: from is older
+ * (VOL@SNAP or VOL@#GEN), to is newer (VOL@SNAP, VOL@#GEN, or VOL for the
+ * live state).  fn gets, in order, block-aligned runs of bytes that differ:
+ * VOL_DIFF_DATA where `to` holds data, VOL_DIFF_HOLE where it reads zeros.
+ * The walk descends only into what was written after `from` (DESIGN §2.5):
+ * its cost follows the change, not the volume's size.
+ */
+#define VOL_DIFF_DATA 0u
+#define VOL_DIFF_HOLE 1u
+int vol_diff (struct cairn_pool *pool, const char *from, const char *to,
+              int (*fn) (void *opaque, uint64_t off, uint64_t len,
+                         unsigned type),
+              void *opaque) CAIRN_WUR;
+
+/* Space held by a snapshot (DESIGN §2.4), in bytes. */
+struct snap_space {
+  uint64_t referenced;        /* data the snapshot maps */
+  uint64_t unique;            /* what deleting it would free (a dry run) */
+  uint64_t written_since;     /* data the live volume wrote after it */
+};
+int snap_space (struct cairn_pool *pool, const char *vol, const char *snap,
+                struct snap_space *sp) CAIRN_WUR;
+/* Bytes deletions have freed since the pool was opened (statistics). */
+uint64_t vol_reclaimed_bytes (struct cairn_pool *pool);
+
 /* ---- volume I/O */
 
 /* Open an export name (see the top of this file).  A snapshot, a pinned

@@ -262,7 +262,7 @@ struct world {
   struct cairn_pool *pool;
   struct state st[MAXSTATES];
   unsigned next_vol, next_snap;
-  unsigned clones, snap_deletes, vol_deletes, reopens;
+  unsigned clones, snap_deletes, vol_deletes, reopens, unique_checks, diffs;
   struct rng r;
 };
 
@@ -448,6 +448,57 @@ do_clone (struct world *w, struct state *src)
   c->used = true;
 }
 
+/* Collect diff runs as a per-block map. */
+struct diffmap {
+  uint8_t *kind;            /* 0 unchanged, 1 data, 2 hole */
+  uint64_t nblocks;
+};
+
+static int
+diff_collect (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  struct diffmap *dm = opaque;
+
+  cr_assert_eq (off % 4096, 0);
+  for (uint64_t b = off / 4096; b < DIV_ROUND_UP (off + len, 4096); b++) {
+    cr_assert_lt (b, dm->nblocks);
+    cr_assert_eq (dm->kind[b], 0, "block %" PRIu64 " reported twice", b);
+    dm->kind[b] = type == VOL_DIFF_DATA ? 1 : 2;
+  }
+  return 0;
+}
+
+/* The diff between a snapshot and its live volume equals the model's. */
+static void
+do_diff (struct world *w, struct state *s)
+{
+  struct state *v = NULL;
+  struct diffmap dm;
+
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && !w->st[i].snapshot && strcmp (w->st[i].vol, s->vol) == 0)
+      v = &w->st[i];
+  if (v == NULL)
+    return;
+  dm.nblocks = DIV_ROUND_UP (v->size, 4096);
+  dm.kind = calloc (dm.nblocks, 1);
+  cr_assert_eq (vol_diff (w->pool, s->name, v->name, diff_collect, &dm), 0,
+                "diff %s %s: %s", s->name, v->name, cairn_errmsg ());
+  for (uint64_t b = 0; b < dm.nblocks; b++) {
+    bool differs = memcmp (s->bytes + b * 4096, v->bytes + b * 4096, 4096) != 0;
+    static const uint8_t zero[4096];
+
+    cr_assert_eq (dm.kind[b] != 0, differs, "diff %s %s: block %" PRIu64
+                  " %s but %s", s->name, v->name, b,
+                  differs ? "changed" : "did not change",
+                  dm.kind[b] ? "was reported" : "was not reported");
+    if (dm.kind[b] == 2)
+      cr_assert_arr_eq (v->bytes + b * 4096, zero, 4096, "a hole reads zeros");
+  }
+  free (dm.kind);
+  w->diffs++;
+}
+
 static void
 drop_state (struct state *s)
 {
@@ -459,8 +510,17 @@ static void
 do_delete_snapshot (struct world *w, struct state *s)
 {
   const char *at = strchr (s->name, '@');
+  struct snap_space sp;
+  uint64_t before;
 
+  /* The dry run says exactly what the deletion frees. */
+  cr_assert_eq (snap_space (w->pool, s->vol, at + 1, &sp), 0, "%s", cairn_errmsg ());
+  before = vol_reclaimed_bytes (w->pool);
   cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_reclaimed_bytes (w->pool) - before, sp.unique,
+                "deleting %s freed %" PRIu64 " bytes, its unique figure said %"
+                PRIu64, s->name, vol_reclaimed_bytes (w->pool) - before, sp.unique);
+  w->unique_checks += sp.unique > 0;
   w->snap_deletes++;
   drop_state (s);
 }
@@ -546,6 +606,8 @@ Test (volume, model_random_histories, .timeout = 600)
       new_volume (&w);
     else if (dice < 87)
       do_resize (&w, v);
+    else if (dice < 89 && (s = pick (&w, 1)))
+      do_diff (&w, s);
     else if (dice < 95)
       cr_assert_eq (pool_commit (w.pool), 0, "%s", cairn_errmsg ());
     else if (dice < 97) {
@@ -563,6 +625,10 @@ Test (volume, model_random_histories, .timeout = 600)
            "%u clones, %u snapshot deletes, %u volume deletes, %u reopens\n",
            w.next_vol, w.next_snap, w.clones, w.snap_deletes, w.vol_deletes,
            w.reopens);
+  fprintf (stderr, "volume.model_random_histories: %u diffs, %u snapshot "
+           "deletes freeing unique data\n", w.diffs, w.unique_checks);
+  cr_assert_gt (w.diffs, 10);
+  cr_assert_gt (w.unique_checks, 5);
   cr_assert_gt (w.clones, 10);
   cr_assert_gt (w.snap_deletes, 10);
   cr_assert_gt (w.vol_deletes, 10);

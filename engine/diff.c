@@ -1,0 +1,270 @@
+/* Cairn engine, layer "diff": what changed between two states of a
+ * volume, and the space accounting built on the same walk (DESIGN §2.5).
+ *
+ * Every pointer carries the birth of what it points to, which is at least
+ * every birth below it (BT-4), so the leaves that changed after generation
+ * a are found by descending only into pointers born after a.  Within the
+ * key range of each such leaf, the new state's extents born after a are
+ * new data, and what the old state mapped but the new one does not is now
+ * a hole.  The range is widened by the longest extent, since an extent
+ * keyed in one leaf may reach into the next; runs found twice are merged.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "catalog-int.h"
+
+/* A changed run, in blocks. */
+struct run {
+  uint64_t start, len;
+  unsigned type;
+};
+
+struct diff_state {
+  struct catalog *cat;
+  struct btree *a, *b;      /* old and new state */
+  uint64_t since;           /* the old state's generation */
+  uint64_t nblocks;         /* the new state's size in blocks */
+  uint64_t maxe;
+  struct run *runs;
+  size_t n, cap;
+  int err;
+};
+
+/* Remember a run. */
+static int
+add_run (struct diff_state *d, uint64_t start, uint64_t len, unsigned type)
+{
+  if (len == 0)
+    return 0;
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? d->cap * 2 : 64;
+    struct run *nr = realloc (d->runs, cap * sizeof *nr);
+
+    if (nr == NULL)
+      return cairn_fail (-ENOMEM, "out of memory computing a diff");
+    d->runs = nr;
+    d->cap = cap;
+  }
+  d->runs[d->n++] = (struct run) { start, len, type };
+  return 0;
+}
+
+/* A changed leaf of the new state, keyed lo <= lbn < hi. */
+static int
+on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
+                 const uint8_t *hi, size_t hilen)
+{
+  struct diff_state *d = opaque;
+  struct map_vec ma = { NULL, 0, 0 }, mb = { NULL, 0, 0 };
+  uint64_t from = lo && lolen == 8 ? get_be64 (lo) : 0;
+  uint64_t to = hi && hilen == 8 ? get_be64 (hi) : d->nblocks;
+  size_t ia = 0;
+  int r;
+
+  if (from >= d->nblocks)
+    return 0;
+  to = MIN (d->nblocks, to + d->maxe);
+  r = map_range_locked (d->cat, d->b, from, to - from, &mb);
+  if (r == 0)
+    r = map_range_locked (d->cat, d->a, from, to - from, &ma);
+  /* New data. */
+  for (size_t i = 0; r == 0 && i < mb.n; i++)
+    if (mb.m[i].birth > d->since)
+      r = add_run (d, mb.m[i].lbn, mb.m[i].n, VOL_DIFF_DATA);
+  /* Mapped before, not now: a hole.  Both lists are sorted and disjoint
+   * within themselves; subtract b's runs from each of a's.
+   */
+  for (size_t i = 0; r == 0 && i < ma.n; i++) {
+    uint64_t s = ma.m[i].lbn, e = s + ma.m[i].n;
+
+    while (ia < mb.n && mb.m[ia].lbn + mb.m[ia].n <= s)
+      ia++;
+    for (size_t j = ia; r == 0 && j < mb.n && s < e; j++) {
+      uint64_t bs = mb.m[j].lbn, be = bs + mb.m[j].n;
+
+      if (bs >= e)
+        break;
+      if (bs > s)
+        r = add_run (d, s, bs - s, VOL_DIFF_HOLE);
+      s = MAX (s, be);
+    }
+    if (r == 0 && s < e)
+      r = add_run (d, s, e - s, VOL_DIFF_HOLE);
+  }
+  map_vec_free (&ma);
+  map_vec_free (&mb);
+  return r;
+}
+
+/* Order runs by start. */
+static int
+cmp_run (const void *x, const void *y)
+{
+  const struct run *a = x, *b = y;
+
+  if (a->start != b->start)
+    return (a->start > b->start) - (a->start < b->start);
+  return (int) a->type - (int) b->type;
+}
+
+/* Open the two states of a diff and check that they make sense. */
+static int
+open_pair (struct cairn_pool *pool, const char *from, const char *to,
+           struct cairn_volume **ap, struct cairn_volume **bp)
+{
+  struct cairn_volume *a = NULL, *b = NULL;
+  int r = vol_open (pool, from, &a);
+
+  if (r == 0)
+    r = vol_open (pool, to, &b);
+  if (r == 0 && vol_pin_gen (a) == 0)
+    r = cairn_fail (-EINVAL, "'%s' is a live volume: the older side of a diff "
+                    "must be a snapshot or a kept generation", from);
+  if (r == 0 && vol_state (a) != vol_state (b))
+    r = cairn_fail (-EINVAL, "'%s' and '%s' are not states of one volume", from,
+                    to);
+  if (r == 0 && vol_pin_gen (b) && vol_pin_gen (b) <= vol_pin_gen (a))
+    r = cairn_fail (-EINVAL, "'%s' is not older than '%s'", from, to);
+  if (r < 0) {
+    vol_close (a);
+    vol_close (b);
+    return r;
+  }
+  *ap = a;
+  *bp = b;
+  return 0;
+}
+
+/* The changed runs between two states, sorted and merged. */
+static int
+diff_runs (struct cairn_pool *pool, struct cairn_volume *a,
+           struct cairn_volume *b, struct diff_state *d)
+{
+  struct catalog *cat;
+  struct btree_root root;
+  size_t out = 0;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  memset (d, 0, sizeof *d);
+  d->cat = cat;
+  d->a = vol_tree (a);
+  d->b = vol_tree (b);
+  d->since = vol_pin_gen (a);
+  d->nblocks = DIV_ROUND_UP (vol_size (b), BLOCK_SIZE);
+  d->maxe = max_ext_blocks (cat);
+  btree_rdlock (d->b);
+  btree_get_root (d->b, &root);
+  r = btree_walk_since (pool_cache (pool), &root, d->since, on_changed_leaf, d);
+  btree_unlock (d->b);
+  if (r < 0) {
+    free (d->runs);
+    d->runs = NULL;
+    return r;
+  }
+  if (d->n > 1)
+    qsort (d->runs, d->n, sizeof *d->runs, cmp_run);
+  for (size_t i = 0; i < d->n; i++) {
+    struct run *last = out ? &d->runs[out - 1] : NULL;
+    struct run cur = d->runs[i];
+
+    if (last && last->type == cur.type && cur.start <= last->start + last->len) {
+      uint64_t end = MAX (last->start + last->len, cur.start + cur.len);
+      last->len = end - last->start;
+    }
+    else
+      d->runs[out++] = cur;
+  }
+  d->n = out;
+  return 0;
+}
+
+int
+vol_diff (struct cairn_pool *pool, const char *from, const char *to,
+          int (*fn) (void *opaque, uint64_t off, uint64_t len, unsigned type),
+          void *opaque)
+{
+  struct cairn_volume *a, *b;
+  struct diff_state d = { .runs = NULL };
+  uint64_t size;
+  int r = open_pair (pool, from, to, &a, &b);
+
+  if (r < 0)
+    return r;
+  size = vol_size (b);
+  r = diff_runs (pool, a, b, &d);
+  for (size_t i = 0; r == 0 && i < d.n; i++) {
+    uint64_t off = d.runs[i].start * BLOCK_SIZE;
+    uint64_t len = MIN (d.runs[i].len * BLOCK_SIZE, size - off);
+
+    r = fn (opaque, off, len, d.runs[i].type);
+  }
+  free (d.runs);
+  vol_close (a);
+  vol_close (b);
+  return r;
+}
+
+int
+snap_space (struct cairn_pool *pool, const char *vol, const char *snap,
+            struct snap_space *sp)
+{
+  char name[2 * VOL_NAME_MAX + 2];
+  struct cairn_volume *a, *b;
+  struct vol_info info;
+  struct catalog *cat;
+  struct diff_state d;
+  uint64_t unique;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  snprintf (name, sizeof name, "%s@%s", vol, snap);
+  r = vol_stat (pool, name, &info);
+  if (r < 0)
+    return r;
+  r = open_pair (pool, name, vol, &a, &b);
+  if (r < 0)
+    return r;
+  memset (sp, 0, sizeof *sp);
+  sp->referenced = info.referenced;
+  {
+    uint32_t snaps, clones;
+
+    /* While a clone (or another snapshot) also pins this state, deleting
+     * the snapshot frees nothing.
+     */
+    r = cat_lookup_pin (cat, vol_state (a)->id, vol_pin_gen (a), &snaps,
+                        &clones, NULL);
+    unique = 0;
+    if (r == 0 && snaps + clones == 1)
+      r = reclaim_unique_blocks (cat, vol_state (a), vol_pin_gen (a), &unique);
+  }
+  if (r == 0)
+    r = diff_runs (pool, a, b, &d);
+  if (r == 0) {
+    for (size_t i = 0; i < d.n; i++)
+      if (d.runs[i].type == VOL_DIFF_DATA)
+        sp->written_since += d.runs[i].len * BLOCK_SIZE;
+    free (d.runs);
+    sp->unique = unique * BLOCK_SIZE;
+  }
+  vol_close (a);
+  vol_close (b);
+  return r;
+}
+
+uint64_t
+vol_reclaimed_bytes (struct cairn_pool *pool)
+{
+  struct catalog *cat;
+
+  if (catalog_get (pool, &cat) < 0)
+    return 0;
+  return __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) * BLOCK_SIZE;
+}
