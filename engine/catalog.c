@@ -1181,6 +1181,61 @@ snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
   return snap_create_many (pool, &vol, 1, snap);
 }
 
+/* Collect the names of the volumes under a prefix. */
+struct prefix_names {
+  const char *prefix;
+  size_t plen;
+  char (*names)[VOL_NAME_MAX + 1];
+  size_t n, cap;
+};
+
+static int
+prefix_collect (void *opaque, const struct vol_info *info)
+{
+  struct prefix_names *pn = opaque;
+
+  if (strncmp (info->name, pn->prefix, pn->plen) != 0 ||
+      (info->name[pn->plen] != '\0' && info->name[pn->plen] != '/'))
+    return 0;
+  if (pn->n == pn->cap) {
+    size_t cap = pn->cap ? pn->cap * 2 : 8;
+    void *nn = realloc (pn->names, cap * sizeof *pn->names);
+    if (nn == NULL)
+      return cairn_fail (-ENOMEM, "out of memory");
+    pn->names = nn;
+    pn->cap = cap;
+  }
+  snprintf (pn->names[pn->n++], VOL_NAME_MAX + 1, "%s", info->name);
+  return 0;
+}
+
+/* Snapshot every volume under a name prefix in one generation.  The
+ * volumes are listed before the request: one created meanwhile is not in
+ * the snapshot, one deleted meanwhile fails it (nothing is taken).
+ */
+int
+snap_create_prefix (struct cairn_pool *pool, const char *prefix,
+                    const char *snap)
+{
+  struct prefix_names pn = { .prefix = prefix, .plen = strlen (prefix) };
+  const char **vols = NULL;
+  int r = vol_check_name (prefix);
+
+  if (r == 0)
+    r = vol_list (pool, false, prefix_collect, &pn);
+  if (r == 0 && pn.n == 0)
+    r = cairn_fail (-ENOENT, "no volume is named '%s' or '%s/...'", prefix, prefix);
+  if (r == 0 && (vols = calloc (pn.n, sizeof *vols)) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  for (size_t i = 0; r == 0 && i < pn.n; i++)
+    vols[i] = pn.names[i];
+  if (r == 0)
+    r = snap_create_many (pool, vols, pn.n, snap);
+  free (vols);
+  free (pn.names);
+  return r;
+}
+
 int
 snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
 {

@@ -87,6 +87,9 @@ int snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
 /* Snapshot several volumes (all or none) in one generation. */
 int snap_create_many (struct cairn_pool *pool, const char *const *vols,
                       size_t nvols, const char *snap) CAIRN_WUR;
+/* Snapshot every visible volume named PREFIX or PREFIX/..., atomically. */
+int snap_create_prefix (struct cairn_pool *pool, const char *prefix,
+                        const char *snap) CAIRN_WUR;
 int snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
   CAIRN_WUR;
 int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,

@@ -109,6 +109,34 @@ Test (volume, catalog_errors_change_nothing)
   dev_close (dev);
 }
 
+/* Several volumes snapshot in one generation: all or none. */
+Test (volume, atomic_multi_volume_snapshot)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  const char *two[] = { "vm/disk0", "vm/disk1" }, *bad[] = { "vm/disk0", "nope" };
+  struct vol_info a, b, c;
+
+  cr_assert_eq (vol_create (pool, "vm/disk0", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_create (pool, "vm/disk1", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_create (pool, "vmx", 1 << 20, NULL), 0);
+  cr_assert_eq (snap_create_many (pool, bad, 2, "s"), -ENOENT);
+  cr_assert_eq (vol_stat (pool, "vm/disk0@s", &a), -ENOENT, "none was taken");
+  cr_assert_eq (snap_create_many (pool, two, 2, "s"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "vm/disk0@s", &a), 0);
+  cr_assert_eq (vol_stat (pool, "vm/disk1@s", &b), 0);
+  cr_assert_eq (a.gen, b.gen, "one generation");
+  cr_assert_eq (snap_create_prefix (pool, "vm", "t"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "vm/disk0@t", &a), 0);
+  cr_assert_eq (vol_stat (pool, "vm/disk1@t", &b), 0);
+  cr_assert_eq (a.gen, b.gen);
+  cr_assert_eq (vol_stat (pool, "vmx@t", &c), -ENOENT, "vmx is not under vm/");
+  cr_assert_eq (snap_create_prefix (pool, "vm", "t"), -EEXIST);
+  cr_assert_eq (snap_create_prefix (pool, "none", "t"), -ENOENT);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
 Test (volume, io_bytes_holes_and_readonly)
 {
   struct cairn_dev *dev = mem_pool (64 << 20);
