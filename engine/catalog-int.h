@@ -28,6 +28,7 @@
 #define RK_SNAPNAME 5u
 #define RK_PIN 6u
 #define RK_CONFIG 7u
+#define RK_PROP 8u            /* + be64 id + key -> value (user property) */
 
 #define VOLF_READONLY 1u
 #define VOLF_HIDDEN 2u        /* deleted, kept while clones depend on it */
@@ -74,6 +75,7 @@ struct volstate {
   uint64_t size, ctime, create_gen, flags, origin_id, origin_gen, quota;
   uint64_t max_pin;           /* newest pin, 0: none (changed in freeze) */
   int64_t referenced;         /* mapped data blocks (atomic) */
+  int64_t held;               /* blocks on the deadlist: kept for pins (atomic) */
   bool rec_dirty;             /* referenced changed since the record (atomic) */
   int opens;                  /* open handles (catalog tlock) */
   pthread_mutex_t pend_lock;  /* pending deadlist entries */
@@ -85,7 +87,7 @@ struct volstate {
 
 enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
-  REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE,
+  REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA,
 };
 
 /* A catalog change, applied inside a commit's freeze. */
@@ -147,6 +149,8 @@ int reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
+/* Count the blocks on a volume's deadlist into vs->held. */
+int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;

@@ -481,6 +481,11 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     r = pool_tree_open (pool, get_le64 (val), &cat->deadlist);
   if (r < 0 && r != -ENOENT)
     goto fail;
+  for (size_t i = 0; i < cat->nvols; i++) {
+    r = reclaim_count_held (cat, cat->vols[i]);
+    if (r < 0)
+      goto fail;
+  }
   pool_attach (pool, cat, catalog_destroy, catalog_freeze);
   pool_attach_unlock (pool);
   *catp = cat;
@@ -719,6 +724,7 @@ has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
 
 static int destroy_volume (struct catalog *cat, struct volstate *vs,
                            uint64_t gen);
+static int drop_props (struct catalog *cat, uint64_t id);
 
 /* Reclaim a volume nothing needs any more, and release its origin. */
 static int
@@ -730,6 +736,8 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   int r;
 
   r = reclaim_volume (cat, vs, gen);
+  if (r == 0)
+    r = drop_props (cat, vs->id);
   if (r == 0)
     r = pool_tree_remove (cat->pool, vs->id);
   cat_key (key, RK_VOL, vs->id, 0);
@@ -860,6 +868,105 @@ apply_readonly (struct catalog *cat, struct cat_request *req)
     vs->flags |= VOLF_READONLY;
   else
     vs->flags &= ~(uint64_t) VOLF_READONLY;
+  return volrec_store (cat, vs);
+}
+
+/* Check a property key. */
+static int
+check_prop_key (const char *key)
+{
+  size_t len = strlen (key);
+
+  if (len == 0 || len > VOL_PROP_KEY_MAX)
+    return cairn_fail (-EINVAL, "property name '%s' must be 1 to %d bytes", key,
+                       VOL_PROP_KEY_MAX);
+  for (size_t i = 0; i < len; i++)
+    if (!((key[i] >= 'a' && key[i] <= 'z') || (key[i] >= '0' && key[i] <= '9') ||
+          strchr ("._:-", key[i])))
+      return cairn_fail (-EINVAL, "property name '%s': use lower-case letters, "
+                         "digits, '.', '_', ':' and '-'", key);
+  if (strchr (key, ':') == NULL)
+    return cairn_fail (-EINVAL, "user property '%s' needs a ':' (module:name, "
+                       "as in com.example:backup)", key);
+  return 0;
+}
+
+/* Set or remove a user property. */
+static int
+apply_prop (struct catalog *cat, struct cat_request *req)
+{
+  uint8_t key[1 + 8 + VOL_PROP_KEY_MAX];
+  struct volstate *vs = NULL;
+  size_t klen;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  key[0] = RK_PROP;
+  put_be64 (key + 1, vs->id);
+  klen = strlen (req->name2);
+  memcpy (key + 9, req->name2, klen);
+  if (req->snap == NULL) {
+    r = root_del (cat, key, 9 + klen);
+    if (r == -ENOENT)
+      r = cairn_fail (-ENOENT, "volume '%s' has no property '%s'", vs->name,
+                      req->name2);
+    return r;
+  }
+  return root_put (cat, key, 9 + klen, req->snap, strlen (req->snap));
+}
+
+/* Delete every property of a volume (it is being destroyed). */
+static int
+drop_props (struct catalog *cat, uint64_t id)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+
+  for (;;) {
+    uint8_t key[1 + 8 + VOL_PROP_KEY_MAX], found[1 + 8 + VOL_PROP_KEY_MAX];
+    struct btree_cursor *cur;
+    size_t flen = 0;
+    int r;
+
+    key[0] = RK_PROP;
+    put_be64 (key + 1, id);
+    r = btree_cursor_new (root, &cur);
+    if (r < 0)
+      return r;
+    btree_rdlock (root);
+    r = btree_cursor_seek (cur, key, 9);
+    if (r == 0) {
+      const uint8_t *k, *v;
+      size_t kl, vl;
+
+      btree_cursor_item (cur, &k, &kl, &v, &vl);
+      if (kl >= 9 && kl <= sizeof found && k[0] == RK_PROP && get_be64 (k + 1) == id) {
+        memcpy (found, k, kl);
+        flen = kl;
+      }
+    }
+    btree_unlock (root);
+    btree_cursor_free (cur);
+    if (r < 0 && r != -ENOENT)
+      return r;
+    if (flen == 0)
+      return 0;
+    r = root_del (cat, found, flen);
+    if (r < 0)
+      return r;
+  }
+}
+
+/* Set a volume's quota. */
+static int
+apply_quota (struct catalog *cat, struct cat_request *req)
+{
+  struct volstate *vs = NULL;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  vs->quota = req->size;
   return volrec_store (cat, vs);
 }
 
@@ -1099,6 +1206,8 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_SNAP_DELETE:
   case REQ_SNAP_RENAME: return apply_snap_change (cat, req);
   case REQ_CLONE: return apply_clone (cat, req, gen);
+  case REQ_PROP: return apply_prop (cat, req);
+  case REQ_QUOTA: return apply_quota (cat, req);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }
@@ -1266,6 +1375,80 @@ vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   return r < 0 ? r : submit (pool, &req);
 }
 
+int
+vol_set_prop (struct cairn_pool *pool, const char *name, const char *key,
+              const char *value)
+{
+  struct cat_request req = { .kind = REQ_PROP, .name = name, .name2 = key,
+                             .snap = value };
+  int r = check_prop_key (key);
+
+  if (r == 0 && value && strlen (value) > VOL_PROP_VALUE_MAX)
+    r = cairn_fail (-EINVAL, "the value of '%s' is longer than %d bytes", key,
+                    VOL_PROP_VALUE_MAX);
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
+{
+  struct cat_request req = { .kind = REQ_QUOTA, .name = name, .size = bytes };
+
+  return submit (pool, &req);
+}
+
+int
+vol_list_props (struct cairn_pool *pool, const char *name,
+                int (*fn) (void *opaque, const char *key, const char *value),
+                void *opaque)
+{
+  struct btree *root = pool_root_tree (pool);
+  struct btree_cursor *cur;
+  struct catalog *cat;
+  struct volstate *vs = NULL;
+  uint8_t key[9];
+  uint64_t id;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_name (cat, name);
+  id = vs ? vs->id : 0;
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL)
+    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  key[0] = RK_PROP;
+  put_be64 (key + 1, id);
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 9); r == 0; r = btree_cursor_next (cur)) {
+    char k[VOL_PROP_KEY_MAX + 1], v[VOL_PROP_VALUE_MAX + 1];
+    const uint8_t *kk, *vv;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &kk, &kl, &vv, &vl);
+    if (kl < 10 || kk[0] != RK_PROP || get_be64 (kk + 1) != id)
+      break;
+    if (kl - 9 > VOL_PROP_KEY_MAX || vl > VOL_PROP_VALUE_MAX) {
+      r = cairn_fail (-EIO, "corrupt property record of volume '%s'", name);
+      break;
+    }
+    memcpy (k, kk + 9, kl - 9);
+    k[kl - 9] = '\0';
+    memcpy (v, vv, vl);
+    v[vl] = '\0';
+    r = fn (opaque, k, v);
+    if (r != 0)
+      break;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+}
+
 /* Fill info from a volume state. */
 static void
 info_from_state (const struct volstate *vs, struct vol_info *info)
@@ -1281,6 +1464,8 @@ info_from_state (const struct volstate *vs, struct vol_info *info)
   info->origin_gen = vs->origin_gen;
   info->referenced = (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED)
     * BLOCK_SIZE;
+  info->held = (uint64_t) __atomic_load_n (&vs->held, __ATOMIC_RELAXED) * BLOCK_SIZE;
+  info->quota = vs->quota;
 }
 
 int

@@ -190,6 +190,7 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
   case RK_NAME:
   case RK_SNAP:
   case RK_SNAPNAME:
+  case RK_PROP:
     return 0;
   default:
     problem (f, "root tree: item with unknown key type %u (length %zu)",

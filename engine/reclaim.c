@@ -58,6 +58,7 @@ defer (struct volstate *vs, uint64_t addr, uint64_t len, uint64_t birth)
   vs->pending[vs->npending++] = (struct dl_entry) {
     addr, len, birth, pool_open_gen (vs->cat->pool)
   };
+  __atomic_add_fetch (&vs->held, (int64_t) len, __ATOMIC_RELAXED);
   pthread_mutex_unlock (&vs->pend_lock);
 }
 
@@ -212,6 +213,7 @@ free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
       if (b > lo_b && b <= hi_b) {
         space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
         __atomic_add_fetch (&cat->reclaimed, get_le64 (v), __ATOMIC_RELAXED);
+        __atomic_sub_fetch (&vs->held, (int64_t) get_le64 (v), __ATOMIC_RELAXED);
         memcpy (batch[n++], k, DL_KEY);
       }
     }
@@ -356,5 +358,40 @@ reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
       return r;
   }
   *blocksp = total;
+  return 0;
+}
+
+/* Count the blocks on a volume's deadlist (opening the catalog). */
+int
+reclaim_count_held (struct catalog *cat, struct volstate *vs)
+{
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  int64_t total = 0;
+  int r;
+
+  if (cat->deadlist == NULL)
+    return 0;
+  r = btree_cursor_new (cat->deadlist, &cur);
+  if (r < 0)
+    return r;
+  put_be64 (key, vs->id);
+  put_be64 (key + 8, 0);
+  put_be64 (key + 16, 0);
+  btree_rdlock (cat->deadlist);
+  for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
+      break;
+    total += (int64_t) get_le64 (v);
+  }
+  btree_unlock (cat->deadlist);
+  btree_cursor_free (cur);
+  if (r < 0 && r != -ENOENT)
+    return r;
+  __atomic_store_n (&vs->held, total, __ATOMIC_RELAXED);
   return 0;
 }

@@ -572,6 +572,18 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
 
   if (shas == NULL)
     return cairn_fail (-ENOMEM, "out of memory writing '%s'", vs->name);
+  if (vs->quota) {
+    uint64_t used = (uint64_t) (__atomic_load_n (&vs->referenced, __ATOMIC_RELAXED) +
+                                __atomic_load_n (&vs->held, __ATOMIC_RELAXED));
+
+    if ((used + n) * BLOCK_SIZE > vs->quota) {
+      free (shas);
+      return cairn_fail (-ENOSPC, "volume '%s' would pass its quota of %" PRIu64
+                         " bytes (it holds %" PRIu64 " with its snapshots): "
+                         "delete snapshots or raise the quota", vs->name,
+                         vs->quota, used * BLOCK_SIZE);
+    }
+  }
   while (got < n) {
     uint64_t start, len;
 

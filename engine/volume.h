@@ -44,6 +44,8 @@ struct vol_info {
   bool is_snapshot;
   uint64_t origin_id, origin_gen;   /* a clone's origin; 0: none */
   uint64_t referenced;              /* bytes of data the state maps */
+  uint64_t held;                    /* volume: bytes its snapshots keep */
+  uint64_t quota;                   /* volume: 0 for none */
 };
 
 /* ---- catalog: volumes */
@@ -67,6 +69,25 @@ int vol_resize (struct cairn_pool *pool, const char *name, uint64_t size,
                 bool force) CAIRN_WUR;
 int vol_set_readonly (struct cairn_pool *pool, const char *name, bool ro)
   CAIRN_WUR;
+/* User properties (as ZFS's): KEY is [a-z0-9._:-], 1 to 64 bytes, and must
+ * contain ':' (so that Cairn's own settings never clash with them); VALUE
+ * is up to 1024 bytes of text.  A NULL value removes the property.
+ */
+#define VOL_PROP_KEY_MAX 64
+#define VOL_PROP_VALUE_MAX 1024
+int vol_set_prop (struct cairn_pool *pool, const char *name, const char *key,
+                  const char *value) CAIRN_WUR;
+/* Call fn for every property of a volume, in key order. */
+int vol_list_props (struct cairn_pool *pool, const char *name,
+                    int (*fn) (void *opaque, const char *key,
+                               const char *value),
+                    void *opaque) CAIRN_WUR;
+/* A quota on the space a volume's lineage holds (its referenced data plus
+ * what its snapshots keep); writes past it fail with -ENOSPC.  0: none.
+ */
+int vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
+  CAIRN_WUR;
+
 /* Describe one volume, or one snapshot (VOL@SNAP). */
 int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   CAIRN_WUR;

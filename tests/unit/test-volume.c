@@ -109,6 +109,72 @@ Test (volume, catalog_errors_change_nothing)
   dev_close (dev);
 }
 
+/* User properties and the quota. */
+struct props { char text[512]; };
+
+static int
+prop_collect (void *opaque, const char *key, const char *value)
+{
+  struct props *p = opaque;
+
+  snprintf (p->text + strlen (p->text), sizeof p->text - strlen (p->text),
+            "%s=%s;", key, value);
+  return 0;
+}
+
+Test (volume, properties_and_quota)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct props p = { "" };
+  struct vol_info info;
+  uint8_t data[65536];
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_set_prop (pool, "v", "com.example:owner", "alice"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_set_prop (pool, "v", "backup:daily", "yes"), 0);
+  cr_assert_eq (vol_set_prop (pool, "v", "noColon", "x"), -EINVAL);
+  cr_assert_eq (vol_set_prop (pool, "v", "nocolon", "x"), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "':'") != NULL, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_set_prop (pool, "nope", "a:b", "x"), -ENOENT);
+  cr_assert_eq (vol_set_prop (pool, "v", "a:gone", NULL), -ENOENT);
+  cr_assert_eq (vol_list_props (pool, "v", prop_collect, &p), 0);
+  cr_assert_str_eq (p.text, "backup:daily=yes;com.example:owner=alice;");
+  cr_assert_eq (vol_set_prop (pool, "v", "backup:daily", NULL), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  pool = open_pool (dev);
+  p.text[0] = '\0';
+  cr_assert_eq (vol_list_props (pool, "v", prop_collect, &p), 0);
+  cr_assert_str_eq (p.text, "com.example:owner=alice;", "properties persist");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "with properties");
+  pool = open_pool (dev);
+
+  /* A quota of 64 KiB: the referenced data and what snapshots keep. */
+  cr_assert_eq (vol_set_quota (pool, "v", 65536), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  fill_pattern (data, sizeof data, 3);
+  cr_assert_eq (vol_pwrite (v, data, 32768, 0, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (snap_create (pool, "v", "s"), 0);
+  fill_pattern (data, sizeof data, 4);
+  cr_assert_eq (vol_pwrite (v, data, 32768, 0, 0), 0, "the snapshot keeps 32K");
+  cr_assert_eq (vol_pwrite (v, data, 4096, 65536, 0), -ENOSPC);
+  cr_assert (strstr (cairn_errmsg (), "quota") != NULL, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "v", &info), 0);
+  cr_assert_eq (info.referenced, 32768);
+  cr_assert_geq (info.held, 32768);
+  vol_close (v);
+  cr_assert_eq (snap_delete (pool, "v", "s"), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pwrite (v, data, 4096, 65536, 0), 0, "room again: %s", cairn_errmsg ());
+  vol_close (v);
+  cr_assert_eq (vol_delete (pool, "v", 0), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "properties");
+  dev_close (dev);
+}
+
 /* Several volumes snapshot in one generation: all or none. */
 Test (volume, atomic_multi_volume_snapshot)
 {
