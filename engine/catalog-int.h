@@ -87,7 +87,7 @@ struct volstate {
 
 enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
-  REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA,
+  REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA, REQ_ROLLBACK,
 };
 
 /* A catalog change, applied inside a commit's freeze. */

@@ -1192,6 +1192,43 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   return r;
 }
 
+/* Roll a volume back: rename it, then clone its snapshot under its old
+ * name, in one generation.
+ */
+static int
+apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  char src[2 * VOL_NAME_MAX + 2];
+  struct cat_request rn = { .kind = REQ_RENAME, .name = req->name,
+                            .name2 = req->name2 };
+  struct cat_request cl = { .kind = REQ_CLONE, .name = src, .name2 = req->name };
+  struct volstate *vs = NULL;
+  uint64_t sgen;
+  int r = need_volume (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (vs->opens > 0)
+    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): disconnect "
+                       "them before rolling it back", vs->name, vs->opens);
+  r = cat_lookup_snap (cat, vs->id, req->snap, &sgen);
+  if (r == -ENOENT)
+    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
+                       vs->name, req->snap);
+  if (r < 0)
+    return r;
+  if (cat_find_name (cat, req->name2))
+    return cairn_fail (-EEXIST, "a volume named '%s' exists already: choose "
+                       "another name to keep the rolled-back state under",
+                       req->name2);
+  snprintf (src, sizeof src, "%s@%s", req->name2, req->snap);
+  r = apply_rename (cat, &rn);
+  if (r == 0)
+    r = apply_clone (cat, &cl, gen);
+  req->out_id = cl.out_id;
+  return r;
+}
+
 /* Apply a request inside the freeze of generation gen. */
 static int
 apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
@@ -1208,6 +1245,7 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_CLONE: return apply_clone (cat, req, gen);
   case REQ_PROP: return apply_prop (cat, req);
   case REQ_QUOTA: return apply_quota (cat, req);
+  case REQ_ROLLBACK: return apply_rollback (cat, req, gen);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }
@@ -1363,6 +1401,17 @@ snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
 
   if (r == 0 && strchr (to, '/'))
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", to);
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
+              const char *keep_as)
+{
+  struct cat_request req = { .kind = REQ_ROLLBACK, .name = vol, .snap = snap,
+                             .name2 = keep_as };
+  int r = vol_check_name (keep_as);
+
   return r < 0 ? r : submit (pool, &req);
 }
 

@@ -115,6 +115,15 @@ int snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
   CAIRN_WUR;
 int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
                  const char *to) CAIRN_WUR;
+/* Roll VOL back to its snapshot SNAP, keeping every later state valid
+ * (DESIGN §2.4): the current volume, with all its snapshots, is renamed
+ * KEEP_AS, and VOL becomes a new writable clone of KEEP_AS@SNAP.  Nothing
+ * is copied and nothing is lost; delete KEEP_AS (recursively) when its
+ * states are no longer wanted.  -EBUSY while VOL is open.
+ */
+int vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
+                  const char *keep_as) CAIRN_WUR;
+
 /* A writable clone named newname of src (VOL, VOL@SNAP or VOL@#GEN). */
 int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   CAIRN_WUR;

@@ -109,6 +109,59 @@ Test (volume, catalog_errors_change_nothing)
   dev_close (dev);
 }
 
+/* Rollback keeps every later state valid. */
+Test (volume, rollback_keeps_later_states)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  uint8_t a[4096], b[4096], c[4096], buf[4096];
+
+  fill_pattern (a, 4096, 1);
+  fill_pattern (b, 4096, 2);
+  fill_pattern (c, 4096, 3);
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pwrite (v, a, 4096, 0, 0), 0);
+  vol_close (v);
+  cr_assert_eq (snap_create (pool, "v", "s1"), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pwrite (v, b, 4096, 0, 0), 0);
+  cr_assert_eq (vol_rollback (pool, "v", "s1", "v-old"), -EBUSY);
+  vol_close (v);
+  cr_assert_eq (snap_create (pool, "v", "s2"), 0);
+  cr_assert_eq (vol_rollback (pool, "v", "nope", "v-old"), -ENOENT);
+  cr_assert_eq (vol_rollback (pool, "v", "s1", "v"), -EEXIST);
+  cr_assert_eq (vol_rollback (pool, "v", "s1", "v-old"), 0, "%s", cairn_errmsg ());
+  /* v reads as s1; the old lineage keeps its live state and snapshots. */
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, a, 4096);
+  cr_assert_eq (vol_pwrite (v, c, 4096, 0, 0), 0);
+  vol_close (v);
+  cr_assert_eq (vol_open (pool, "v-old@s2", &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, b, 4096);
+  vol_close (v);
+  cr_assert_eq (vol_open (pool, "v-old", &v), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, b, 4096);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after rollback");
+  /* Deleting the old lineage hides it while v still starts from it. */
+  pool = open_pool (dev);
+  cr_assert_eq (vol_delete (pool, "v-old", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, c, 4096);
+  vol_close (v);
+  cr_assert_eq (vol_delete (pool, "v", 0), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting both");
+  dev_close (dev);
+}
+
 /* User properties and the quota. */
 struct props { char text[512]; };
 
@@ -357,6 +410,7 @@ struct world {
   struct state st[MAXSTATES];
   unsigned next_vol, next_snap;
   unsigned clones, snap_deletes, vol_deletes, reopens, unique_checks, diffs;
+  unsigned rollbacks;
   struct rng r;
 };
 
@@ -643,6 +697,50 @@ do_delete_volume (struct world *w, struct state *v)
   drop_state (v);
 }
 
+/* Roll the volume of snapshot s back to it: its lineage moves to a new
+ * name with all its snapshots; the volume becomes a clone of s.
+ */
+static void
+do_rollback (struct world *w, struct state *s)
+{
+  struct state *v = NULL, *c = free_slot (w);
+  char keep[32], vol[32], snap[32];
+
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && !w->st[i].snapshot && strcmp (w->st[i].vol, s->vol) == 0)
+      v = &w->st[i];
+  if (v == NULL || c == NULL)
+    return;
+  snprintf (vol, sizeof vol, "%s", v->vol);
+  snprintf (snap, sizeof snap, "%s", strchr (s->name, '@') + 1);
+  snprintf (keep, sizeof keep, "v%u", w->next_vol++);
+  vol_close (v->h);
+  v->h = NULL;
+  cr_assert_eq (vol_rollback (w->pool, vol, snap, keep), 0, "rollback %s@%s: %s",
+                vol, snap, cairn_errmsg ());
+  /* The old lineage, renamed. */
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && strcmp (w->st[i].vol, vol) == 0) {
+      const char *at = strchr (w->st[i].name, '@');
+      char name[64];
+
+      snprintf (name, sizeof name, "%s%s", keep, at ? at : "");
+      snprintf (w->st[i].name, sizeof w->st[i].name, "%s", name);
+      snprintf (w->st[i].vol, sizeof w->st[i].vol, "%s", keep);
+    }
+  cr_assert_eq (vol_open (w->pool, v->name, &v->h), 0, "%s", cairn_errmsg ());
+  /* The volume, new, as the snapshot was. */
+  memset (c, 0, sizeof *c);
+  snprintf (c->vol, sizeof c->vol, "%s", vol);
+  snprintf (c->name, sizeof c->name, "%s", vol);
+  c->size = s->size;
+  c->bytes = malloc (VSIZE * 2);
+  memcpy (c->bytes, s->bytes, VSIZE * 2);
+  cr_assert_eq (vol_open (w->pool, c->name, &c->h), 0, "%s", cairn_errmsg ());
+  c->used = true;
+  w->rollbacks++;
+}
+
 static void
 do_resize (struct world *w, struct state *v)
 {
@@ -702,6 +800,8 @@ Test (volume, model_random_histories, .timeout = 600)
       do_resize (&w, v);
     else if (dice < 89 && (s = pick (&w, 1)))
       do_diff (&w, s);
+    else if (dice < 90 && (s = pick (&w, 1)))
+      do_rollback (&w, s);
     else if (dice < 95)
       cr_assert_eq (pool_commit (w.pool), 0, "%s", cairn_errmsg ());
     else if (dice < 97) {
@@ -720,7 +820,9 @@ Test (volume, model_random_histories, .timeout = 600)
            w.next_vol, w.next_snap, w.clones, w.snap_deletes, w.vol_deletes,
            w.reopens);
   fprintf (stderr, "volume.model_random_histories: %u diffs, %u snapshot "
-           "deletes freeing unique data\n", w.diffs, w.unique_checks);
+           "deletes freeing unique data, %u rollbacks\n", w.diffs,
+           w.unique_checks, w.rollbacks);
+  cr_assert_gt (w.rollbacks, 5);
   cr_assert_gt (w.diffs, 10);
   cr_assert_gt (w.unique_checks, 5);
   cr_assert_gt (w.clones, 10);
