@@ -11,7 +11,7 @@
 
 #include "txn-int.h"
 
-#define DEFAULT_CACHE (256ull * 1024 * 1024)
+#define DEFAULT_CACHE (128ull * 1024 * 1024)
 
 /* Key of a tree's root item in the root tree. */
 void

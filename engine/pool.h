@@ -49,7 +49,7 @@ struct pool_format_opts {
 };
 
 struct pool_open_opts {
-  uint64_t cache_bytes;           /* 0: 256 MiB */
+  uint64_t cache_bytes;           /* 0: 128 MiB */
   uint64_t dirty_limit_bytes;     /* commit when dirty nodes pass it; 0: cache/4 */
   bool readonly;
   const uint8_t *expect_uuid;     /* refuse a device of another pool */

@@ -564,8 +564,8 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
   struct cairn_pool *pool = v->cat->pool;
   struct space *sp = pool_space (pool);
   uint64_t birth = pool_open_gen (pool);
-  struct { uint64_t start, len; } piece[64];
-  size_t npieces = 0;
+  struct piece { uint64_t start, len; } *piece = NULL;
+  size_t npieces = 0, cap = 0;
   uint8_t *shas = malloc (n * SHA256_LEN);
   uint64_t got = 0;
   int r = 0;
@@ -584,15 +584,25 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
                          vs->quota, used * BLOCK_SIZE);
     }
   }
+  /* One run for the whole write when there is one (long extents, one
+   * device write); otherwise as many pieces as free space offers.
+   */
   while (got < n) {
-    uint64_t start, len;
+    uint64_t start, len = n - got;
 
-    if (npieces == ARRAY_SIZE (piece)) {
-      r = cairn_fail (-ENOSPC, "free space in the pool is too fragmented for "
-                      "this write");
-      break;
+    if (npieces == cap) {
+      size_t ncap = cap ? cap * 2 : 4;
+      struct piece *np = realloc (piece, ncap * sizeof *np);
+      if (np == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory writing '%s'", vs->name);
+        break;
+      }
+      piece = np;
+      cap = ncap;
     }
-    r = space_alloc_upto (sp, n - got, vs->alloc_hint, 0, &start, &len);
+    r = space_alloc (sp, len, vs->alloc_hint, 0, &start);
+    if (r == -ENOSPC)
+      r = space_alloc_upto (sp, len, vs->alloc_hint, 0, &start, &len);
     if (r < 0) {
       r = cairn_fail (-ENOSPC, "no space left in the pool for '%s': delete "
                       "snapshots or volumes, or grow the pool", vs->name);
@@ -615,6 +625,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
   if (r < 0) {
     for (size_t i = 0; i < npieces; i++)
       space_free (sp, piece[i].start, piece[i].len, birth);
+    free (piece);
     free (shas);
     return r;
   }
@@ -632,6 +643,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
     __atomic_add_fetch (&vs->referenced, (int64_t) n, __ATOMIC_RELAXED);
     __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
   }
+  free (piece);
   free (shas);
   return r;
 }
