@@ -69,8 +69,20 @@ on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
     return 0;
   to = MIN (d->nblocks, to + d->maxe);
   r = map_range_locked (d->cat, d->b, from, to - from, &mb);
-  if (r == 0)
-    r = map_range_locked (d->cat, d->a, from, to - from, &ma);
+  /* Holes can only be where the new state maps nothing: when it covers the
+   * whole range (a fully written volume), the old state need not be read.
+   */
+  if (r == 0) {
+    uint64_t pos = from;
+    bool gaps = false;
+
+    for (size_t i = 0; i < mb.n && !gaps; i++) {
+      gaps = mb.m[i].lbn > pos;
+      pos = mb.m[i].lbn + mb.m[i].n;
+    }
+    if (gaps || pos < to)
+      r = map_range_locked (d->cat, d->a, from, to - from, &ma);
+  }
   /* New data. */
   for (size_t i = 0; r == 0 && i < mb.n; i++)
     if (mb.m[i].birth > d->since)
