@@ -98,6 +98,7 @@ rss_kib (void)
 
 struct figures {
   uint64_t size;
+  uint64_t diff_misses;       /* node cache misses during one diff */
   double fill_s, snap_ms, diff_ms, delete_ms;
   uint64_t diff_bytes;
 };
@@ -146,10 +147,17 @@ measure (struct cairn_pool *pool, const char *name, uint64_t size,
       die ("flush");
     snprintf (from, sizeof from, "%s@%s", name, snap);
     f->diff_bytes = 0;
-    t = now ();
-    if (vol_diff (pool, from, name, count_run, &f->diff_bytes) < 0)
-      die ("diff");
-    diffs[rep] = (now () - t) * 1000;
+    {
+      struct nodecache_stats st0, st1;
+
+      nodecache_stats (pool_cache (pool), &st0);
+      t = now ();
+      if (vol_diff (pool, from, name, count_run, &f->diff_bytes) < 0)
+        die ("diff");
+      diffs[rep] = (now () - t) * 1000;
+      nodecache_stats (pool_cache (pool), &st1);
+      f->diff_misses = st1.misses - st0.misses;
+    }
   }
   f->snap_ms = median (snaps, REPS);
   f->diff_ms = median (diffs, REPS);
@@ -219,6 +227,8 @@ main (int argc, char **argv)
           big.snap_ms, big.snap_ms / small.snap_ms);
   printf ("%-34s %12.2f %12.2f %8.2f\n", "diff of 1,000 changed blocks (ms)",
           small.diff_ms, big.diff_ms, big.diff_ms / small.diff_ms);
+  printf ("%-34s %12" PRIu64 " %12" PRIu64 "\n", "  node cache misses in one diff",
+          small.diff_misses, big.diff_misses);
   printf ("%-34s %12.2f %12.2f %8.2f\n", "delete oldest snapshot (ms)",
           small.delete_ms, big.delete_ms, big.delete_ms / small.delete_ms);
   printf ("peak RSS %ld KiB; diff reported %" PRIu64 " bytes changed (1,000 "

@@ -411,6 +411,19 @@ insert_rec (struct btree *t, struct node *n, const uint8_t *key, size_t klen,
       node_insert_at (n, ns, i, key, klen, val, vlen);
       return 0;
     }
+    if (i == node_nitems (n) && i > 0) {
+      /* Appending past the last key (sequential writes): leave this node
+       * full and start a new one, rather than two half-full nodes.
+       */
+      r = new_node (t, 0, &s->right);
+      if (r < 0)
+        return r;
+      node_insert_at (s->right, ns, 0, key, klen, val, vlen);
+      memcpy (s->key, key, klen);
+      s->klen = klen;
+      s->happened = true;
+      return 0;
+    }
     r = split_node (t, n, s, &m);
     if (r < 0)
       return r;
@@ -447,6 +460,19 @@ insert_rec (struct btree *t, struct node *n, const uint8_t *key, size_t klen,
     blkptr_encode (&bp, enc);
     if (node_fits (n, ns, cs.klen, BLKPTR_SIZE)) {
       node_insert_at (n, ns, pos, cs.key, cs.klen, enc, BLKPTR_SIZE);
+      return 0;
+    }
+    if (pos == node_nitems (n)) {
+      /* Appending, as above: the new child starts a new node, whose first
+       * key moves up.
+       */
+      r = new_node (t, node_level (n), &s->right);
+      if (r < 0)
+        return r;
+      node_insert_at (s->right, ns, 0, NULL, 0, enc, BLKPTR_SIZE);
+      memcpy (s->key, cs.key, cs.klen);
+      s->klen = cs.klen;
+      s->happened = true;
       return 0;
     }
     r = split_node (t, n, s, &m);
