@@ -1,13 +1,17 @@
 /* cairn: the command that manages Cairn pools, volumes and snapshots.
  *
  * One table of subcommands.  Offline subcommands open a pool through the
- * engine directly; online ones (arriving with the control server) talk to a
- * running server over its control socket.
+ * engine directly.  Online ones call control methods: on a running server
+ * over its control socket, or, with --pool PATH, in-process on a stopped
+ * pool through the very same method tables (call.c).  `volume` and
+ * `snapshot` are groups whose first word names a subcommand of their own
+ * table.
  *
  * The command line is `cairn [GLOBAL OPTIONS] COMMAND [ARGS]`: global
  * options stop at the first word that is not one, which names the command;
  * the command parses the rest itself, getopt style, with argv[0] set to
- * "cairn COMMAND" so that getopt's own messages name it.
+ * "cairn COMMAND" (or "cairn GROUP SUBCOMMAND") so that getopt's own
+ * messages name it.
  *
  * Exit codes: 0 success, 1 failure reported by the engine or server,
  * 2 usage error, 3 not found (cli.h).
@@ -29,9 +33,9 @@ static int cmd_version (const struct cli *cli, int argc, char **argv);
 static const struct command commands[] = {
   { "help", "show the subcommands, or how to use one", "[COMMAND]",
     "Without COMMAND, list the subcommands; with it, show its usage.\n",
-    cmd_help },
+    cmd_help, NULL, CMD_OTHER },
   { "version", "print the version", "", "Print the version of cairn.\n",
-    cmd_version },
+    cmd_version, NULL, CMD_OTHER },
   { "mkpool", "create a pool on a file or a block device",
     "PATH --size SIZE [--node-size SIZE] [--force]",
 "Create a new, empty pool.  A missing PATH is created as a sparse file of\n"
@@ -42,19 +46,47 @@ static const struct command commands[] = {
 "  -n, --node-size SIZE  metadata node size: 4K, 8K, 16K (default), 32K, 64K\n"
 "  -f, --force           overwrite an existing file or pool; with --size,\n"
 "                        resize an existing file first\n",
-    cmd_mkpool },
+    cmd_mkpool, NULL, CMD_OFFLINE },
   { "fsck", "check a stopped pool", "PATH [--quiet]",
 "Check every tree and node of the pool and audit its space.  The pool must\n"
 "not be in use by a server.  Exits 0 when the pool is clean, 1 when it is\n"
 "not.\n"
 "\n"
 "  -q, --quiet           print only the problems found\n",
-    cmd_fsck },
+    cmd_fsck, NULL, CMD_OFFLINE },
   { "info", "describe a stopped pool", "PATH [--json]",
 "Show the pool's UUID, generation, node size, size and space use.\n"
 "\n"
 "  -j, --json            print one JSON object\n",
-    cmd_info },
+    cmd_info, NULL, CMD_OFFLINE },
+  { "volume", "create, list, show, change and delete volumes",
+    "SUBCOMMAND [ARGS]", "", cli_run_group, cli_volume_commands, CMD_ONLINE },
+  { "snapshot", "create, list, rename and delete snapshots",
+    "SUBCOMMAND [ARGS]", "", cli_run_group, cli_snapshot_commands, CMD_ONLINE },
+  { "clone", "make a writable volume from a volume or a snapshot",
+    "SOURCE NAME [--json]",
+"Create volume NAME as a writable clone of SOURCE: a volume (its state\n"
+"now), a snapshot VOL@SNAP, or a kept generation VOL@#GEN.  The clone\n"
+"shares every block with SOURCE until either is written.\n"
+"\n"
+"  -j, --json            print the new volume as JSON\n",
+    cmd_clone, NULL, CMD_ONLINE },
+  { "diff", "list the byte ranges that changed between two states",
+    "FROM TO [--json]",
+"List the runs of bytes that differ between FROM, a snapshot (VOL@SNAP) or\n"
+"a kept generation (VOL@#GEN), and TO, a newer state of the same volume\n"
+"(VOL@SNAP, VOL@#GEN, or VOL for the live volume).  Each run is data\n"
+"(TO holds data there) or a hole (TO reads zeros there).  At most 100000\n"
+"runs are listed; a longer diff is cut short with a warning.\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_diff, NULL, CMD_ONLINE },
+  { "status", "show the pool's state, space and cache", "[--json]",
+"Show the pool of the server (or of --pool PATH): UUID, generation,\n"
+"volumes, space and node cache, and whether it has failed.\n"
+"\n"
+"  -j, --json            print one JSON object\n",
+    cmd_status, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */
@@ -67,20 +99,54 @@ find_command (const char *name)
   return NULL;
 }
 
+/* The word that names a subcommand in its group ("create"). */
+static const char *
+sub_word (const struct command *sub)
+{
+  const char *sp = strrchr (sub->name, ' ');
+
+  return sp ? sp + 1 : sub->name;
+}
+
+/* A group's subcommand named word, or NULL. */
+static const struct command *
+find_sub (const struct command *group, const char *word)
+{
+  for (const struct command *sub = group->subs; sub->name; sub++)
+    if (strcmp (word, sub_word (sub)) == 0)
+      return sub;
+  return NULL;
+}
+
 /* Print the global usage and the subcommands to fp. */
 static void
 global_usage (FILE *fp)
 {
+  static const struct {
+    enum command_kind kind;
+    const char *title;
+  } sections[] = {
+    { CMD_OFFLINE, "Commands on a stopped pool (PATH, or --pool PATH):" },
+    { CMD_ONLINE, "Commands on a running server, or in-process on a stopped "
+      "pool with\n--pool PATH:" },
+    { CMD_OTHER, "Other commands:" },
+  };
+
   fprintf (fp,
-"Usage: cairn [--pool PATH] COMMAND [ARGS]\n"
+"Usage: cairn [--pool PATH | --socket PATH] COMMAND [ARGS]\n"
 "\n"
-"  -p, --pool PATH       the pool, for commands whose PATH is left out\n"
+"  -p, --pool PATH       the pool: work on it in-process (it must not be in\n"
+"                        use), or the PATH of offline commands\n"
+"  -S, --socket PATH     the control socket of the server (default\n"
+"                        $CAIRN_SOCKET, else " CLI_DEFAULT_SOCKET ")\n"
 "  -h, --help            show this help\n"
-"  -V, --version         print the version\n"
-"\n"
-"Commands:\n");
-  for (size_t i = 0; i < ARRAY_SIZE (commands); i++)
-    fprintf (fp, "  %-12s %s\n", commands[i].name, commands[i].summary);
+"  -V, --version         print the version\n");
+  for (size_t s = 0; s < ARRAY_SIZE (sections); s++) {
+    fprintf (fp, "\n%s\n", sections[s].title);
+    for (size_t i = 0; i < ARRAY_SIZE (commands); i++)
+      if (commands[i].kind == sections[s].kind)
+        fprintf (fp, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  }
   fprintf (fp, "\n'cairn COMMAND --help' shows how to use a command.  "
            "See cairn(8).\n");
 }
@@ -89,9 +155,18 @@ global_usage (FILE *fp)
 void
 cli_usage (const struct command *cmd)
 {
-  printf ("Usage: cairn %s%s%s\n\n%s\n"
-          "  -h, --help            show this help\n\nSee cairn(8).\n",
-          cmd->name, *cmd->args ? " " : "", cmd->args, cmd->help);
+  printf ("Usage: cairn %s%s%s\n\n", cmd->name, *cmd->args ? " " : "",
+          cmd->args);
+  if (cmd->subs) {
+    printf ("Subcommands:\n");
+    for (const struct command *sub = cmd->subs; sub->name; sub++)
+      printf ("  %-10s %s\n", sub_word (sub), sub->summary);
+    printf ("\n'cairn %s SUBCOMMAND --help' shows how to use one.\n",
+            cmd->name);
+  }
+  else
+    printf ("%s\n  -h, --help            show this help\n", cmd->help);
+  printf ("\nSee cairn(8).\n");
 }
 
 /* Say how to get help; returns EXIT_USAGE. */
@@ -183,8 +258,6 @@ cmd_help (const struct cli *cli, int argc, char **argv)
 
   if (r >= 0)
     return r;
-  if (argc - optind > 1)
-    return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
   if (argc - optind == 0) {
     global_usage (stdout);
     return EXIT_OK;
@@ -192,8 +265,42 @@ cmd_help (const struct cli *cli, int argc, char **argv)
   cmd = find_command (argv[optind]);
   if (cmd == NULL)
     return cli_usage_error (cli, "unknown command '%s'", argv[optind]);
+  if (cmd->subs && argc - optind == 2) {
+    const struct command *sub = find_sub (cmd, argv[optind + 1]);
+
+    if (sub == NULL)
+      return cli_usage_error (cli, "'%s' has no subcommand '%s'", cmd->name,
+                              argv[optind + 1]);
+    cmd = sub;
+  }
+  else if (argc - optind > 1)
+    return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
   cli_usage (cmd);
   return EXIT_OK;
+}
+
+/* Run a group's subcommand. */
+int
+cli_run_group (const struct cli *cli, int argc, char **argv)
+{
+  struct cli sub_cli = *cli;
+  char prog[64];
+
+  if (argc < 2) {
+    fprintf (stderr, "cairn %s: missing SUBCOMMAND\n", cli->cmd->name);
+    return cli_try_help (cli);
+  }
+  if (strcmp (argv[1], "-h") == 0 || strcmp (argv[1], "--help") == 0) {
+    cli_usage (cli->cmd);
+    return EXIT_OK;
+  }
+  sub_cli.cmd = find_sub (cli->cmd, argv[1]);
+  if (sub_cli.cmd == NULL)
+    return cli_usage_error (cli, "unknown subcommand '%s'", argv[1]);
+  snprintf (prog, sizeof prog, "cairn %s", sub_cli.cmd->name);
+  argv[1] = prog;
+  optind = 0;           /* the subcommand's getopt starts afresh */
+  return sub_cli.cmd->run (&sub_cli, argc - 1, argv + 1);
 }
 
 /* Print the version. */
@@ -215,6 +322,7 @@ main (int argc, char **argv)
 {
   static const struct option opts[] = {
     { "pool", required_argument, NULL, 'p' },
+    { "socket", required_argument, NULL, 'S' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -226,10 +334,13 @@ main (int argc, char **argv)
 
   argv[0] = name;       /* getopt's messages start with it */
   /* "+": stop at the command name, whose options are its own. */
-  while ((c = getopt_long (argc, argv, "+p:hV", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "+p:S:hV", opts, NULL)) != -1) {
     switch (c) {
     case 'p':
       cli.pool = optarg;
+      break;
+    case 'S':
+      cli.socket = optarg;
       break;
     case 'h':
       global_usage (stdout);
@@ -250,6 +361,18 @@ main (int argc, char **argv)
   if (cli.cmd == NULL) {
     fprintf (stderr, "cairn: unknown command '%s' (try 'cairn help')\n",
              argv[optind]);
+    return EXIT_USAGE;
+  }
+  if (cli.pool && cli.socket) {
+    fprintf (stderr, "cairn: --pool and --socket exclude each other: --pool "
+             "works on a stopped pool in-process, --socket talks to a "
+             "server\n");
+    return EXIT_USAGE;
+  }
+  if (cli.socket && cli.cmd->kind != CMD_ONLINE) {
+    fprintf (stderr, "cairn: --socket is for the commands that talk to a "
+             "server; '%s' works on a stopped pool (see 'cairn help')\n",
+             cli.cmd->name);
     return EXIT_USAGE;
   }
 

@@ -2,10 +2,16 @@
  *
  * cairn.c holds the command table, the global options and the dispatch;
  * each group of subcommands lives in its own file (offline.c: the ones that
- * open a pool through the engine) and is reached only through the table.
+ * open a pool through the engine; online.c: the ones that call control
+ * methods, through call.c) and is reached only through the table.
  */
 #ifndef CAIRN_CLI_H
 #define CAIRN_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
 
 #include "util.h"
 
@@ -17,14 +23,28 @@
 
 struct command;
 
+enum command_kind {
+  CMD_OTHER,                      /* help, version */
+  CMD_OFFLINE,                    /* opens a stopped pool through the engine */
+  CMD_ONLINE,                     /* calls control methods (call.c) */
+};
+
+/* The control socket of a server when neither --socket nor $CAIRN_SOCKET
+ * names one.
+ */
+#define CLI_DEFAULT_SOCKET "/run/cairn/control.sock"
+/* How long an online command waits for the server, in milliseconds. */
+#define CLI_TIMEOUT_MS (10 * 60 * 1000)
+
 /* What every subcommand gets: its table entry and the global options. */
 struct cli {
   const struct command *cmd;
   const char *pool;               /* --pool PATH, or NULL */
+  const char *socket;             /* --socket PATH, or NULL */
 };
 
 struct command {
-  const char *name;
+  const char *name;               /* "mkpool", or "volume create" */
   const char *summary;            /* one line for `cairn help` */
   const char *args;               /* "PATH --size SIZE [...]" */
   const char *help;               /* the options, one per line */
@@ -32,6 +52,11 @@ struct command {
    * Returns the exit code.
    */
   int (*run) (const struct cli *cli, int argc, char **argv);
+  /* A group ("volume") has subcommands instead (run is cli_run_group),
+   * ended by an entry whose name is NULL.
+   */
+  const struct command *subs;
+  enum command_kind kind;
 };
 
 /* Print the command's usage to stdout. */
@@ -61,9 +86,30 @@ int cli_parse_no_options (const struct cli *cli, int argc, char **argv);
 int cli_pool_path (const struct cli *cli, int argc, char **argv,
                    const char **pathp);
 
+/* Run a group's subcommand: the first word after the group names it. */
+int cli_run_group (const struct cli *cli, int argc, char **argv);
+
 /* The subcommands of offline.c. */
 int cmd_mkpool (const struct cli *cli, int argc, char **argv);
 int cmd_fsck (const struct cli *cli, int argc, char **argv);
 int cmd_info (const struct cli *cli, int argc, char **argv);
+
+/* Call a control method for an online subcommand (call.c): in-process on
+ * the pool of --pool (opened read-only unless modify, and closed again),
+ * else through the control socket of a running server.  params is a new
+ * reference, consumed (NULL: out of memory building it).  Returns EXIT_OK
+ * with the result in *result (a new reference; NULL for a null result), or
+ * the exit code after reporting the failure: EXIT_NOT_FOUND for a
+ * "not-found" error, else EXIT_FAIL.
+ */
+int cli_call (const struct cli *cli, bool modify, const char *method,
+              json_t *params, json_t **result);
+
+/* The subcommands of online.c: two groups and three single ones. */
+extern const struct command cli_volume_commands[];
+extern const struct command cli_snapshot_commands[];
+int cmd_clone (const struct cli *cli, int argc, char **argv);
+int cmd_diff (const struct cli *cli, int argc, char **argv);
+int cmd_status (const struct cli *cli, int argc, char **argv);
 
 #endif /* CAIRN_CLI_H */

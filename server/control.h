@@ -1,6 +1,6 @@
 /* Cairn control server (DESIGN §1, §4).
  *
- * The control server answers the control protocol (proto/control.h) on a
+ * The control server answers the control protocol (proto/rpc.h) on a
  * Unix socket and, when configured, on TCP.  It runs a libuv loop on a
  * thread of its own, started from the plugin's .after_fork, and owns
  * nothing global: every handle hangs off struct control_server.

@@ -1,0 +1,31 @@
+/* Cairn control server: the method tables of the engine's operations.
+ *
+ * cairn_catalog_methods holds the "volume.*", "snapshot.*" and "pool.*"
+ * methods (the protocol is described method by method in
+ * cairn-protocol(7)).  Every one of them is blocking: it runs on the
+ * threadpool, or on the caller's thread through control_call_local.
+ *
+ * The opaque pointer of the control_config that carries this table
+ * (control_ctx_opaque) must point to a struct cairn_methods_ctx that
+ * outlives the server: the pool the methods work on, and room for what
+ * later methods need (jobs, export statistics).
+ */
+#ifndef CAIRN_SERVER_METHODS_H
+#define CAIRN_SERVER_METHODS_H
+
+#include "control.h"
+#include "pool.h"
+
+/* Most runs one "volume.diff" reply carries; the reply then says
+ * "truncated": true.  About 5 MB of JSON.
+ */
+#define CONTROL_DIFF_MAX_RUNS 100000
+
+/* What the catalog methods work on. */
+struct cairn_methods_ctx {
+  struct cairn_pool *pool;
+};
+
+extern const struct control_method_table cairn_catalog_methods;
+
+#endif /* CAIRN_SERVER_METHODS_H */

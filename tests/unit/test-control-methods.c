@@ -1,0 +1,832 @@
+/* Unit tests for the catalog methods (server/methods-catalog.c), driven
+ * through control_call_local as request lines, on a real pool on a memory
+ * device: every method's result, and every error path (wrong types,
+ * missing and unknown members, not-found, exists, busy, invalid names and
+ * sizes), each checked for its code, its name, a message naming what is
+ * wrong, and for having changed nothing (the full listing before and after
+ * is the same).  Each test ends with fsck: no method leaks a block.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "control.h"
+#include "fsck.h"
+#include "methods.h"
+#include "rpc.h"
+#include "volume.h"
+
+#define POOL_SIZE (64ull * 1024 * 1024)
+#define GIB (1024ull * 1024 * 1024)
+
+static struct cairn_dev *dev;
+static struct cairn_pool *pool;
+static struct cairn_methods_ctx mctx;
+static const struct control_config cfg = {
+  .tables = &cairn_catalog_methods,
+  .n_tables = 1,
+  .opaque = &mctx,
+};
+
+/* ---------------------------------------------------------------- fixture */
+
+static void
+setup (void)
+{
+  cr_assert_eq (dev_mem_create (POOL_SIZE, &dev), 0);
+  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
+  mctx.pool = pool;
+}
+
+/* Print fsck's problems, so that a failure says what they were. */
+static void
+print_problem (void *opaque, const char *msg)
+{
+  fprintf (stderr, "fsck: %s\n", msg);
+}
+
+static void
+teardown (void)
+{
+  struct fsck_opts o = { .problem = print_problem };
+  struct fsck_report rep;
+
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (rep.errors, 0, "fsck found %" PRIu64 " problems", rep.errors);
+  dev_close (dev);
+}
+
+TestSuite (methods, .init = setup, .fini = teardown);
+
+/* ---------------------------------------------------------------- calls */
+
+/* Run method with params (JSON in which ' stands for ", or NULL for none)
+ * and parse the reply into rep.
+ */
+static void
+call (const char *method, const char *params, struct control_reply *rep)
+{
+  char *line, *reply;
+  size_t len;
+  int n;
+
+  if (params)
+    n = asprintf (&line, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"%s\","
+                  "\"params\":%s}", method, params);
+  else
+    n = asprintf (&line, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"%s\"}",
+                  method);
+  cr_assert_geq (n, 0);
+  for (char *p = line; *p; p++)
+    if (*p == '\'')
+      *p = '"';
+  cr_assert_eq (control_call_local (&cfg, line, strlen (line), &reply, &len),
+                0, "%s", cairn_errmsg ());
+  cr_assert_not_null (reply, "no reply to %s", line);
+  cr_assert_eq (control_parse_reply (reply, len - 1, rep), 0,
+                "bad reply to %s: %s", line, reply);
+  free (reply);
+  free (line);
+}
+
+/* Call and expect success: the result (a new reference, json null for a
+ * null result).
+ */
+static json_t *
+ok (const char *method, const char *params)
+{
+  struct control_reply rep;
+  json_t *result;
+
+  call (method, params, &rep);
+  cr_assert_eq (rep.kind, CONTROL_REPLY_RESULT, "%s %s failed: %d %s: %s",
+                method, params ? params : "", rep.code,
+                rep.name ? rep.name : "?", rep.message);
+  result = json_incref (rep.result);
+  control_reply_free (&rep);
+  return result;
+}
+
+/* Call, expect success and drop the result. */
+static void
+ok_ (const char *method, const char *params)
+{
+  json_decref (ok (method, params));
+}
+
+/* Everything a client can see of the catalog, as one string. */
+static char *
+state (void)
+{
+  json_t *list = ok ("volume.list", "{'snapshots':true}");
+  char *s = json_dumps (list, JSON_SORT_KEYS | JSON_COMPACT);
+
+  json_decref (list);
+  cr_assert_not_null (s);
+  return s;
+}
+
+/* Call and expect the error code (with its name) and a message that
+ * contains msg; and that the call changed nothing.
+ */
+static void
+fails (const char *method, const char *params, int code, const char *msg)
+{
+  char *before = state (), *after;
+  struct control_reply rep;
+
+  call (method, params, &rep);
+  cr_assert_eq (rep.kind, CONTROL_REPLY_ERROR, "%s %s succeeded", method,
+                params ? params : "");
+  cr_assert_eq (rep.code, code, "%s %s: code %d (%s: %s), expected %d",
+                method, params ? params : "", rep.code, rep.name,
+                rep.message, code);
+  cr_assert_str_eq (rep.name, control_error_name (code));
+  cr_assert_not_null (strstr (rep.message, msg), "%s %s: message '%s' does "
+                      "not contain '%s'", method, params ? params : "",
+                      rep.message, msg);
+  control_reply_free (&rep);
+  after = state ();
+  cr_assert_str_eq (before, after, "the failed %s %s changed the catalog",
+                    method, params ? params : "");
+  free (before);
+  free (after);
+}
+
+/* A string member ("" for null). */
+static const char *
+jstr (json_t *obj, const char *key)
+{
+  json_t *v = json_object_get (obj, key);
+
+  cr_assert_not_null (v, "no member %s", key);
+  return json_is_null (v) ? "" : json_string_value (v);
+}
+
+/* An integer member. */
+static json_int_t
+jint (json_t *obj, const char *key)
+{
+  json_t *v = json_object_get (obj, key);
+
+  cr_assert (json_is_integer (v), "member %s is not an integer", key);
+  return json_integer_value (v);
+}
+
+/* A boolean member. */
+static bool
+jbool (json_t *obj, const char *key)
+{
+  json_t *v = json_object_get (obj, key);
+
+  cr_assert (json_is_boolean (v), "member %s is not a boolean", key);
+  return json_is_true (v);
+}
+
+/* The names listed by volume.list (with snapshots or not), joined by ' '. */
+static char *
+names (bool snapshots)
+{
+  json_t *res = ok ("volume.list", snapshots ? "{'snapshots':true}" : "{}");
+  json_t *arr = json_object_get (res, "volumes"), *v;
+  char *s = calloc (1, 4096);
+  size_t i;
+
+  json_array_foreach (arr, i, v) {
+    if (i)
+      strcat (s, " ");
+    strcat (s, jstr (v, "name"));
+  }
+  json_decref (res);
+  return s;
+}
+
+static void
+assert_names (bool snapshots, const char *expect)
+{
+  char *s = names (snapshots);
+
+  cr_assert_str_eq (s, expect);
+  free (s);
+}
+
+/* Write len bytes of fill at off of a volume, through the engine. */
+static void
+write_data (const char *name, uint64_t off, uint32_t len, int fill)
+{
+  struct cairn_volume *v;
+  void *buf = malloc (len);
+
+  memset (buf, fill, len);
+  cr_assert_eq (vol_open (pool, name, &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (v, buf, len, off, 0), 0, "%s", cairn_errmsg ());
+  vol_close (v);
+  free (buf);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static const char *const all_methods[] = {
+  "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
+  "snapshot.rename", "snapshot.space", "volume.clone", "volume.create",
+  "volume.delete", "volume.diff", "volume.list", "volume.rename",
+  "volume.resize", "volume.set", "volume.show",
+};
+
+Test (methods, listed_and_blocking)
+{
+  json_t *res = ok ("server.methods", NULL);
+  json_t *arr = json_object_get (res, "methods");
+
+  for (size_t i = 0; i < ARRAY_SIZE (all_methods); i++) {
+    bool found = false;
+
+    for (size_t j = 0; j < json_array_size (arr); j++)
+      found |= strcmp (json_string_value (json_array_get (arr, j)),
+                       all_methods[i]) == 0;
+    cr_assert (found, "server.methods does not list %s", all_methods[i]);
+  }
+  json_decref (res);
+  for (size_t i = 0; i < cairn_catalog_methods.n; i++)
+    cr_assert (cairn_catalog_methods.methods[i].blocking,
+               "%s is not blocking: engine work belongs on the threadpool",
+               cairn_catalog_methods.methods[i].name);
+  cr_assert_eq (cairn_catalog_methods.n, ARRAY_SIZE (all_methods));
+}
+
+Test (methods, params_must_be_an_object_of_known_members)
+{
+  ok_ ("volume.create", "{'name':'db','size':4096}");
+  for (size_t i = 0; i < ARRAY_SIZE (all_methods); i++) {
+    fails (all_methods[i], "['db']", CONTROL_E_INVALID_PARAMS,
+           "params must be an object");
+    fails (all_methods[i], "{'bogus':1}", CONTROL_E_INVALID_PARAMS,
+           "unknown member \"bogus\"");
+  }
+}
+
+Test (methods, volume_create)
+{
+  json_t *v = ok ("volume.create", "{'name':'db','size':'10G'}");
+  const char *ctime;
+
+  cr_assert_str_eq (jstr (v, "name"), "db");
+  cr_assert_str_eq (jstr (v, "volume"), "db");
+  cr_assert (json_is_null (json_object_get (v, "snapshot")));
+  cr_assert_eq (jint (v, "size"), (json_int_t) (10 * GIB));
+  cr_assert_eq (jint (v, "referenced"), 0);
+  cr_assert_geq (jint (v, "id"), 1);
+  cr_assert_geq (jint (v, "generation"), 1);
+  cr_assert_not (jbool (v, "readonly"));
+  cr_assert (json_is_null (json_object_get (v, "origin")));
+  ctime = jstr (v, "ctime");
+  cr_assert_eq (strlen (ctime), 20, "ctime %s", ctime);
+  cr_assert (ctime[4] == '-' && ctime[10] == 'T' && ctime[19] == 'Z',
+             "ctime %s is not ISO 8601 UTC", ctime);
+  json_decref (v);
+
+  v = ok ("volume.create", "{'name':'tenant/a.b_c-1','size':1048576}");
+  cr_assert_eq (jint (v, "size"), 1048576);
+  json_decref (v);
+  v = ok ("volume.create", "{'name':'half','size':'1.5G'}");
+  cr_assert_eq (jint (v, "size"), (json_int_t) (3 * GIB / 2));
+  json_decref (v);
+  assert_names (false, "db half tenant/a.b_c-1");
+
+  /* Missing members, wrong types, unknown members. */
+  fails ("volume.create", NULL, CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  fails ("volume.create", "{'size':4096}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  fails ("volume.create", "{'name':'x'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"size\"");
+  fails ("volume.create", "{'name':7,'size':4096}", CONTROL_E_INVALID_PARAMS,
+         "\"name\" must be a string");
+  fails ("volume.create", "{'name':'x','size':true}",
+         CONTROL_E_INVALID_PARAMS, "\"size\" must be a size");
+  fails ("volume.create", "{'name':'x','size':-4096}",
+         CONTROL_E_INVALID_PARAMS, "\"size\" must be a size");
+  fails ("volume.create", "{'name':'x','size':1.5}",
+         CONTROL_E_INVALID_PARAMS, "\"size\" must be a size");
+  fails ("volume.create", "{'name':'x','size':'10X'}",
+         CONTROL_E_INVALID_PARAMS, "invalid size '10X'");
+  fails ("volume.create", "{'name':'x','size':'16E'}",
+         CONTROL_E_INVALID_PARAMS, "too large");
+  fails ("volume.create", "{'name':'x','size':'8E'}",
+         CONTROL_E_INVALID_PARAMS, "\"size\" is too large");
+  fails ("volume.create", "{'name':'x','size':4096,'sise':1}",
+         CONTROL_E_INVALID_PARAMS, "unknown member \"sise\": the method "
+         "takes \"name\", \"size\"");
+  fails ("volume.create", "{'name':'x','size':4096,'name':'y'}",
+         CONTROL_E_INVALID_REQUEST, "");
+
+  /* The engine's refusals. */
+  fails ("volume.create", "{'name':'db','size':4096}", CAIRN_E_EXISTS,
+         "exists already");
+  fails ("volume.create", "{'name':'a@b','size':4096}", CAIRN_E_INVALID,
+         "contains '@'");
+  fails ("volume.create", "{'name':'a/../b','size':4096}", CAIRN_E_INVALID,
+         "'..' component");
+  fails ("volume.create", "{'name':'','size':4096}", CAIRN_E_INVALID,
+         "empty name");
+  fails ("volume.create", "{'name':'/x','size':4096}", CAIRN_E_INVALID,
+         "empty component");
+  fails ("volume.create", "{'name':'x','size':0}", CAIRN_E_INVALID,
+         "multiple of 512");
+  fails ("volume.create", "{'name':'x','size':1000}", CAIRN_E_INVALID,
+         "multiple of 512");
+  {
+    char params[400], name[300];
+
+    memset (name, 'n', 256);
+    name[256] = '\0';
+    snprintf (params, sizeof params, "{'name':'%s','size':4096}", name);
+    fails ("volume.create", params, CAIRN_E_INVALID, "at most 255");
+  }
+}
+
+Test (methods, volume_list_and_show)
+{
+  json_t *res, *arr, *v;
+
+  res = ok ("volume.list", NULL);
+  cr_assert_eq (json_array_size (json_object_get (res, "volumes")), 0);
+  json_decref (res);
+
+  ok_ ("volume.create", "{'name':'b','size':'1M'}");
+  ok_ ("volume.create", "{'name':'a','size':'2M'}");
+  ok_ ("snapshot.create", "{'volume':'b','name':'s1'}");
+  ok_ ("snapshot.create", "{'volume':'b','name':'s0'}");
+  ok_ ("volume.clone", "{'source':'b@s1','name':'c'}");
+  assert_names (false, "a b c");
+  /* Snapshots come after their volume, oldest first. */
+  assert_names (true, "a b b@s1 b@s0 c");
+
+  res = ok ("volume.list", "{'snapshots':true}");
+  arr = json_object_get (res, "volumes");
+  v = json_array_get (arr, 2);
+  cr_assert_str_eq (jstr (v, "name"), "b@s1");
+  cr_assert_str_eq (jstr (v, "volume"), "b");
+  cr_assert_str_eq (jstr (v, "snapshot"), "s1");
+  cr_assert (jbool (v, "readonly"));
+  cr_assert_eq (jint (v, "size"), 1048576);
+  cr_assert_str_eq (jstr (json_array_get (arr, 4), "origin"), "b@s1");
+  json_decref (res);
+
+  /* show: a volume with its snapshots and clones, a snapshot with its
+   * clones.
+   */
+  v = ok ("volume.show", "{'name':'b'}");
+  cr_assert_eq (json_array_size (json_object_get (v, "snapshots")), 2);
+  cr_assert_str_eq (json_string_value (json_array_get (
+                      json_object_get (v, "snapshots"), 0)), "b@s1");
+  cr_assert_str_eq (json_string_value (json_array_get (
+                      json_object_get (v, "snapshots"), 1)), "b@s0");
+  cr_assert_eq (json_array_size (json_object_get (v, "clones")), 1);
+  cr_assert_str_eq (json_string_value (json_array_get (
+                      json_object_get (v, "clones"), 0)), "c");
+  json_decref (v);
+  v = ok ("volume.show", "{'name':'b@s1'}");
+  cr_assert_str_eq (jstr (v, "name"), "b@s1");
+  cr_assert_null (json_object_get (v, "snapshots"));
+  cr_assert_eq (json_array_size (json_object_get (v, "clones")), 1);
+  json_decref (v);
+  v = ok ("volume.show", "{'name':'b@s0'}");
+  cr_assert_eq (json_array_size (json_object_get (v, "clones")), 0);
+  json_decref (v);
+  v = ok ("volume.show", "{'name':'c'}");
+  cr_assert_str_eq (jstr (v, "origin"), "b@s1");
+  json_decref (v);
+
+  fails ("volume.list", "{'snapshots':1}", CONTROL_E_INVALID_PARAMS,
+         "\"snapshots\" must be true or false");
+  fails ("volume.show", "{}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  fails ("volume.show", "{'name':'nope'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("volume.show", "{'name':'b@nope'}", CAIRN_E_NOT_FOUND,
+         "no snapshot named 'nope'");
+}
+
+Test (methods, volume_delete)
+{
+  json_t *v;
+
+  ok_ ("volume.create", "{'name':'db','size':'1M'}");
+  ok_ ("snapshot.create", "{'volume':'db','name':'s1'}");
+  write_data ("db", 0, 8192, 1);
+
+  /* A volume with snapshots goes only recursively. */
+  fails ("volume.delete", "{'name':'db'}", CAIRN_E_BUSY, "1 snapshot");
+  fails ("volume.delete", "{'name':'db','recursive':false}", CAIRN_E_BUSY,
+         "delete recursively");
+  fails ("volume.delete", "{'name':'db','recursive':'yes'}",
+         CONTROL_E_INVALID_PARAMS, "\"recursive\" must be true or false");
+  fails ("volume.delete", "{'name':'nope'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("volume.delete", "{'name':'db@s1'}", CAIRN_E_INVALID,
+         "names a snapshot");
+  fails ("volume.delete", "{'recursive':true}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  v = ok ("volume.delete", "{'name':'db','recursive':true}");
+  cr_assert (json_is_null (v));
+  json_decref (v);
+  assert_names (true, "");
+
+  /* A volume that a clone started from disappears, and the clone loses
+   * its origin's name.
+   */
+  ok_ ("volume.create", "{'name':'base','size':'1M'}");
+  write_data ("base", 0, 4096, 2);
+  ok_ ("snapshot.create", "{'volume':'base','name':'gold'}");
+  ok_ ("volume.clone", "{'source':'base@gold','name':'vm'}");
+  ok_ ("volume.delete", "{'name':'base','recursive':true}");
+  assert_names (true, "vm");
+  v = ok ("volume.show", "{'name':'vm'}");
+  cr_assert (json_is_null (json_object_get (v, "origin")));
+  cr_assert_eq (jint (v, "referenced"), 4096);
+  json_decref (v);
+  ok_ ("volume.delete", "{'name':'vm'}");
+  assert_names (true, "");
+}
+
+Test (methods, volume_rename_resize_set)
+{
+  json_t *v;
+
+  ok_ ("volume.create", "{'name':'a','size':'1M'}");
+  ok_ ("volume.create", "{'name':'b','size':'1M'}");
+  ok_ ("snapshot.create", "{'volume':'a','name':'s'}");
+
+  v = ok ("volume.rename", "{'name':'a','to':'x/a'}");
+  cr_assert_str_eq (jstr (v, "name"), "x/a");
+  json_decref (v);
+  assert_names (true, "b x/a x/a@s");
+  fails ("volume.rename", "{'name':'x/a','to':'b'}", CAIRN_E_EXISTS,
+         "exists already");
+  fails ("volume.rename", "{'name':'nope','to':'c'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("volume.rename", "{'name':'b','to':'c#1'}", CAIRN_E_INVALID,
+         "contains '#'");
+  fails ("volume.rename", "{'name':'b','to':'b@x'}", CAIRN_E_INVALID,
+         "names a snapshot");
+  fails ("volume.rename", "{'name':'b'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"to\"");
+
+  v = ok ("volume.resize", "{'name':'b','size':'2M'}");
+  cr_assert_eq (jint (v, "size"), 2 * 1048576);
+  json_decref (v);
+  fails ("volume.resize", "{'name':'b','size':'1M'}", CAIRN_E_INVALID,
+         "shrinking");
+  fails ("volume.resize", "{'name':'b','size':'1M','force':1}",
+         CONTROL_E_INVALID_PARAMS, "\"force\" must be true or false");
+  fails ("volume.resize", "{'name':'nope','size':'1M'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("volume.resize", "{'name':'b','size':0}", CAIRN_E_INVALID,
+         "multiple of 512");
+  fails ("volume.resize", "{'name':'b','size':'x'}", CONTROL_E_INVALID_PARAMS,
+         "invalid size 'x'");
+  v = ok ("volume.resize", "{'name':'b','size':524288,'force':true}");
+  cr_assert_eq (jint (v, "size"), 524288);
+  json_decref (v);
+
+  v = ok ("volume.set", "{'name':'b','readonly':true}");
+  cr_assert (jbool (v, "readonly"));
+  json_decref (v);
+  fails ("volume.set", "{'name':'b'}", CONTROL_E_INVALID_PARAMS,
+         "nothing to set");
+  fails ("volume.set", "{'name':'b','compression':'on'}",
+         CONTROL_E_INVALID_PARAMS, "unknown member \"compression\"");
+  fails ("volume.set", "{'name':'b','readonly':'on'}",
+         CONTROL_E_INVALID_PARAMS, "\"readonly\" must be true or false");
+  fails ("volume.set", "{'name':'nope','readonly':true}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  v = ok ("volume.set", "{'name':'b','readonly':false}");
+  cr_assert_not (jbool (v, "readonly"));
+  json_decref (v);
+}
+
+Test (methods, snapshots)
+{
+  json_t *res, *arr;
+
+  ok_ ("volume.create", "{'name':'vm/d0','size':'1M'}");
+  ok_ ("volume.create", "{'name':'vm/d1','size':'1M'}");
+  ok_ ("volume.create", "{'name':'other','size':'1M'}");
+
+  /* One volume, then several in one generation. */
+  res = ok ("snapshot.create", "{'volume':'vm/d0','name':'a'}");
+  arr = json_object_get (res, "snapshots");
+  cr_assert_eq (json_array_size (arr), 1);
+  cr_assert_str_eq (jstr (json_array_get (arr, 0), "name"), "vm/d0@a");
+  json_decref (res);
+  res = ok ("snapshot.create", "{'volumes':['vm/d0','vm/d1'],'name':'b'}");
+  arr = json_object_get (res, "snapshots");
+  cr_assert_eq (json_array_size (arr), 2);
+  cr_assert_str_eq (jstr (json_array_get (arr, 1), "name"), "vm/d1@b");
+  cr_assert_eq (jint (json_array_get (arr, 0), "generation"),
+                jint (json_array_get (arr, 1), "generation"),
+                "a multi-volume snapshot spans generations");
+  json_decref (res);
+
+  /* All or none. */
+  fails ("snapshot.create", "{'volumes':['vm/d0','nope'],'name':'c'}",
+         CAIRN_E_NOT_FOUND, "no volume named 'nope'");
+  fails ("snapshot.create", "{'volumes':['other','vm/d0'],'name':'a'}",
+         CAIRN_E_EXISTS, "has a snapshot named 'a' already");
+  fails ("snapshot.create", "{'volumes':['other','other'],'name':'c'}",
+         CAIRN_E_INVALID, "named twice");
+  fails ("snapshot.create", "{'volume':'other','volumes':['vm/d0'],"
+         "'name':'c'}", CONTROL_E_INVALID_PARAMS, "either \"volume\"");
+  fails ("snapshot.create", "{'name':'c'}", CONTROL_E_INVALID_PARAMS,
+         "either \"volume\"");
+  fails ("snapshot.create", "{'volumes':[],'name':'c'}",
+         CONTROL_E_INVALID_PARAMS, "\"volumes\" must be a non-empty array");
+  fails ("snapshot.create", "{'volumes':['other',3],'name':'c'}",
+         CONTROL_E_INVALID_PARAMS, "\"volumes\" must be a non-empty array");
+  fails ("snapshot.create", "{'volume':'other'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  fails ("snapshot.create", "{'volume':'other','name':'x/y'}",
+         CAIRN_E_INVALID, "may not contain '/'");
+  fails ("snapshot.create", "{'volume':'other','name':'x@y'}",
+         CAIRN_E_INVALID, "contains '@'");
+  fails ("snapshot.create", "{'volume':'other@a','name':'c'}",
+         CAIRN_E_INVALID, "names a snapshot");
+
+  /* list, oldest first */
+  res = ok ("snapshot.list", "{'volume':'vm/d0'}");
+  arr = json_object_get (res, "snapshots");
+  cr_assert_eq (json_array_size (arr), 2);
+  cr_assert_str_eq (jstr (json_array_get (arr, 0), "name"), "vm/d0@a");
+  cr_assert_str_eq (jstr (json_array_get (arr, 1), "name"), "vm/d0@b");
+  json_decref (res);
+  res = ok ("snapshot.list", "{'volume':'other'}");
+  cr_assert_eq (json_array_size (json_object_get (res, "snapshots")), 0);
+  json_decref (res);
+  fails ("snapshot.list", "{'volume':'nope'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("snapshot.list", "{}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"volume\"");
+
+  /* rename */
+  res = ok ("snapshot.rename", "{'volume':'vm/d0','name':'a','to':'first'}");
+  cr_assert_str_eq (jstr (res, "name"), "vm/d0@first");
+  cr_assert_str_eq (jstr (res, "snapshot"), "first");
+  json_decref (res);
+  fails ("snapshot.rename", "{'volume':'vm/d0','name':'b','to':'first'}",
+         CAIRN_E_EXISTS, "already");
+  fails ("snapshot.rename", "{'volume':'vm/d0','name':'nope','to':'x'}",
+         CAIRN_E_NOT_FOUND, "no snapshot named 'nope'");
+  fails ("snapshot.rename", "{'volume':'nope','name':'b','to':'x'}",
+         CAIRN_E_NOT_FOUND, "no volume named 'nope'");
+  fails ("snapshot.rename", "{'volume':'vm/d0','name':'b','to':'x/y'}",
+         CAIRN_E_INVALID, "may not contain '/'");
+  fails ("snapshot.rename", "{'volume':'vm/d0','name':'b'}",
+         CONTROL_E_INVALID_PARAMS, "missing member \"to\"");
+
+  /* delete */
+  fails ("snapshot.delete", "{'volume':'vm/d0','name':'nope'}",
+         CAIRN_E_NOT_FOUND, "no snapshot named 'nope'");
+  fails ("snapshot.delete", "{'volume':'nope','name':'b'}",
+         CAIRN_E_NOT_FOUND, "no volume named 'nope'");
+  fails ("snapshot.delete", "{'volume':'vm/d0'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  res = ok ("snapshot.delete", "{'volume':'vm/d0','name':'first'}");
+  cr_assert (json_is_null (res));
+  json_decref (res);
+  assert_names (true, "other vm/d0 vm/d0@b vm/d1 vm/d1@b");
+}
+
+Test (methods, clones)
+{
+  json_t *v, *snap;
+  char src[64], origin[64];
+
+  ok_ ("volume.create", "{'name':'base','size':'1M'}");
+  write_data ("base", 0, 4096, 3);
+  ok_ ("snapshot.create", "{'volume':'base','name':'gold'}");
+
+  v = ok ("volume.clone", "{'source':'base@gold','name':'c1'}");
+  cr_assert_str_eq (jstr (v, "origin"), "base@gold");
+  cr_assert_eq (jint (v, "referenced"), 4096);
+  cr_assert_not (jbool (v, "readonly"));
+  json_decref (v);
+
+  /* A clone of the live volume starts from a generation of its own. */
+  v = ok ("volume.clone", "{'source':'base','name':'c2'}");
+  cr_assert_eq (strncmp (jstr (v, "origin"), "base@#", 6), 0, "origin %s",
+                jstr (v, "origin"));
+  json_decref (v);
+
+  /* By generation; once the snapshot goes, the origin is a generation. */
+  snap = ok ("volume.show", "{'name':'base@gold'}");
+  snprintf (src, sizeof src, "{'source':'base@#%" PRId64 "','name':'c3'}",
+            (int64_t) jint (snap, "generation"));
+  snprintf (origin, sizeof origin, "base@#%" PRId64,
+            (int64_t) jint (snap, "generation"));
+  json_decref (snap);
+  v = ok ("volume.clone", src);
+  cr_assert_str_eq (jstr (v, "origin"), "base@gold");
+  json_decref (v);
+  ok_ ("snapshot.delete", "{'volume':'base','name':'gold'}");
+  v = ok ("volume.show", "{'name':'c3'}");
+  cr_assert_str_eq (jstr (v, "origin"), origin);
+  json_decref (v);
+
+  fails ("volume.clone", "{'source':'base','name':'c1'}", CAIRN_E_EXISTS,
+         "exists already");
+  fails ("volume.clone", "{'source':'nope','name':'c4'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("volume.clone", "{'source':'base@nope','name':'c4'}",
+         CAIRN_E_NOT_FOUND, "no snapshot named 'nope'");
+  fails ("volume.clone", "{'source':'base@#999999','name':'c4'}",
+         CAIRN_E_NOT_FOUND, "999999");
+  fails ("volume.clone", "{'source':'base','name':'c@4'}", CAIRN_E_INVALID,
+         "names a snapshot");
+  fails ("volume.clone", "{'source':'base'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+  fails ("volume.clone", "{'source':['base'],'name':'c4'}",
+         CONTROL_E_INVALID_PARAMS, "\"source\" must be a string");
+}
+
+Test (methods, diff)
+{
+  json_t *res, *runs, *r0;
+
+  ok_ ("volume.create", "{'name':'d','size':'1M'}");
+  ok_ ("volume.create", "{'name':'e','size':'1M'}");
+  ok_ ("snapshot.create", "{'volumes':['d','e'],'name':'a'}");
+  write_data ("d", 0, 8192, 1);
+  write_data ("d", 65536, 4096, 2);
+  write_data ("d", 131072, 4096, 3);
+  ok_ ("snapshot.create", "{'volume':'d','name':'b'}");
+
+  res = ok ("volume.diff", "{'from':'d@a','to':'d@b'}");
+  runs = json_object_get (res, "runs");
+  cr_assert_eq (json_array_size (runs), 3, "%s",
+                json_dumps (res, JSON_COMPACT));
+  r0 = json_array_get (runs, 0);
+  cr_assert_eq (jint (r0, "offset"), 0);
+  cr_assert_eq (jint (r0, "length"), 8192);
+  cr_assert_str_eq (jstr (r0, "type"), "data");
+  cr_assert_eq (jint (json_array_get (runs, 1), "offset"), 65536);
+  cr_assert_eq (jint (json_array_get (runs, 2), "offset"), 131072);
+  cr_assert_not (jbool (res, "truncated"));
+  cr_assert_eq (jint (res, "data_bytes"), 16384);
+  cr_assert_eq (jint (res, "hole_bytes"), 0);
+  json_decref (res);
+
+  /* A reply is bounded: the rest is cut off, and it says so. */
+  res = ok ("volume.diff", "{'from':'d@a','to':'d@b','max_runs':2}");
+  cr_assert_eq (json_array_size (json_object_get (res, "runs")), 2);
+  cr_assert (jbool (res, "truncated"));
+  cr_assert_eq (jint (res, "data_bytes"), 12288);
+  json_decref (res);
+  res = ok ("volume.diff", "{'from':'d@a','to':'d@b','max_runs':3}");
+  cr_assert_not (jbool (res, "truncated"));
+  json_decref (res);
+
+  /* To the live volume, with a trimmed block: a hole. */
+  {
+    struct cairn_volume *v;
+
+    cr_assert_eq (vol_open (pool, "d", &v), 0);
+    cr_assert_eq (vol_trim (v, 4096, 65536, 0), 0, "%s", cairn_errmsg ());
+    vol_close (v);
+  }
+  res = ok ("volume.diff", "{'from':'d@b','to':'d'}");
+  runs = json_object_get (res, "runs");
+  cr_assert_eq (json_array_size (runs), 1, "%s",
+                json_dumps (res, JSON_COMPACT));
+  cr_assert_eq (jint (json_array_get (runs, 0), "offset"), 65536);
+  cr_assert_str_eq (jstr (json_array_get (runs, 0), "type"), "hole");
+  cr_assert_eq (jint (res, "hole_bytes"), 4096);
+  json_decref (res);
+  res = ok ("volume.diff", "{'from':'e@a','to':'e'}");
+  cr_assert_eq (json_array_size (json_object_get (res, "runs")), 0);
+  json_decref (res);
+
+  fails ("volume.diff", "{'from':'d','to':'d@a'}", CAIRN_E_INVALID,
+         "live volume");
+  fails ("volume.diff", "{'from':'d@b','to':'d@a'}", CAIRN_E_INVALID,
+         "not older");
+  fails ("volume.diff", "{'from':'d@a','to':'e'}", CAIRN_E_INVALID,
+         "not states of one volume");
+  fails ("volume.diff", "{'from':'d@nope','to':'d'}", CAIRN_E_NOT_FOUND,
+         "no snapshot named 'nope'");
+  fails ("volume.diff", "{'from':'d@a'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"to\"");
+  fails ("volume.diff", "{'from':'d@a','to':'d','max_runs':0}",
+         CONTROL_E_INVALID_PARAMS, "\"max_runs\" must be a positive integer");
+  fails ("volume.diff", "{'from':'d@a','to':'d','max_runs':100001}",
+         CONTROL_E_INVALID_PARAMS, "at most 100000");
+}
+
+Test (methods, snapshot_space)
+{
+  json_t *res;
+
+  ok_ ("volume.create", "{'name':'d','size':'1M'}");
+  write_data ("d", 0, 12288, 1);
+  ok_ ("snapshot.create", "{'volume':'d','name':'s'}");
+  res = ok ("snapshot.space", "{'volume':'d','name':'s'}");
+  cr_assert_str_eq (jstr (res, "name"), "d@s");
+  cr_assert_eq (jint (res, "referenced"), 12288);
+  cr_assert_eq (jint (res, "unique"), 0);
+  cr_assert_eq (jint (res, "written_since"), 0);
+  json_decref (res);
+
+  /* Overwriting a block leaves the old one to the snapshot alone (and
+   * the metadata nodes that map it: the engine counts them in "unique",
+   * which is what deleting the snapshot frees).
+   */
+  write_data ("d", 4096, 4096, 2);
+  res = ok ("snapshot.space", "{'volume':'d','name':'s'}");
+  cr_assert_eq (jint (res, "referenced"), 12288);
+  cr_assert_geq (jint (res, "unique"), 4096);
+  cr_assert_eq (jint (res, "unique") % 4096, 0);
+  cr_assert_eq (jint (res, "written_since"), 4096);
+  json_decref (res);
+
+  fails ("snapshot.space", "{'volume':'d','name':'nope'}", CAIRN_E_NOT_FOUND,
+         "no snapshot named 'nope'");
+  fails ("snapshot.space", "{'volume':'nope','name':'s'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nope'");
+  fails ("snapshot.space", "{'volume':'d'}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"name\"");
+}
+
+Test (methods, pool_status)
+{
+  json_t *res, *cache;
+
+  ok_ ("volume.create", "{'name':'a','size':'1M'}");
+  ok_ ("volume.create", "{'name':'b','size':'1M'}");
+  ok_ ("snapshot.create", "{'volumes':['a','b'],'name':'s'}");
+  res = ok ("pool.status", NULL);
+  cr_assert_eq (strlen (jstr (res, "uuid")), 36);
+  cr_assert_geq (jint (res, "generation"), 2);
+  cr_assert_gt (jint (res, "open_generation"), jint (res, "generation"));
+  cr_assert_eq (jint (res, "size"), (json_int_t) POOL_SIZE);
+  cr_assert_eq (jint (res, "block_size"), 4096);
+  cr_assert_eq (jint (res, "node_size"), 16384);
+  cr_assert_gt (jint (res, "used"), 0);
+  cr_assert_eq (jint (res, "data_size"),
+                jint (res, "used") + jint (res, "free") +
+                jint (res, "pending"));
+  cr_assert_gt (jint (res, "reserve"), 0);
+  cr_assert_eq (jint (res, "volumes"), 2);
+  cr_assert_eq (jint (res, "snapshots"), 2);
+  cr_assert_not (jbool (res, "failed"));
+  cr_assert_not (jbool (res, "readonly"));
+  cache = json_object_get (res, "cache");
+  cr_assert (json_is_object (cache));
+  cr_assert_gt (jint (cache, "nodes"), 0);
+  cr_assert_eq (jint (cache, "csum_errors"), 0);
+  json_decref (res);
+  json_decref (ok ("pool.status", "{}"));
+}
+
+/* What a method that fails on the device does: the engine error code, and
+ * no change.  A fault device under the pool fails every write.
+ */
+Test (faults, io_error_changes_nothing)
+{
+  struct cairn_dev *mem, *fault;
+  struct control_reply rep;
+  json_t *res;
+
+  cr_assert_eq (dev_mem_create (POOL_SIZE, &mem), 0);
+  cr_assert_eq (pool_format (mem, NULL, NULL), 0);
+  cr_assert_eq (dev_fault_create (mem, &fault), 0);
+  cr_assert_eq (pool_open (fault, NULL, &pool), 0, "%s", cairn_errmsg ());
+  mctx.pool = pool;
+  ok_ ("volume.create", "{'name':'a','size':'1M'}");
+
+  dev_fault_set (fault, DEV_FAULT_WRITE, 1, true, -EIO);
+  call ("volume.create", "{'name':'b','size':'1M'}", &rep);
+  cr_assert_eq (rep.kind, CONTROL_REPLY_ERROR);
+  cr_assert_eq (rep.code, CAIRN_E_IO, "code %d: %s", rep.code, rep.message);
+  cr_assert_str_eq (rep.name, "io");
+  control_reply_free (&rep);
+  res = ok ("pool.status", NULL);
+  cr_assert (jbool (res, "failed"));
+  json_decref (res);
+  pool_close (pool);
+  dev_close (fault);
+
+  /* Reopened, the pool holds what was durable: a, not b. */
+  cr_assert_eq (pool_open (mem, NULL, &pool), 0, "%s", cairn_errmsg ());
+  mctx.pool = pool;
+  assert_names (true, "a");
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (mem);
+}
