@@ -117,6 +117,10 @@ vol_open (struct cairn_pool *pool, const char *export_name,
   v->vs = vs;
   v->info.id = vs->id;
   snprintf (v->info.name, sizeof v->info.name, "%s", vs->name);
+  v->info.ctime = vs->ctime;
+  v->info.origin_id = vs->origin_id;
+  v->info.origin_gen = vs->origin_gen;
+  v->info.quota = vs->quota;
 
   if (at == NULL) {
     v->tree = vs->tree;
@@ -151,10 +155,21 @@ vol_open (struct cairn_pool *pool, const char *export_name,
                         "kept", gen, name);
     }
     if (r == 0) {
-      struct vol_info si;
-      v->size = cat_read_snap (cat, vs->id, gen, &si) == 0 ? si.size : vs->size;
-      if (si.is_snapshot)
+      struct vol_info si = { .size = 0 };
+
+      /* A generation pinned only by a clone has no snapshot record: it
+       * has the volume's current size and no creation time of its own.
+       */
+      if (cat_read_snap (cat, vs->id, gen, &si) == 0) {
+        v->size = si.size;
+        v->info.ctime = si.ctime;
+        v->info.referenced = si.referenced;
         snprintf (v->info.snap, sizeof v->info.snap, "%s", si.snap);
+      }
+      else {
+        v->size = vs->size;
+        v->info.ctime = 0;
+      }
       v->gen = gen;
       r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
     }
@@ -227,6 +242,9 @@ void
 vol_get_info (struct cairn_volume *v, struct vol_info *info)
 {
   *info = v->info;
+  if (!v->own_tree)
+    info->referenced = (uint64_t) __atomic_load_n (&v->vs->referenced,
+                                                   __ATOMIC_RELAXED) * BLOCK_SIZE;
   info->size = vol_size (v);
   info->readonly = vol_is_readonly (v);
   info->is_snapshot = v->own_tree;

@@ -1,13 +1,39 @@
 /* nbdkit-cairn-plugin: serves the volumes of a Cairn pool as NBD exports.
  *
- * This file fills nbdkit's callback table and turns its parameters into an
- * engine configuration.  The engine (engine/) does the storage; the control
+ * This file fills nbdkit's callback table: it turns nbdkit's parameters
+ * into an engine configuration, opens the pool once for the whole server,
+ * and maps each NBD connection onto one open volume of the engine
+ * (engine/volume.h).  The engine does all the storage work; the control
  * server (server/) will run on its own libuv thread started in .after_fork.
  *
- * State today: the parameters are parsed and validated, and the plugin loads
- * and describes itself (`nbdkit --dump-plugin cairn`); serving exports needs
- * the volume layer, which is not built yet, so opening a connection fails
- * with a message that says so.
+ * Lifecycle (nbdkit(1) calls these in this order):
+ *
+ *   .get_ready   open the device and the pool.  The device is flock'ed
+ *                here, before nbdkit forks into the background: the lock
+ *                belongs to the open file, so the child keeps it.
+ *   .after_fork  start the commit thread (threads do not survive a fork).
+ *   .open ...    one connection: vol_open of the export name.
+ *   .cleanup     stop the commit thread, close (and so commit) the pool,
+ *                close the device.  Only here: .unload also runs in paths
+ *                where the pool must not be touched, and nbdkit's parent
+ *                leaves through exit() when it daemonises, so nothing that
+ *                touches the pool may run from atexit or .unload.  If
+ *                .cleanup is never reached (SIGKILL, crash) the pool is
+ *                simply at its last durable generation.
+ *
+ * Exports (DESIGN §3): "VOL" is a live volume, "VOL@SNAP" a snapshot,
+ * "VOL@#GEN" a pinned generation; .list_exports asks the engine on every
+ * listing, so a new snapshot shows at once.  The empty name is the
+ * default-export= parameter when given, and refused otherwise: picking "the
+ * only volume" would silently change meaning the day a second volume is
+ * created.  A read-only export (a snapshot, a volume flagged read-only, or
+ * any export of a read-only server) opens even for a client that wants to
+ * write, and advertises no write, trim, zero or FUA.
+ *
+ * Errors: the engine returns a negative errno and leaves a message in
+ * cairn_errmsg(); each callback logs that message with nbdkit_error and
+ * hands nbdkit an errno that reaches the client as itself (see
+ * client_errno).
  */
 #include <config.h>
 
@@ -17,11 +43,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
 
+#include "dev.h"
+#include "pool.h"
+#include "volume.h"
+#include "../client/units.h"
+
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+/* Block size constraints advertised to clients (DESIGN §3): any byte
+ * range works, 4 KiB (the engine's block) avoids read-modify-write, and
+ * 32 MiB keeps one request well inside nbdkit's 64 MiB limit.
+ */
+#define BLOCK_MIN 1u
+#define BLOCK_PREFERRED 4096u
+#define BLOCK_MAX (32u * 1024 * 1024)
+
+/* -D cairn.verbose=1: log every request. */
+NBDKIT_DLL_PUBLIC int cairn_debug_verbose = 0;
 
 /* Configuration from the command line (nbdkit's statics stay here). */
 static char *pool_path;
@@ -30,6 +73,48 @@ static int64_t cache_bytes = 256 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
 static bool readonly_pool;
 static char *default_export;
+
+/* The pool, open from .get_ready to .cleanup.  Set before nbdkit serves
+ * anything and only read afterwards, so connections need no lock for it.
+ */
+static struct cairn_dev *dev;
+static struct cairn_pool *pool;
+static bool pool_readonly;      /* readonly=true, or the engine said so */
+
+/* One connection: an open volume of the engine. */
+struct handle {
+  struct cairn_volume *vol;
+  char *name;                   /* export name, for messages */
+  bool readonly;
+};
+
+/* The errno nbdkit should send for engine error r (a negative errno).
+ * Only these reach an NBD client as themselves (DESIGN §3); EINVAL is an
+ * out-of-range request.  Everything else is an I/O error to the client.
+ */
+static int
+client_errno (int r)
+{
+  switch (-r) {
+  case EIO: case EPERM: case EROFS: case ENOMEM: case ENOSPC:
+  case ESHUTDOWN: case EINVAL:
+    return -r;
+  default:
+    return EIO;
+  }
+}
+
+/* Report engine error r of operation what on a connection; returns -1. */
+static int
+engine_error (struct handle *h, const char *what, int r)
+{
+  const char *msg = cairn_errmsg ();
+
+  nbdkit_error ("%s: %s: %s", h->name, what,
+                *msg ? msg : strerror (-r));
+  nbdkit_set_error (client_errno (r));
+  return -1;
+}
 
 /* Free the configuration. */
 static void
@@ -68,6 +153,11 @@ cairn_config (const char *key, const char *value)
   else if (strcmp (key, "commit-interval") == 0) {
     if (nbdkit_parse_unsigned ("commit-interval", value, &commit_interval_ms) == -1)
       return -1;
+    if (commit_interval_ms == 0) {
+      nbdkit_error ("commit-interval=%s: give a period in milliseconds, "
+                    "at least 1", value);
+      return -1;
+    }
   }
   else if (strcmp (key, "readonly") == 0) {
     int r = nbdkit_parse_bool (value);
@@ -77,6 +167,11 @@ cairn_config (const char *key, const char *value)
   }
   else if (strcmp (key, "default-export") == 0) {
     free (default_export);
+    default_export = NULL;
+    if (*value == '\0') {
+      nbdkit_error ("default-export= needs an export name (VOL or VOL@SNAP)");
+      return -1;
+    }
     default_export = strdup (value);
     if (default_export == NULL) {
       nbdkit_error ("strdup: %m");
@@ -114,37 +209,470 @@ static void
 cairn_dump_plugin (void)
 {
   printf ("cairn_version=%s\n", PACKAGE_VERSION);
-  printf ("cairn_format_version=1\n");
+  printf ("cairn_format_version=%u\n", POOL_FORMAT_VERSION);
   printf ("cairn_checksum=sha256\n");
-  printf ("cairn_exports=no\n");
+  printf ("cairn_exports=yes\n");
 }
 
-/* Open a connection: not possible until the volume layer exists. */
-static void *
-cairn_open (int readonly)
+/* Open the device and the pool, before nbdkit forks (see the top). */
+static int
+cairn_get_ready (void)
 {
-  nbdkit_error ("cairn %s: serving exports needs the volume layer, "
-                "which this build does not have yet", PACKAGE_VERSION);
-  errno = ENOTSUP;
+  struct pool_open_opts opts = {
+    .cache_bytes = (uint64_t) cache_bytes,
+    .readonly = readonly_pool,
+  };
+  struct pool_info info;
+  int r;
+
+  r = dev_file_open (pool_path, readonly_pool ? DEV_RDONLY : 0, 0, &dev);
+  if (r < 0) {
+    nbdkit_error ("%s", cairn_errmsg ());
+    return -1;
+  }
+  r = pool_open (dev, &opts, &pool);
+  if (r < 0) {
+    nbdkit_error ("%s", cairn_errmsg ());
+    dev_close (dev);
+    dev = NULL;
+    return -1;
+  }
+  pool_info (pool, &info);
+  pool_readonly = readonly_pool || info.readonly;
+  nbdkit_debug ("cairn: opened pool %s at generation %" PRIu64 "%s",
+                pool_path, info.generation,
+                pool_readonly ? ", read-only" : "");
+  if (info.readonly && !readonly_pool)
+    nbdkit_debug ("cairn: the engine opened the pool read-only "
+                  "(a feature this version cannot write)");
+  return 0;
+}
+
+/* Start the threads: nbdkit has forked by now (see the top). */
+static int
+cairn_after_fork (void)
+{
+  int r;
+
+  if (pool_readonly)
+    return 0;
+  r = pool_start_committer (pool, commit_interval_ms);
+  if (r < 0) {
+    nbdkit_error ("%s", cairn_errmsg ());
+    return -1;
+  }
+  return 0;
+}
+
+/* Stop the commit thread, commit and close the pool, close the device. */
+static void
+cairn_cleanup (void)
+{
+  if (pool) {
+    pool_stop_committer (pool);
+    if (pool_close (pool) < 0)
+      nbdkit_error ("closing the pool: %s (the pool stays at its last "
+                    "durable generation)", cairn_errmsg ());
+    pool = NULL;
+  }
+  if (dev) {
+    dev_close (dev);
+    dev = NULL;
+  }
+}
+
+/* Write the export description of info (DESIGN §3) into buf:
+ * "volume, 10G, created 2026-12-02T10:00:00Z",
+ * "snapshot of VOL, read-only, 10G, created ...",
+ * "VOL at generation 42, read-only, 10G" (a pinned generation).
+ * The creation time is left out when the engine does not give one.
+ */
+static void
+describe (const struct vol_info *info, bool readonly, char *buf, size_t len)
+{
+  char size[UNITS_FORMAT_MAX], when[48] = "";
+  time_t t = (time_t) info->ctime;
+  struct tm tm;
+
+  if (info->ctime && gmtime_r (&t, &tm) != NULL)
+    strftime (when, sizeof when, ", created %Y-%m-%dT%H:%M:%SZ", &tm);
+  units_format (info->size, size);
+  if (info->is_snapshot && info->snap[0])
+    snprintf (buf, len, "snapshot of %s, read-only, %s%s",
+              info->name, size, when);
+  else if (info->is_snapshot)
+    snprintf (buf, len, "%s at generation %" PRIu64 ", read-only, %s%s",
+              info->name, info->gen, size, when);
+  else
+    snprintf (buf, len, "volume%s, %s%s",
+              readonly || info->readonly ? ", read-only" : "", size, when);
+}
+
+/* The export name of a listed volume or snapshot. */
+static void
+export_name (const struct vol_info *info, char *buf, size_t len)
+{
+  if (info->is_snapshot)
+    snprintf (buf, len, "%s@%s", info->name, info->snap);
+  else
+    snprintf (buf, len, "%s", info->name);
+}
+
+struct list_ctx {
+  struct nbdkit_exports *exports;
+  bool readonly;
+};
+
+/* vol_list callback: add one export. */
+static int
+add_export (void *opaque, const struct vol_info *info)
+{
+  struct list_ctx *ctx = opaque;
+  char name[2 * VOL_NAME_MAX + 2], desc[2 * VOL_NAME_MAX + 128];
+
+  export_name (info, name, sizeof name);
+  describe (info, ctx->readonly, desc, sizeof desc);
+  return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
+}
+
+/* List every volume and snapshot, asking the engine each time. */
+static int
+cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
+{
+  struct list_ctx ctx = {
+    .exports = exports,
+    .readonly = readonly || pool_readonly,
+  };
+  int r;
+
+  cairn_error_clear ();
+  r = vol_list (pool, true, add_export, &ctx);
+  if (r < 0) {
+    /* nbdkit_add_export has already reported its own failure. */
+    if (*cairn_errmsg ())
+      nbdkit_error ("listing exports: %s", cairn_errmsg ());
+    return -1;
+  }
+  return 0;
+}
+
+/* A bounded list of volume names, for the "no default export" message. */
+struct names_ctx {
+  char buf[512];
+  size_t len;
+  unsigned n;
+  bool full;
+};
+
+/* vol_list callback: append one volume name while there is room. */
+static int
+add_name (void *opaque, const struct vol_info *info)
+{
+  struct names_ctx *ctx = opaque;
+  size_t room = sizeof ctx->buf - ctx->len;
+  int w;
+
+  if (ctx->full)
+    return 0;
+  if (ctx->n == 8 || room < strlen (info->name) + 16) {
+    snprintf (ctx->buf + ctx->len, room, ", ...");
+    ctx->full = true;                   /* the list is long enough */
+    return 0;
+  }
+  w = snprintf (ctx->buf + ctx->len, room, "%s'%s'",
+                ctx->n ? ", " : "", info->name);
+  ctx->len += (size_t) w;
+  ctx->n++;
+  return 0;
+}
+
+/* The export served for the empty name: default-export=, or none. */
+static const char *
+cairn_default_export (int readonly, int is_tls)
+{
+  struct names_ctx ctx = { .buf = "" };
+
+  if (default_export)
+    return default_export;
+  /* Refused.  Tell the operator (the message goes to nbdkit's log) what
+   * the client could have asked for.  The result is ignored: the list is
+   * only a hint.
+   */
+  if (vol_list (pool, false, add_name, &ctx) < 0)
+    nbdkit_error ("no default export: default-export= is not set (listing "
+                  "the volumes failed: %s)", cairn_errmsg ());
+  else if (ctx.n == 0)
+    nbdkit_error ("no default export: the pool has no volume yet, and "
+                  "default-export= is not set");
+  else
+    nbdkit_error ("no default export: use one of %s (or start the server "
+                  "with default-export=NAME)", ctx.buf);
   return NULL;
 }
 
-/* Size of the export (unreachable while open fails). */
+/* Open a connection: the volume or snapshot named by the export name. */
+static void *
+cairn_open (int readonly)
+{
+  const char *name = nbdkit_export_name ();
+  struct handle *h;
+  int r;
+
+  if (name == NULL)
+    return NULL;
+  h = calloc (1, sizeof *h);
+  if (h == NULL || (h->name = strdup (name)) == NULL) {
+    nbdkit_error ("calloc: %m");
+    free (h);
+    return NULL;
+  }
+  cairn_error_clear ();
+  r = vol_open (pool, name, &h->vol);
+  if (r < 0) {
+    if (r == -ENOENT || r == -EINVAL)
+      nbdkit_error ("unknown export '%s': %s", name, cairn_errmsg ());
+    else
+      nbdkit_error ("opening export '%s': %s", name, cairn_errmsg ());
+    free (h->name);
+    free (h);
+    return NULL;
+  }
+  h->readonly = readonly || pool_readonly || vol_is_readonly (h->vol);
+  nbdkit_debug ("cairn: opened export '%s'%s, %" PRIu64 " bytes", name,
+                h->readonly ? " read-only" : "", vol_size (h->vol));
+  return h;
+}
+
+/* Close a connection. */
+static void
+cairn_close (void *handle)
+{
+  struct handle *h = handle;
+
+  vol_close (h->vol);
+  free (h->name);
+  free (h);
+}
+
+/* Size of the export. */
 static int64_t
 cairn_get_size (void *handle)
 {
-  nbdkit_error ("no export is open");
-  return -1;
+  struct handle *h = handle;
+
+  return (int64_t) vol_size (h->vol);
 }
 
-/* Read from the export (unreachable while open fails). */
+/* The export's description, as in the export list. */
+static const char *
+cairn_export_description (void *handle)
+{
+  struct handle *h = handle;
+  struct vol_info info;
+  char desc[2 * VOL_NAME_MAX + 128];
+
+  vol_get_info (h->vol, &info);
+  describe (&info, h->readonly, desc, sizeof desc);
+  return nbdkit_strdup_intern (desc);
+}
+
+/* Block size constraints (see BLOCK_*). */
+static int
+cairn_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+                  uint32_t *maximum)
+{
+  *minimum = BLOCK_MIN;
+  *preferred = BLOCK_PREFERRED;
+  *maximum = BLOCK_MAX;
+  return 0;
+}
+
+/* Writes, trims and zeroes: only on a writable export. */
+static int
+cairn_can_write (void *handle)
+{
+  struct handle *h = handle;
+
+  return !h->readonly;
+}
+
+/* Flush is a group commit of the whole pool. */
+static int
+cairn_can_flush (void *handle)
+{
+  return 1;
+}
+
+/* FUA is native: the engine commits before the write returns. */
+static int
+cairn_can_fua (void *handle)
+{
+  struct handle *h = handle;
+
+  return h->readonly ? NBDKIT_FUA_NONE : NBDKIT_FUA_NATIVE;
+}
+
+/* Zero is always fast: it stores nothing, so fast-zero requests never
+ * need to fail.
+ */
+static int
+cairn_can_fast_zero (void *handle)
+{
+  return 1;
+}
+
+/* Extents come from the volume's extent map. */
+static int
+cairn_can_extents (void *handle)
+{
+  return 1;
+}
+
+/* Cache is emulated: nbdkit reads the range and drops the data, which
+ * warms the node cache along the very path later reads take and checks
+ * the data's checksums.
+ */
+static int
+cairn_can_cache (void *handle)
+{
+  return NBDKIT_CACHE_EMULATE;
+}
+
+/* Several connections may share an export: a flush or FUA commits the
+ * whole pool, so it covers the writes of every connection.
+ */
+static int
+cairn_can_multi_conn (void *handle)
+{
+  return 1;
+}
+
+/* Read from the export. */
 static int
 cairn_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
              uint32_t flags)
 {
-  nbdkit_error ("no export is open");
-  errno = EIO;
-  return -1;
+  struct handle *h = handle;
+  int r;
+
+  if (cairn_debug_verbose)
+    nbdkit_debug ("%s: pread count=%" PRIu32 " offset=%" PRIu64,
+                  h->name, count, offset);
+  r = vol_pread (h->vol, buf, count, offset);
+  return r < 0 ? engine_error (h, "pread", r) : 0;
+}
+
+/* Write to the export. */
+static int
+cairn_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+              uint32_t flags)
+{
+  struct handle *h = handle;
+  unsigned vflags = flags & NBDKIT_FLAG_FUA ? VOL_FUA : 0;
+  int r;
+
+  if (cairn_debug_verbose)
+    nbdkit_debug ("%s: pwrite count=%" PRIu32 " offset=%" PRIu64 "%s",
+                  h->name, count, offset, vflags ? " fua" : "");
+  r = vol_pwrite (h->vol, buf, count, offset, vflags);
+  return r < 0 ? engine_error (h, "pwrite", r) : 0;
+}
+
+/* Make every acknowledged write of the pool durable. */
+static int
+cairn_flush (void *handle, uint32_t flags)
+{
+  struct handle *h = handle;
+  int r;
+
+  if (cairn_debug_verbose)
+    nbdkit_debug ("%s: flush", h->name);
+  if (pool_readonly)
+    return 0;                   /* nothing can have been written */
+  r = vol_flush (h->vol);
+  return r < 0 ? engine_error (h, "flush", r) : 0;
+}
+
+/* Trim or zero [offset, offset + count): both store nothing.  A zero or
+ * trim may be up to 4 GiB, more than one engine call takes (VOL_MAX_IO),
+ * so it goes in pieces; FUA rides on the last, whose commit covers the
+ * pool and so every piece.
+ */
+static int
+punch (struct handle *h, const char *what,
+       int (*fn) (struct cairn_volume *, uint32_t, uint64_t, unsigned),
+       uint32_t count, uint64_t offset, uint32_t flags)
+{
+  unsigned fua = flags & NBDKIT_FLAG_FUA ? VOL_FUA : 0;
+
+  if (cairn_debug_verbose)
+    nbdkit_debug ("%s: %s count=%" PRIu32 " offset=%" PRIu64 "%s",
+                  h->name, what, count, offset, fua ? " fua" : "");
+  do {
+    uint32_t n = count < VOL_MAX_IO ? count : VOL_MAX_IO;
+    int r = fn (h->vol, n, offset, n == count ? fua : 0);
+
+    if (r < 0)
+      return engine_error (h, what, r);
+    count -= n;
+    offset += n;
+  } while (count > 0);
+  return 0;
+}
+
+/* Trim: the range becomes a hole. */
+static int
+cairn_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return punch (handle, "trim", vol_trim, count, offset, flags);
+}
+
+/* Zero: the range becomes a hole too (MAY_TRIM and FAST_ZERO need nothing
+ * more: a hole is how zeroes are stored, and storing it is fast).
+ */
+static int
+cairn_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return punch (handle, "zero", vol_zero, count, offset, flags);
+}
+
+/* vol_extents callback: one run of data or hole. */
+static int
+add_extent (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  struct nbdkit_extents *extents = opaque;
+  uint32_t t = type & VOL_EXTENT_HOLE ?
+    NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO : 0;
+
+  return nbdkit_add_extent (extents, off, len, t) == -1 ? -ENOMEM : 0;
+}
+
+/* Block status (base:allocation): zeroed and trimmed ranges are holes.
+ * A request may cover up to 4 GiB, more than one engine call takes
+ * (VOL_MAX_IO); nbdkit lets a plugin describe only a prefix of the range,
+ * and the client asks again for the rest.
+ */
+static int
+cairn_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+               struct nbdkit_extents *extents)
+{
+  struct handle *h = handle;
+  int r;
+
+  if (cairn_debug_verbose)
+    nbdkit_debug ("%s: extents count=%" PRIu32 " offset=%" PRIu64 "%s",
+                  h->name, count, offset,
+                  flags & NBDKIT_FLAG_REQ_ONE ? " req_one" : "");
+  if (count > VOL_MAX_IO)
+    count = VOL_MAX_IO;
+  cairn_error_clear ();
+  r = vol_extents (h->vol, count, offset, add_extent, extents);
+  if (r < 0) {
+    if (*cairn_errmsg () == '\0')
+      return -1;                /* nbdkit_add_extent reported it */
+    return engine_error (h, "extents", r);
+  }
+  return 0;
 }
 
 static struct nbdkit_plugin plugin = {
@@ -158,9 +686,31 @@ static struct nbdkit_plugin plugin = {
   .config_help = cairn_config_help,
   .magic_config_key = "pool",
   .dump_plugin = cairn_dump_plugin,
+  .get_ready = cairn_get_ready,
+  .after_fork = cairn_after_fork,
+  .cleanup = cairn_cleanup,
+  .list_exports = cairn_list_exports,
+  .default_export = cairn_default_export,
   .open = cairn_open,
+  .close = cairn_close,
   .get_size = cairn_get_size,
+  .export_description = cairn_export_description,
+  .block_size = cairn_block_size,
+  .can_write = cairn_can_write,
+  .can_flush = cairn_can_flush,
+  .can_trim = cairn_can_write,
+  .can_zero = cairn_can_write,
+  .can_fast_zero = cairn_can_fast_zero,
+  .can_fua = cairn_can_fua,
+  .can_extents = cairn_can_extents,
+  .can_cache = cairn_can_cache,
+  .can_multi_conn = cairn_can_multi_conn,
   .pread = cairn_pread,
+  .pwrite = cairn_pwrite,
+  .flush = cairn_flush,
+  .trim = cairn_trim,
+  .zero = cairn_zero,
+  .extents = cairn_extents,
 };
 
 NBDKIT_REGISTER_PLUGIN (plugin)

@@ -49,11 +49,23 @@ nbdkit_env () {
   fi
 }
 
+# The same, replacing the calling (sub)shell: `nbdkit_exec nbdkit ... &`
+# makes $! nbdkit's own pid, so that it can be signalled and waited for.
+nbdkit_exec () {
+  if [ "$ENABLE_SANITIZERS" = yes ]; then
+    LD_PRELOAD="$($CC -print-file-name=libasan.so)" \
+    ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" exec "$@"
+  else
+    exec "$@"
+  fi
+}
+
 # Start nbdkit with the plugin and the given parameters on a Unix socket in
 # the test directory; wait until it accepts connections.  Sets SOCK.
 start_nbdkit () {
   SOCK="$TMPDIR_TEST/nbd.sock"
-  nbdkit_env "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" "$@" \
+  rm -f "$SOCK"                       # left behind by a killed server
+  nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" "$@" \
     >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
   NBDKIT_PID=$!
   for _ in $(seq 300); do

@@ -1,0 +1,130 @@
+/* cairn-testctl: a TEST FIXTURE, not a user command.
+ *
+ * The integration tests need volumes and snapshots in a pool before they
+ * start nbdkit, and until the control server and `cairn` grow volume
+ * commands nothing else makes them.  This program calls the engine's
+ * catalog API (engine/volume.h) directly on a stopped pool, one operation
+ * per run, and commits it by closing the pool.  It is built by `make check`
+ * only, never installed, and has no options beyond what the tests use;
+ * once `cairn --pool PATH vol create ...` exists, tests should move to it.
+ *
+ *   cairn-testctl create   POOL VOL SIZE      (SIZE: bytes or 64M, 1G, ...)
+ *   cairn-testctl snapshot POOL VOL SNAP
+ *   cairn-testctl clone    POOL SRC NEW       (SRC: VOL or VOL@SNAP)
+ *   cairn-testctl readonly POOL VOL on|off
+ *   cairn-testctl delete   POOL VOL           (with its snapshots)
+ *   cairn-testctl list     POOL               (one line per export:
+ *                                              NAME SIZE ro|rw GEN ORIGIN,
+ *                                              ORIGIN: a clone's origin
+ *                                              generation, else 0)
+ *
+ * Exit status: 0 done, 1 the engine refused (its message on stderr),
+ * 2 usage error.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+#include "pool.h"
+#include "volume.h"
+#include "../../client/units.h"
+
+/* Print the usage on stderr; returns 2. */
+static int
+usage (void)
+{
+  fprintf (stderr,
+           "usage: cairn-testctl create POOL VOL SIZE\n"
+           "       cairn-testctl snapshot POOL VOL SNAP\n"
+           "       cairn-testctl clone POOL SRC NEW\n"
+           "       cairn-testctl readonly POOL VOL on|off\n"
+           "       cairn-testctl delete POOL VOL\n"
+           "       cairn-testctl list POOL\n"
+           "(a test fixture: see tests/integration/cairn-testctl.c)\n");
+  return 2;
+}
+
+/* vol_list callback: print one export. */
+static int
+print_export (void *opaque, const struct vol_info *info)
+{
+  if (info->is_snapshot)
+    printf ("%s@%s %" PRIu64 " ro %" PRIu64 " 0\n", info->name, info->snap,
+            info->size, info->gen);
+  else
+    printf ("%s %" PRIu64 " %s %" PRIu64 " %" PRIu64 "\n", info->name,
+            info->size, info->readonly ? "ro" : "rw", info->gen,
+            info->origin_gen);
+  return 0;
+}
+
+/* Run one operation on an open pool. */
+static int
+run (struct cairn_pool *pool, const char *cmd, int argc, char **argv)
+{
+  uint64_t size, id;
+
+  if (strcmp (cmd, "create") == 0 && argc == 2) {
+    if (units_parse_size (argv[1], &size) < 0)
+      return -EINVAL;
+    return vol_create (pool, argv[0], size, &id);
+  }
+  if (strcmp (cmd, "snapshot") == 0 && argc == 2)
+    return snap_create (pool, argv[0], argv[1]);
+  if (strcmp (cmd, "clone") == 0 && argc == 2)
+    return vol_clone (pool, argv[0], argv[1]);
+  if (strcmp (cmd, "readonly") == 0 && argc == 2)
+    return vol_set_readonly (pool, argv[0], strcmp (argv[1], "on") == 0);
+  if (strcmp (cmd, "delete") == 0 && argc == 1)
+    return vol_delete (pool, argv[0], VOL_DELETE_RECURSIVE);
+  if (strcmp (cmd, "list") == 0 && argc == 0)
+    return vol_list (pool, true, print_export, NULL);
+  return 1;                     /* usage */
+}
+
+int
+main (int argc, char **argv)
+{
+  struct pool_open_opts opts = { .readonly = false };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  int r;
+
+  if (argc < 3)
+    return usage ();
+  opts.readonly = strcmp (argv[1], "list") == 0;
+  r = dev_file_open (argv[2], opts.readonly ? DEV_RDONLY : 0, 0, &dev);
+  if (r < 0)
+    goto engine_failed;
+  r = pool_open (dev, &opts, &pool);
+  if (r < 0) {
+    dev_close (dev);
+    goto engine_failed;
+  }
+  r = run (pool, argv[1], argc - 3, argv + 3);
+  if (r == 1) {
+    pool_close (pool);
+    dev_close (dev);
+    return usage ();
+  }
+  if (r < 0) {
+    fprintf (stderr, "cairn-testctl %s: %s\n", argv[1], cairn_errmsg ());
+    pool_close (pool);
+    dev_close (dev);
+    return 1;
+  }
+  r = pool_close (pool);
+  dev_close (dev);
+  if (r < 0)
+    goto engine_failed;
+  return 0;
+
+ engine_failed:
+  fprintf (stderr, "cairn-testctl %s: %s\n", argv[1], cairn_errmsg ());
+  return 1;
+}

@@ -1,0 +1,73 @@
+# Helpers for the plugin's integration tests (test-plugin-*.sh), on top of
+# functions.sh: a pool in the test directory, volumes made offline with the
+# cairn-testctl fixture, and an nbdkit that can be stopped, killed and
+# restarted on the same pool and socket.
+
+. "$top_srcdir/tests/integration/functions.sh"
+
+TESTCTL="$top_builddir/tests/integration/cairn-testctl"
+POOL="$TMPDIR_TEST/pool"
+SOCK="$TMPDIR_TEST/nbd.sock"
+NBDKIT_LOG="$TMPDIR_TEST/nbdkit.log"
+# nbdkit options (before the plugin) for the next start_plugin.
+NBDKIT_OPTS=()
+
+# nbdsh runs the first python3 on PATH, which (pyenv, a virtualenv) may be
+# one without libnbd's Python module; Debian's is in /usr/bin.
+require_nbdsh () {
+  require nbdsh
+  nbdsh -c pass 2>/dev/null && return 0
+  PATH=/usr/bin:$PATH
+  nbdsh -c pass 2>/dev/null || skip "nbdsh cannot import libnbd's Python module (python3-libnbd)"
+}
+
+# The NBD URI of export $1 on the test socket.
+uri () {
+  echo "nbd+unix:///$1?socket=$SOCK"
+}
+
+# A fresh pool of size $1 at $POOL.
+make_pool () {
+  "$CAIRN" mkpool "$POOL" --size "$1" >/dev/null || fail "cairn mkpool $POOL --size $1 failed"
+}
+
+# Run the fixture on the stopped pool: testctl create VOL SIZE, ...
+testctl () {
+  local cmd=$1
+  shift
+  "$TESTCTL" "$cmd" "$POOL" "$@" || fail "cairn-testctl $cmd $* failed"
+}
+
+# Start nbdkit with the plugin on $POOL and the given plugin parameters
+# (NBDKIT_OPTS go before the plugin), appending to $NBDKIT_LOG; wait until
+# it accepts connections.
+start_plugin () {
+  rm -f "$SOCK"                       # left behind by a killed server
+  echo "=== start_plugin ${NBDKIT_OPTS[*]} $*" >>"$NBDKIT_LOG"
+  nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK" "${NBDKIT_OPTS[@]}" \
+    "$PLUGIN" pool="$POOL" "$@" >>"$NBDKIT_LOG" 2>&1 &
+  NBDKIT_PID=$!
+  for _ in $(seq 300); do
+    [ -S "$SOCK" ] && return 0
+    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$NBDKIT_LOG"; fail "nbdkit exited during start-up"; }
+    sleep 0.1
+  done
+  fail "nbdkit did not create $SOCK within 30 s"
+}
+
+# Stop nbdkit as an operator would (SIGTERM: connections close, the pool is
+# committed and closed) and check that it exited cleanly.
+stop_plugin () {
+  local rc=0
+  kill "$NBDKIT_PID"
+  wait "$NBDKIT_PID" || rc=$?
+  NBDKIT_PID=
+  [ $rc -eq 0 ] || fail "nbdkit exited with status $rc on SIGTERM"
+}
+
+# Kill nbdkit with SIGKILL: nothing gets to run, as in a crash.
+kill_plugin () {
+  kill -9 "$NBDKIT_PID"
+  wait "$NBDKIT_PID" 2>/dev/null || true
+  NBDKIT_PID=
+}
