@@ -643,11 +643,21 @@ drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
 
 /* Every snapshot of a volume, oldest first: gens and names. */
 struct snaplist {
-  uint64_t gen[256];
-  char name[256][VOL_NAME_MAX + 1];
-  size_t n;
-  bool more;
+  uint64_t *gen;
+  char (*name)[VOL_NAME_MAX + 1];
+  size_t n, cap;
 };
+
+/* Free a snapshot list's arrays. */
+static void
+snaplist_free (struct snaplist *sl)
+{
+  if (sl) {
+    free (sl->gen);
+    free (sl->name);
+    free (sl);
+  }
+}
 
 static int
 list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
@@ -658,7 +668,6 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
   int r;
 
   sl->n = 0;
-  sl->more = false;
   r = btree_cursor_new (root, &cur);
   if (r < 0)
     return r;
@@ -671,9 +680,20 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl != 17 || k[0] != RK_SNAP || get_be64 (k + 1) != id)
       break;
-    if (sl->n == ARRAY_SIZE (sl->gen)) {
-      sl->more = true;
-      break;
+    if (sl->n == sl->cap) {
+      size_t cap = sl->cap ? sl->cap * 2 : 16;
+      uint64_t *ng = realloc (sl->gen, cap * sizeof *ng);
+      char (*nn)[VOL_NAME_MAX + 1];
+
+      if (ng)
+        sl->gen = ng;
+      nn = ng ? realloc (sl->name, cap * sizeof *nn) : NULL;
+      if (nn == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory listing snapshots");
+        break;
+      }
+      sl->name = nn;
+      sl->cap = cap;
     }
     if (vl < SNAPREC_FIXED || (nlen = get_le16 (v + 24)) > VOL_NAME_MAX ||
         SNAPREC_FIXED + nlen != vl) {
@@ -777,7 +797,7 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (vs->opens > 0)
     return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
                        "disconnect them first", vs->name, vs->opens);
-  sl = malloc (sizeof *sl);
+  sl = calloc (1, sizeof *sl);
   if (sl == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
   r = list_snaps (cat, vs->id, sl);
@@ -786,7 +806,7 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
                     "or delete recursively", vs->name, sl->n);
   for (size_t i = 0; r == 0 && i < sl->n; i++)
     r = drop_snapshot (cat, vs, sl->gen[i], sl->name[i]);
-  free (sl);
+  snaplist_free (sl);
   if (r == 0)
     r = root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
   if (r == 0)
@@ -1574,7 +1594,7 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
       infos[j] = infos[j - 1];
       infos[j - 1] = t;
     }
-  if (with_snapshots && (sl = malloc (sizeof *sl)) == NULL)
+  if (with_snapshots && (sl = calloc (1, sizeof *sl)) == NULL)
     r = cairn_fail (-ENOMEM, "out of memory listing snapshots");
   for (size_t i = 0; r == 0 && i < n; i++) {
     r = fn (opaque, &infos[i]);
@@ -1588,7 +1608,7 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
         r = fn (opaque, &si);
     }
   }
-  free (sl);
+  snaplist_free (sl);
   free (infos);
   return r;
 }

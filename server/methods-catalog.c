@@ -359,12 +359,15 @@ describe (struct cairn_pool *pool, const char *name, bool related,
                (!vi.is_snapshot || e->origin_gen == vi.gen))
         r = json_array_append_new (clones, json_string (en));
     }
-    if (r == 0 && snaps)
+    /* json_object_set_new takes the value, even when it fails. */
+    if (r == 0 && snaps) {
       r = json_object_set_new (obj, "snapshots", snaps);
-    snaps = NULL;
-    if (r == 0)
+      snaps = NULL;
+    }
+    if (r == 0) {
       r = json_object_set_new (obj, "clones", clones);
-    clones = NULL;
+      clones = NULL;
+    }
     if (r < 0) {
       r = oom ();
       goto out;

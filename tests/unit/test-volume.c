@@ -109,6 +109,44 @@ Test (volume, catalog_errors_change_nothing)
   dev_close (dev);
 }
 
+/* Regression: snapshot lists stopped at 256, so a recursive delete of a
+ * volume with more left the rest orphaned and freed blocks they held.
+ */
+static int
+count_snap (void *opaque, const struct vol_info *info)
+{
+  if (info->is_snapshot)
+    (*(unsigned *) opaque)++;
+  return 0;
+}
+
+Test (volume, many_snapshots_listed_and_deleted)
+{
+  struct cairn_dev *dev = mem_pool (128 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  unsigned n = 0;
+  uint8_t buf[4096];
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  for (unsigned i = 0; i < 300; i++) {
+    char name[16];
+
+    cr_assert_eq (vol_open (pool, "v", &v), 0);
+    fill_pattern (buf, sizeof buf, i);
+    cr_assert_eq (vol_pwrite (v, buf, 4096, (i % 200) * 4096, 0), 0);
+    vol_close (v);
+    snprintf (name, sizeof name, "s%u", i);
+    cr_assert_eq (snap_create (pool, "v", name), 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (vol_list (pool, true, count_snap, &n), 0);
+  cr_assert_eq (n, 300, "listed %u snapshots", n);
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting 300 snapshots");
+  dev_close (dev);
+}
+
 /* Rollback keeps every later state valid. */
 Test (volume, rollback_keeps_later_states)
 {
