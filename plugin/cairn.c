@@ -4,16 +4,20 @@
  * into an engine configuration, opens the pool once for the whole server,
  * and maps each NBD connection onto one open volume of the engine
  * (engine/volume.h).  The engine does all the storage work; the control
- * server (server/) will run on its own libuv thread started in .after_fork.
+ * server (server/) runs on its own libuv thread, started in .after_fork
+ * when control= names a socket, and answers the same catalog methods as
+ * `cairn --pool` does offline.
  *
  * Lifecycle (nbdkit(1) calls these in this order):
  *
  *   .get_ready   open the device and the pool.  The device is flock'ed
  *                here, before nbdkit forks into the background: the lock
  *                belongs to the open file, so the child keeps it.
- *   .after_fork  start the commit thread (threads do not survive a fork).
+ *   .after_fork  start the commit thread and the control server (threads
+ *                do not survive a fork).
  *   .open ...    one connection: vol_open of the export name.
- *   .cleanup     stop the commit thread, close (and so commit) the pool,
+ *   .cleanup     stop the control server and the commit thread, close
+ *                (and so commit) the pool,
  *                close the device.  Only here: .unload also runs in paths
  *                where the pool must not be touched, and nbdkit's parent
  *                leaves through exit() when it daemonises, so nothing that
@@ -51,7 +55,9 @@
 #include "dev.h"
 #include "pool.h"
 #include "volume.h"
-#include "../client/units.h"
+#include "control.h"
+#include "methods.h"
+#include "units.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -69,7 +75,8 @@ NBDKIT_DLL_PUBLIC int cairn_debug_verbose = 0;
 /* Configuration from the command line (nbdkit's statics stay here). */
 static char *pool_path;
 static char *control_path;
-static int64_t cache_bytes = 256 * 1024 * 1024;
+static char *control_group;
+static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
 static bool readonly_pool;
 static char *default_export;
@@ -79,6 +86,9 @@ static char *default_export;
  */
 static struct cairn_dev *dev;
 static struct cairn_pool *pool;
+/* The control server, from .after_fork to .cleanup (control= only). */
+static struct control_server *control;
+static struct cairn_methods_ctx methods_ctx;
 static bool pool_readonly;      /* readonly=true, or the engine said so */
 
 /* One connection: an open volume of the engine. */
@@ -122,6 +132,7 @@ cairn_unload (void)
 {
   free (pool_path);
   free (control_path);
+  free (control_group);
   free (default_export);
 }
 
@@ -140,6 +151,14 @@ cairn_config (const char *key, const char *value)
     control_path = nbdkit_absolute_path (value);
     if (control_path == NULL)
       return -1;
+  }
+  else if (strcmp (key, "control-group") == 0) {
+    free (control_group);
+    control_group = strdup (value);
+    if (control_group == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
   }
   else if (strcmp (key, "cache") == 0) {
     cache_bytes = nbdkit_parse_size (value);
@@ -198,8 +217,9 @@ cairn_config_complete (void)
 
 #define cairn_config_help \
   "pool=<PATH>             (required) The pool (file or block device).\n" \
-  "control=<SOCKET>        Control socket path.\n" \
-  "cache=<SIZE>            Node cache size (default 256M).\n" \
+  "control=<SOCKET>        Serve the control protocol on this socket.\n" \
+  "control-group=<GROUP>   Group that may use the control socket.\n" \
+  "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "default-export=<NAME>   Export served for the empty export name."
@@ -248,18 +268,43 @@ cairn_get_ready (void)
   return 0;
 }
 
+/* The control server's log lines go to nbdkit's debug output. */
+static void
+control_log (void *opaque, const char *msg)
+{
+  nbdkit_debug ("cairn control: %s", msg);
+}
+
 /* Start the threads: nbdkit has forked by now (see the top). */
 static int
 cairn_after_fork (void)
 {
   int r;
 
-  if (pool_readonly)
-    return 0;
-  r = pool_start_committer (pool, commit_interval_ms);
-  if (r < 0) {
-    nbdkit_error ("%s", cairn_errmsg ());
-    return -1;
+  if (!pool_readonly) {
+    r = pool_start_committer (pool, commit_interval_ms);
+    if (r < 0) {
+      nbdkit_error ("%s", cairn_errmsg ());
+      return -1;
+    }
+  }
+  if (control_path) {
+    struct control_config cfg = {
+      .unix_path = control_path,
+      .unix_group = control_group,
+      .tables = &cairn_catalog_methods,
+      .n_tables = 1,
+      .opaque = &methods_ctx,
+      .log = control_log,
+    };
+
+    methods_ctx.pool = pool;
+    r = control_server_start (&cfg, &control);
+    if (r < 0) {
+      nbdkit_error ("control socket %s: %s", control_path, cairn_errmsg ());
+      return -1;
+    }
+    nbdkit_debug ("cairn: control server on %s", control_path);
   }
   return 0;
 }
@@ -268,6 +313,8 @@ cairn_after_fork (void)
 static void
 cairn_cleanup (void)
 {
+  control_server_stop (control);
+  control = NULL;
   if (pool) {
     pool_stop_committer (pool);
     if (pool_close (pool) < 0)
