@@ -2,8 +2,10 @@
  *
  * Turns a few options (or a config file of the same keys) into an nbdkit
  * command line that loads the Cairn plugin, and execs nbdkit, so that users
- * never need nbdkit's own flags.  `cairnd --dry-run` prints the command
- * instead of running it.
+ * never need nbdkit's own flags.  It creates the pool first when asked
+ * (--create SIZE and the pool does not exist), and the directory of the
+ * control socket.  `cairnd --dry-run` prints the command instead of
+ * running it.
  */
 #include <config.h>
 
@@ -13,9 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "dev.h"
+#include "pool.h"
+#include "units.h"
+
 #define MAX_ARGS 64
+#define DEFAULT_CONTROL "/run/cairn/control.sock"
 
 /* Options, from the config file first and the command line second. */
 struct cairnd_opts {
@@ -28,6 +36,9 @@ struct cairnd_opts {
   char *threads;
   char *cache;
   char *plugin;       /* path of the plugin .so */
+  char *create;       /* size of the pool to create when it is missing */
+  char *pidfile;
+  char *control_group;
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -46,7 +57,10 @@ usage (int status)
 "  -U, --socket PATH     serve NBD on a Unix socket\n"
 "  -l, --listen ADDR     serve NBD on TCP address ADDR\n"
 "  -P, --port PORT       TCP port (default 10809)\n"
-"      --control PATH    control socket path\n"
+"      --control PATH    control socket (default " DEFAULT_CONTROL ")\n"
+"      --control-group G group allowed to use the control socket\n"
+"      --create SIZE     create the pool (SIZE bytes, sparse) if it is missing\n"
+"      --pidfile PATH    write nbdkit's pid to PATH\n"
 "      --tls-certs DIR   enable TLS with the certificates in DIR\n"
 "  -t, --threads N       NBD worker threads\n"
 "      --cache SIZE      metadata node cache (e.g. 256M)\n"
@@ -80,6 +94,8 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
     { "port", &o->port }, { "control", &o->control },
     { "tls-certs", &o->tls_certs }, { "threads", &o->threads },
     { "cache", &o->cache }, { "plugin", &o->plugin },
+    { "create", &o->create }, { "pidfile", &o->pidfile },
+    { "control-group", &o->control_group },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -167,10 +183,64 @@ kv (const char *key, const char *value)
   return s;
 }
 
+/* Make the directory a socket will live in (one level, like /run/cairn). */
+static int
+make_parent_dir (const char *path)
+{
+  char dir[4096];
+  char *slash;
+
+  snprintf (dir, sizeof dir, "%s", path);
+  slash = strrchr (dir, '/');
+  if (slash == NULL || slash == dir)
+    return 0;
+  *slash = '\0';
+  if (mkdir (dir, 0755) == -1 && errno != EEXIST) {
+    fprintf (stderr, "cairnd: cannot create %s: %s\n", dir, strerror (errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Create the pool when it does not exist yet (--create SIZE). */
+static int
+create_pool (const char *path, const char *size_text)
+{
+  struct cairn_dev *dev;
+  uint64_t size;
+  uint8_t uuid[16];
+  char uuid_text[37];
+  struct stat st;
+
+  if (stat (path, &st) == 0)
+    return 0;
+  if (units_parse_size (size_text, &size) < 0) {
+    fprintf (stderr, "cairnd: --create %s: not a size (e.g. 8G)\n", size_text);
+    return -1;
+  }
+  if (make_parent_dir (path) < 0)
+    return -1;
+  if (dev_file_open (path, DEV_CREATE, size, &dev) < 0) {
+    fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
+    return -1;
+  }
+  if (pool_format (dev, NULL, uuid) < 0) {
+    fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
+    dev_close (dev);
+    unlink (path);
+    return -1;
+  }
+  dev_close (dev);
+  uuid_format (uuid, uuid_text);
+  fprintf (stderr, "cairnd: created pool %s (%s, %s)\n", path, size_text, uuid_text);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
-  enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN };
+  enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
+         OPT_PIDFILE, OPT_GROUP };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -182,6 +252,9 @@ main (int argc, char **argv)
     { "threads", required_argument, NULL, 't' },
     { "cache", required_argument, NULL, OPT_CACHE },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
+    { "create", required_argument, NULL, OPT_CREATE },
+    { "pidfile", required_argument, NULL, OPT_PIDFILE },
+    { "control-group", required_argument, NULL, OPT_GROUP },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -210,6 +283,9 @@ main (int argc, char **argv)
     case 't': set_opt (&o.threads, optarg); break;
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
+    case OPT_CREATE: set_opt (&o.create, optarg); break;
+    case OPT_PIDFILE: set_opt (&o.pidfile, optarg); break;
+    case OPT_GROUP: set_opt (&o.control_group, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -229,6 +305,11 @@ main (int argc, char **argv)
   }
   if (o.plugin == NULL)
     set_opt (&o.plugin, PLUGINDIR "/nbdkit-cairn-plugin.so");
+  if (o.control == NULL)
+    set_opt (&o.control, DEFAULT_CONTROL);
+  if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
+                     (o.create && create_pool (o.pool, o.create) < 0)))
+    return 1;
 
   add_arg (nargv, &nargc, NBDKIT);
   if (o.foreground)
@@ -253,14 +334,19 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, "--tls=require");
     add_arg (nargv, &nargc, kv ("--tls-certificates", o.tls_certs));
   }
+  if (o.pidfile) {
+    add_arg (nargv, &nargc, "--pidfile");
+    add_arg (nargv, &nargc, o.pidfile);
+  }
   if (o.threads) {
     add_arg (nargv, &nargc, "--threads");
     add_arg (nargv, &nargc, o.threads);
   }
   add_arg (nargv, &nargc, o.plugin);
   add_arg (nargv, &nargc, kv ("pool", o.pool));
-  if (o.control)
-    add_arg (nargv, &nargc, kv ("control", o.control));
+  add_arg (nargv, &nargc, kv ("control", o.control));
+  if (o.control_group)
+    add_arg (nargv, &nargc, kv ("control-group", o.control_group));
   if (o.cache)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
 
