@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "units.h"
+#include "volume.h"
 
 /* ---------------------------------------------------------------- options */
 
@@ -469,40 +470,106 @@ cmd_volume_set (const struct cli *cli, int argc, char **argv)
 {
   static const char *const names[] = { "NAME", "PROPERTY=VALUE" };
   struct opts o;
-  json_t *params, *res;
+  json_t *params, *props, *res;
   int r = parse_opts (cli, argc, argv, "", 2, 64, names, &o);
 
   if (r >= 0)
     return r;
   params = json_pack ("{s:s}", "name", argv[optind]);
-  for (int i = optind + 1; params && i < argc; i++) {
+  props = json_object ();
+  for (int i = optind + 1; params && props && i < argc; i++) {
     const char *eq = strchr (argv[i], '=');
     const char *value = eq ? eq + 1 : NULL;
     int klen = eq ? (int) (eq - argv[i]) : 0;
+    uint64_t quota;
 
     if (klen == 0)
       r = cli_usage_error (cli, "'%s' is not PROPERTY=VALUE", argv[i]);
-    else if (klen != 8 || memcmp (argv[i], "readonly", 8) != 0)
-      r = cli_usage_error (cli, "unknown property '%.*s': only 'readonly' "
-                           "can be set so far (there are no user properties "
-                           "yet)", klen, argv[i]);
-    else if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
-      r = cli_usage_error (cli, "readonly must be 'on' or 'off', not '%s'",
-                           value);
-    else if (json_object_set_new (params, "readonly",
-                                  json_boolean (strcmp (value, "on") == 0)))
-      r = cli_error (cli, EXIT_FAIL, "out of memory");
+    else if (klen == 8 && memcmp (argv[i], "readonly", 8) == 0) {
+      if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
+        r = cli_usage_error (cli, "readonly must be 'on' or 'off', not '%s'",
+                             value);
+      else if (json_object_set_new (params, "readonly",
+                                    json_boolean (strcmp (value, "on") == 0)))
+        r = cli_error (cli, EXIT_FAIL, "out of memory");
+    }
+    else if (klen == 5 && memcmp (argv[i], "quota", 5) == 0) {
+      quota = 0;
+      if (strcmp (value, "none") != 0 && units_parse_size (value, &quota) < 0)
+        r = cli_usage_error (cli, "quota must be a size (e.g. 100G) or 'none', "
+                             "not '%s'", value);
+      else if (json_object_set_new (params, "quota",
+                                    json_integer ((json_int_t) quota)))
+        r = cli_error (cli, EXIT_FAIL, "out of memory");
+    }
+    else if (memchr (argv[i], ':', (size_t) klen)) {
+      char key[VOL_PROP_KEY_MAX + 1];
+
+      snprintf (key, sizeof key, "%.*s", klen, argv[i]);
+      /* An empty value removes the property. */
+      if (json_object_set_new (props, key, *value ? json_string (value) : json_null ()))
+        r = cli_error (cli, EXIT_FAIL, "out of memory");
+    }
+    else
+      r = cli_usage_error (cli, "unknown property '%.*s': set readonly, quota, "
+                           "or a user property module:name", klen, argv[i]);
     if (r >= 0) {
       json_decref (params);
+      json_decref (props);
       return r;
     }
   }
+  if (params && props && json_object_size (props) > 0)
+    json_object_set (params, "properties", props);
+  json_decref (props);
   r = cli_call (cli, true, "volume.set", params, &res);
   if (r == EXIT_OK && o.json)
     r = print_json (cli, res);
+  else if (r == EXIT_OK) {
+    const char *key;
+    json_t *v;
+    char q[UNITS_FORMAT_MAX];
+    json_int_t quota = json_integer_value (json_object_get (res, "quota"));
+
+    if (quota > 0)
+      units_format ((uint64_t) quota, q);
+    printf ("volume %s: readonly=%s quota=%s", jstr (res, "name"),
+            json_is_true (json_object_get (res, "readonly")) ? "on" : "off",
+            quota > 0 ? q : "none");
+    json_object_foreach (json_object_get (res, "properties"), key, v)
+      printf (" %s=%s", key, json_string_value (v));
+    printf ("\n");
+  }
+  json_decref (res);
+  return r;
+}
+
+/* cairn volume rollback VOL@SNAP KEEP_AS */
+static int
+cmd_volume_rollback (const struct cli *cli, int argc, char **argv)
+{
+  static const char *const names[] = { "VOL@SNAP", "KEEP_AS" };
+  char vol[VOL_NAME_MAX + 1];
+  const char *at;
+  struct opts o;
+  json_t *res;
+  int r = parse_opts (cli, argc, argv, "", 2, 2, names, &o);
+
+  if (r >= 0)
+    return r;
+  at = strchr (argv[optind], '@');
+  if (at == NULL || at == argv[optind] || at[1] == '\0' ||
+      (size_t) (at - argv[optind]) > VOL_NAME_MAX)
+    return cli_usage_error (cli, "'%s' is not VOL@SNAP", argv[optind]);
+  snprintf (vol, sizeof vol, "%.*s", (int) (at - argv[optind]), argv[optind]);
+  r = cli_call (cli, true, "volume.rollback",
+                json_pack ("{s:s, s:s, s:s}", "name", vol, "snapshot", at + 1,
+                           "keep_as", argv[optind + 1]), &res);
+  if (r == EXIT_OK && o.json)
+    r = print_json (cli, res);
   else if (r == EXIT_OK)
-    printf ("volume %s: readonly=%s\n", jstr (res, "name"),
-            json_is_true (json_object_get (res, "readonly")) ? "on" : "off");
+    printf ("rolled %s back to %s; its previous state and snapshots are now %s\n",
+            vol, argv[optind], argv[optind + 1]);
   json_decref (res);
   return r;
 }
@@ -552,12 +619,23 @@ const struct command cli_volume_commands[] = {
 "  -j, --json            print the volume as JSON\n",
     cmd_volume_resize, NULL, CMD_ONLINE },
   { "volume set", "change a volume's properties",
-    "NAME readonly=on|off [--json]",
-"Change properties of volume NAME.  The only property so far is readonly:\n"
-"a read-only volume is exported read-only and refuses writes.\n"
+    "NAME PROPERTY=VALUE... [--json]",
+"Change properties of volume NAME:\n"
+"  readonly=on|off       a read-only volume is exported read-only\n"
+"  quota=SIZE|none       bound on its data plus what its snapshots keep\n"
+"  module:name=VALUE     a user property (an empty VALUE removes it)\n"
+"Each setting is applied in turn; a failure leaves the earlier ones set.\n"
 "\n"
 "  -j, --json            print the volume as JSON\n",
     cmd_volume_set, NULL, CMD_ONLINE },
+  { "volume rollback", "roll a volume back to a snapshot",
+    "VOL@SNAP KEEP_AS [--json]",
+"Make VOL a writable clone of its snapshot SNAP.  Nothing is lost: the\n"
+"volume as it was, with all its snapshots, is renamed KEEP_AS (delete it\n"
+"recursively when it is no longer wanted).  VOL must not be open.\n"
+"\n"
+"  -j, --json            print the volume as JSON\n",
+    cmd_volume_rollback, NULL, CMD_ONLINE },
   { .name = NULL },
 };
 

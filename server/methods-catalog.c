@@ -47,6 +47,7 @@ enum param_type {
   PARAM_SIZE,               /* bytes, or a string with a unit ("10G") */
   PARAM_STRINGS,            /* a non-empty array of strings */
   PARAM_COUNT,              /* a positive integer */
+  PARAM_OBJECT,             /* an object */
 };
 
 /* A member a method takes. */
@@ -62,6 +63,7 @@ static const char *const param_type_words[] = {
   [PARAM_SIZE] = "a size: a number of bytes, or a string such as \"10G\"",
   [PARAM_STRINGS] = "a non-empty array of strings",
   [PARAM_COUNT] = "a positive integer",
+  [PARAM_OBJECT] = "an object",
 };
 
 /* Whether v has the type t. */
@@ -73,6 +75,7 @@ param_type_ok (enum param_type t, json_t *v)
 
   switch (t) {
   case PARAM_STRING: return json_is_string (v);
+  case PARAM_OBJECT: return json_is_object (v);
   case PARAM_BOOL: return json_is_boolean (v);
   case PARAM_SIZE:
     return json_is_string (v) ||
@@ -318,6 +321,13 @@ append_info (json_t *arr, const struct listing *l, const struct vol_info *vi)
   return json_array_append_new (arr, info_object (l, vi)) == 0 ? 0 : oom ();
 }
 
+/* vol_list_props callback: add a property to a JSON object. */
+static int
+add_prop (void *opaque, const char *key, const char *value)
+{
+  return json_object_set_new (opaque, key, json_string (value)) == 0 ? 0 : oom ();
+}
+
 /* Describe one volume or snapshot (VOL@SNAP) by name into *result.  With
  * related, a volume's object also lists its snapshots ("snapshots":
  * ["VOL@SNAP", ...]) and its clones and a snapshot's its clones ("clones":
@@ -372,6 +382,24 @@ describe (struct cairn_pool *pool, const char *name, bool related,
       r = oom ();
       goto out;
     }
+  }
+  if (!vi.is_snapshot) {
+    json_t *props = json_object ();
+
+    if (props == NULL ||
+        json_object_set_new (obj, "quota", json_integer ((json_int_t) vi.quota)) ||
+        json_object_set_new (obj, "held", json_integer ((json_int_t) vi.held))) {
+      json_decref (props);
+      r = oom ();
+      goto out;
+    }
+    r = vol_list_props (pool, vi.name, add_prop, props);
+    if (r == 0 && json_object_set_new (obj, "properties", props))
+      r = oom ();
+    else if (r < 0)
+      json_decref (props);
+    if (r < 0)
+      goto out;
   }
   *result = obj;
   obj = NULL;
@@ -533,8 +561,11 @@ volume_resize (struct control_ctx *ctx, json_t *params, json_t **result)
   return r < 0 ? r : describe (pool, name, false, result);
 }
 
-/* volume.set {name, readonly} → the volume.  User properties are not in
- * the engine yet: "readonly" is the only property.
+/* volume.set {name, readonly?, quota?, properties?} → the volume.
+ * properties is an object of user properties (module:name) to set, a null
+ * value removing one; quota 0 removes the quota.  Each setting is its own
+ * engine transaction, applied in that order: a failure leaves the earlier
+ * ones in place (the reply's error says which failed).
  */
 static int
 volume_set (struct control_ctx *ctx, json_t *params, json_t **result)
@@ -542,21 +573,67 @@ volume_set (struct control_ctx *ctx, json_t *params, json_t **result)
   static const struct param spec[] = {
     { "name", PARAM_STRING, true },
     { "readonly", PARAM_BOOL, false },
+    { "quota", PARAM_SIZE, false },
+    { "properties", PARAM_OBJECT, false },
   };
   struct cairn_pool *pool = ctx_pool (ctx);
-  const char *name;
+  json_t *props, *v;
+  const char *name, *key;
+  uint64_t quota = 0;
   int r = check_params (ctx, "volume.set", params, spec, ARRAY_SIZE (spec));
 
   if (r < 0)
     return r;
-  if (json_object_get (params, "readonly") == NULL)
+  props = json_object_get (params, "properties");
+  if (json_object_get (params, "readonly") == NULL &&
+      json_object_get (params, "quota") == NULL && props == NULL)
     return control_invalid_params (ctx, "volume.set: nothing to set: give "
-                                   "\"readonly\" (the only property so far)");
+                                   "\"readonly\", \"quota\" or \"properties\"");
+  json_object_foreach (props, key, v)
+    if (!json_is_string (v) && !json_is_null (v))
+      return control_invalid_params (ctx, "volume.set: property \"%.64s\" "
+                                     "must be a string, or null to remove it",
+                                     key);
+  if (json_object_get (params, "quota") &&
+      (r = param_size (ctx, "volume.set", params, "quota", &quota)) < 0)
+    return r;
   name = param_str (params, "name");
   r = check_volume_name ("volume", name);
-  if (r == 0)
+  if (r == 0 && json_object_get (params, "readonly"))
     r = vol_set_readonly (pool, name, param_bool (params, "readonly"));
+  if (r == 0 && json_object_get (params, "quota"))
+    r = vol_set_quota (pool, name, quota);
+  json_object_foreach (props, key, v) {
+    if (r < 0)
+      break;
+    r = vol_set_prop (pool, name, key, json_string_value (v));
+  }
   return r < 0 ? r : describe (pool, name, false, result);
+}
+
+/* volume.rollback {name, snapshot, keep_as} → the rolled-back volume */
+static int
+volume_rollback (struct control_ctx *ctx, json_t *params, json_t **result)
+{
+  static const struct param spec[] = {
+    { "name", PARAM_STRING, true },
+    { "snapshot", PARAM_STRING, true },
+    { "keep_as", PARAM_STRING, true },
+  };
+  struct cairn_pool *pool = ctx_pool (ctx);
+  const char *name, *keep;
+  int r = check_params (ctx, "volume.rollback", params, spec, ARRAY_SIZE (spec));
+
+  if (r < 0)
+    return r;
+  name = param_str (params, "name");
+  keep = param_str (params, "keep_as");
+  r = check_volume_name ("volume", name);
+  if (r == 0)
+    r = check_volume_name ("keep_as", keep);
+  if (r == 0)
+    r = vol_rollback (pool, name, param_str (params, "snapshot"), keep);
+  return r < 0 ? r : describe (pool, name, true, result);
 }
 
 /* volume.clone {source, name} → the new volume */
@@ -949,6 +1026,7 @@ static const struct control_method catalog_methods[] = {
   { .name = "volume.list", .handler = volume_list, .blocking = true },
   { .name = "volume.rename", .handler = volume_rename, .blocking = true },
   { .name = "volume.resize", .handler = volume_resize, .blocking = true },
+  { .name = "volume.rollback", .handler = volume_rollback, .blocking = true },
   { .name = "volume.set", .handler = volume_set, .blocking = true },
   { .name = "volume.show", .handler = volume_show, .blocking = true },
 };

@@ -160,14 +160,14 @@ unchanged volume resize db lots
 expect 2 "invalid size 'lots'"
 
 runp volume set db readonly=on
-expect 0 "^volume db: readonly=on$"
+expect 0 "^volume db: readonly=on quota=none$"
 runp volume list
 grep -qE "^db +1G +0B +.* yes +-$" <<<"$out" || fail "db is not read-only: $out"
 jcheck 'j["readonly"] is False' volume set db readonly=off
 unchanged volume set db readonly=maybe
 expect 2 "readonly must be 'on' or 'off', not 'maybe'"
 unchanged volume set db compression=on
-expect 2 "unknown property 'compression': only 'readonly'"
+expect 2 "unknown property 'compression': set readonly, quota, or a user property"
 unchanged volume set db readonly
 expect 2 "'readonly' is not PROPERTY=VALUE"
 unchanged volume set db
@@ -340,6 +340,37 @@ if command -v flock >/dev/null 2>&1; then
   args=(volume list, while share-locked)
   expect 0 "^no volumes"
 fi
+
+# Properties, quota and rollback.
+runp volume create props 16M
+expect 0
+runp volume set props quota=8M com.example:owner=alice readonly=on
+expect 0 "^volume props: readonly=on quota=8M com.example:owner=alice$"
+jcheck 'j["quota"] == 8 << 20 and j["properties"] == {"com.example:owner": "alice"} and j["readonly"]' volume show props
+runp volume set props owner=bob
+expect 2 "unknown property 'owner'"
+runp volume set props quota=lots
+expect 2 "quota must be a size"
+runp volume set props com.example:owner= quota=none readonly=off
+expect 0 "^volume props: readonly=off quota=none$"
+runp volume set props com.example:owner=
+expect 3 "has no property 'com.example:owner'"
+runp snapshot create props@s1
+expect 0
+runp volume rollback props@s1 props-old
+expect 0 "^rolled props back to props@s1; its previous state and snapshots are now props-old$"
+jcheck 'j["origin"] == "props-old@s1" and j["snapshots"] == []' volume show props
+jcheck '"props-old@s1" in j["snapshots"]' volume show props-old
+runp volume rollback props@nope props-older
+expect 3 "no snapshot named 'nope'"
+runp volume rollback props props-older
+expect 2 "is not VOL@SNAP"
+runp volume rollback props-old@s1 props
+expect 1 "exists already"
+runp volume delete props
+expect 0
+runp volume delete props-old --recursive
+expect 0
 
 # No server: the message says how to start one, or to use --pool.
 run --socket "$TMPDIR_TEST/nope.sock" volume list

@@ -238,7 +238,7 @@ static const char *const all_methods[] = {
   "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
   "snapshot.rename", "snapshot.space", "volume.clone", "volume.create",
   "volume.delete", "volume.diff", "volume.list", "volume.rename",
-  "volume.resize", "volume.set", "volume.show",
+  "volume.resize", "volume.rollback", "volume.set", "volume.show",
 };
 
 Test (methods, listed_and_blocking)
