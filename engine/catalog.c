@@ -580,39 +580,40 @@ cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
   return 0;
 }
 
-/* Create a volume. */
-static int
-apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
+/* A new volume state for tree t (the request fills in the rest). */
+static struct volstate *
+volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
+              uint64_t gen)
 {
-  uint8_t key[1 + VOL_NAME_MAX], idv[8];
-  struct volstate *vs = NULL;
-  struct btree *t;
-  uint64_t id;
-  int r;
+  struct volstate *vs = calloc (1, sizeof *vs);
 
-  if (cat_find_name (cat, req->name))
-    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name);
-  r = pool_tree_create (cat->pool, &id, &t);
-  if (r < 0)
-    return r;
-  vs = calloc (1, sizeof *vs);
   if (vs == NULL)
-    return cairn_fail (-ENOMEM, "out of memory creating a volume");
+    return NULL;
   pthread_mutex_init (&vs->pend_lock, NULL);
   pthread_mutex_init (&vs->rmw_lock, NULL);
   vs->id = id;
   vs->tree = t;
-  snprintf (vs->name, sizeof vs->name, "%s", req->name);
-  vs->size = req->size;
+  snprintf (vs->name, sizeof vs->name, "%s", name);
+  vs->size = size;
   vs->ctime = (uint64_t) time (NULL);
   vs->create_gen = gen;
-  btree_set_free_fn (t, reclaim_free_fn, vs);
-  put_be64 (idv, id);
+  return vs;
+}
+
+/* Give a new volume its records and its place in the table (it is freed
+ * on failure).
+ */
+static int
+publish_volume (struct catalog *cat, struct volstate *vs)
+{
+  uint8_t key[1 + VOL_NAME_MAX], idv[8];
+  int r;
+
+  btree_set_free_fn (vs->tree, reclaim_free_fn, vs);
+  put_be64 (idv, vs->id);
   r = volrec_store (cat, vs);
   if (r == 0)
-    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name), idv, 8);
-  if (r == 0)
-    r = ensure_deadlist (cat);
+    r = root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
   if (r < 0) {
     volstate_free (vs);
     return r;
@@ -620,8 +621,30 @@ apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   pthread_mutex_lock (&cat->tlock);
   r = table_add (cat, vs);
   pthread_mutex_unlock (&cat->tlock);
-  req->out_id = id;
   return r;
+}
+
+/* Create a volume. */
+static int
+apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  struct volstate *vs;
+  struct btree *t;
+  uint64_t id;
+  int r;
+
+  if (cat_find_name (cat, req->name))
+    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name);
+  r = ensure_deadlist (cat);
+  if (r == 0)
+    r = pool_tree_create (cat->pool, &id, &t);
+  if (r < 0)
+    return r;
+  vs = volstate_new (id, t, req->name, req->size, gen);
+  if (vs == NULL)
+    return cairn_fail (-ENOMEM, "out of memory creating a volume");
+  req->out_id = id;
+  return publish_volume (cat, vs);
 }
 
 /* Delete a snapshot by generation (its records and its pin reason). */
@@ -1159,7 +1182,6 @@ resolve_point (struct catalog *cat, const char *src, uint64_t gen,
 static int
 apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
 {
-  uint8_t key[1 + VOL_NAME_MAX], idv[8];
   struct btree_root root;
   struct volstate *src = NULL, *vs;
   uint64_t pgen = 0, referenced = 0, id;
@@ -1177,39 +1199,19 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   r = pin_add (cat, src, pgen, &root, true);
   if (r < 0)
     return r;
-  vs = calloc (1, sizeof *vs);
+  vs = volstate_new (id, t, req->name2, src->size, gen);
   if (vs == NULL)
     return cairn_fail (-ENOMEM, "out of memory creating a clone");
-  pthread_mutex_init (&vs->pend_lock, NULL);
-  pthread_mutex_init (&vs->rmw_lock, NULL);
-  vs->id = id;
-  vs->tree = t;
-  snprintf (vs->name, sizeof vs->name, "%s", req->name2);
-  vs->size = src->size;
   if (strchr (req->name, '@')) {
     struct vol_info info;
     if (cat_read_snap (cat, src->id, pgen, &info) == 0)
       vs->size = info.size;
   }
-  vs->ctime = (uint64_t) time (NULL);
-  vs->create_gen = gen;
   vs->origin_id = src->id;
   vs->origin_gen = pgen;
   vs->referenced = (int64_t) referenced;
-  btree_set_free_fn (t, reclaim_free_fn, vs);
-  put_be64 (idv, id);
-  r = volrec_store (cat, vs);
-  if (r == 0)
-    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name2), idv, 8);
-  if (r < 0) {
-    volstate_free (vs);
-    return r;
-  }
-  pthread_mutex_lock (&cat->tlock);
-  r = table_add (cat, vs);
-  pthread_mutex_unlock (&cat->tlock);
   req->out_id = id;
-  return r;
+  return publish_volume (cat, vs);
 }
 
 /* Roll a volume back: rename it, then clone its snapshot under its old
