@@ -283,9 +283,28 @@ btree_walk (struct nodecache *cache, const struct btree_root *root,
 struct since_walk {
   struct nodecache *cache;
   uint64_t since;
-  int (*on_leaf) (void *, const uint8_t *, size_t, const uint8_t *, size_t);
+  int (*on_leaf) (void *, const uint8_t *, size_t, const uint8_t *, size_t,
+                  const struct btree_leaf *);
   void *opaque;
 };
+
+/* A leaf handed to btree_walk_since's callback is a node. */
+uint32_t
+btree_leaf_nitems (const struct btree_leaf *leaf)
+{
+  return node_nitems ((const struct node *) leaf);
+}
+
+void
+btree_leaf_item (const struct btree_leaf *leaf, uint32_t i,
+                 const uint8_t **keyp, size_t *klenp, const uint8_t **valp,
+                 size_t *vlenp)
+{
+  const struct node *n = (const struct node *) leaf;
+
+  *keyp = node_key (n, i, klenp);
+  *valp = node_val (n, i, vlenp);
+}
 
 /* Visit the changed leaves below bp, whose keys lie in b. */
 static int
@@ -301,7 +320,8 @@ since_rec (struct since_walk *w, const struct blkptr *bp, const struct bounds *b
   if (r < 0)
     return r;
   if (node_level (n) == 0) {
-    r = w->on_leaf (w->opaque, b->lo, b->lolen, b->hi, b->hilen);
+    r = w->on_leaf (w->opaque, b->lo, b->lolen, b->hi, b->hilen,
+                    (const struct btree_leaf *) n);
     cache_put (w->cache, n);
     return r;
   }
@@ -327,7 +347,8 @@ int
 btree_walk_since (struct nodecache *cache, const struct btree_root *root,
                   uint64_t since,
                   int (*on_leaf) (void *opaque, const uint8_t *lo, size_t lolen,
-                                  const uint8_t *hi, size_t hilen),
+                                  const uint8_t *hi, size_t hilen,
+                                  const struct btree_leaf *leaf),
                   void *opaque)
 {
   struct since_walk w = { cache, since, on_leaf, opaque };

@@ -203,13 +203,21 @@ int btree_walk (struct nodecache *cache, const struct btree_root *root,
 /* Visit, in key order, every leaf born after generation since, descending
  * only into pointers born after it (BT-4 makes that complete): the cost
  * follows the change, not the tree.  on_leaf gets the leaf's key range,
- * lo <= k < hi (NULL: unbounded); a non-zero return stops the walk.
+ * lo <= k < hi (NULL: unbounded), and the leaf itself, whose items it may
+ * read with btree_leaf_item until it returns; a non-zero return stops the
+ * walk.
  */
+struct btree_leaf;
+uint32_t btree_leaf_nitems (const struct btree_leaf *leaf);
+void btree_leaf_item (const struct btree_leaf *leaf, uint32_t i,
+                      const uint8_t **keyp, size_t *klenp,
+                      const uint8_t **valp, size_t *vlenp);
 int btree_walk_since (struct nodecache *cache, const struct btree_root *root,
                       uint64_t since,
                       int (*on_leaf) (void *opaque, const uint8_t *lo,
                                       size_t lolen, const uint8_t *hi,
-                                      size_t hilen),
+                                      size_t hilen,
+                                      const struct btree_leaf *leaf),
                       void *opaque) CAIRN_WUR;
 
 #endif /* CAIRN_BTREE_H */

