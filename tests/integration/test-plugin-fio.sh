@@ -12,12 +12,14 @@ testctl create vol1 64M
 start_plugin
 
 # run_fio EXTRA-OPTIONS...: the workload; fails on any verify error.
+# fio writes its verify state files (local-*-verify.state) into the
+# current directory: run it in the test's own.
 run_fio () {
-  fio --name=cairn --ioengine=nbd --uri="$(uri vol1)" \
+  (cd "$TMPDIR_TEST" && fio --name=cairn --ioengine=nbd --uri="$(uri vol1)" \
     --rw=randwrite --bs=4k --iodepth=16 --numjobs=4 \
     --size=16M --offset_increment=16M \
     --verify=crc32c --verify_fatal=1 --verify_backlog=0 \
-    --randrepeat=1 --group_reporting "$@" >"$TMPDIR_TEST/fio.out" 2>&1
+    --randrepeat=1 --group_reporting "$@" >"$TMPDIR_TEST/fio.out" 2>&1)
   local rc=$?
   cat "$TMPDIR_TEST/fio.out"
   [ $rc -eq 0 ] || return 1
