@@ -45,6 +45,13 @@ freeze_node (struct nodecache *c, struct node *n, struct nodebatch *b,
       if (bp.birth != gen)
         continue;
       child = cache_find (c, bp.addr);
+      if (child && !child->dirty && child->gen == gen) {
+        /* Frozen by this commit's first pass already (a freeze hook changed
+         * the tree again, copying its parent): its checksum is in bp.
+         */
+        cache_put (c, child);
+        continue;
+      }
       if (child == NULL || !child->dirty || child->gen != gen) {
         if (child)
           cache_put (c, child);
