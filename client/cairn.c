@@ -59,6 +59,32 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_info, NULL, CMD_OFFLINE },
+  { "send", "write a snapshot to standard output as a stream",
+    "VOL@SNAP [--from SNAP] [--resume TOKEN] [--dry-run]",
+"Write snapshot VOL@SNAP as a send stream (cairn-stream(5)) to standard\n"
+"output, which must not be a terminal: all of its data, or with --from the\n"
+"changes since an older snapshot of the same volume.  Needs --pool PATH for\n"
+"now (the pool must not be in use).\n"
+"\n"
+"  -f, --from SNAP       send the changes since SNAP (or VOL@SNAP): an\n"
+"                        incremental stream\n"
+"  -r, --resume TOKEN    continue the stream whose receive was interrupted\n"
+"                        and gave out TOKEN\n"
+"  -n, --dry-run         write nothing: print the size the stream would have\n",
+    cmd_send, NULL, CMD_OFFLINE },
+  { "receive", "make a snapshot from a stream on standard input",
+    "VOL [--abort | --token]",
+"Read a send stream from standard input into volume VOL: a full stream\n"
+"creates VOL (which must not exist); an incremental one applies to VOL,\n"
+"whose newest snapshot must be the stream's base and which must not have\n"
+"been written since.  Nothing changes until the whole stream has been\n"
+"verified; then VOL@SNAP appears (named as on the sender) and VOL holds it.\n"
+"A receive cut short keeps its progress and prints a token: 'cairn send\n"
+"--resume TOKEN' continues it.  Needs --pool PATH for now.\n"
+"\n"
+"  -a, --abort           discard VOL's interrupted receive\n"
+"  -t, --token           print the token of VOL's interrupted receive\n",
+    cmd_receive, NULL, CMD_OFFLINE },
   { "volume", "create, list, show, change and delete volumes",
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_volume_commands, CMD_ONLINE },
   { "snapshot", "create, list, rename and delete snapshots",

@@ -69,9 +69,9 @@ call_server (const struct cli *cli, const char *method, json_t *params,
 }
 
 /* Open the pool of --pool for a call (read-only unless modify). */
-static int
-open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
-           struct cairn_pool **poolp)
+int
+cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
+               struct cairn_pool **poolp)
 {
   struct pool_open_opts oo = { .readonly = !modify };
   int r = dev_file_open (cli->pool, modify ? 0 : DEV_RDONLY, 0, devp);
@@ -159,7 +159,7 @@ cli_call (const struct cli *cli, bool modify, const char *method,
     return cli_error (cli, EXIT_FAIL, "out of memory");
   if (cli->pool == NULL)
     r = call_server (cli, method, params, result);
-  else if ((r = open_pool (cli, modify, &dev, &pool)) == EXIT_OK) {
+  else if ((r = cli_open_pool (cli, modify, &dev, &pool)) == EXIT_OK) {
     r = call_local (cli, pool, method, params, result);
     /* The method's changes are durable already; this commits nothing
      * more, but its failure still says that something went wrong.

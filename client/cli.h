@@ -104,6 +104,14 @@ int cmd_info (const struct cli *cli, int argc, char **argv);
  */
 int cli_call (const struct cli *cli, bool modify, const char *method,
               json_t *params, json_t **result);
+/* Open the pool of --pool in this process (read-only unless modify), as
+ * cli_call does.  Returns EXIT_OK, or the exit code after reporting the
+ * failure (EXIT_NOT_FOUND when there is no such file).
+ */
+struct cairn_dev;
+struct cairn_pool;
+int cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
+                   struct cairn_pool **poolp);
 
 /* The subcommands of online.c: two groups and three single ones. */
 extern const struct command cli_volume_commands[];
@@ -111,5 +119,11 @@ extern const struct command cli_snapshot_commands[];
 int cmd_clone (const struct cli *cli, int argc, char **argv);
 int cmd_diff (const struct cli *cli, int argc, char **argv);
 int cmd_status (const struct cli *cli, int argc, char **argv);
+
+/* The subcommands of send-receive.c: streams in and out of a pool, in
+ * process with --pool (the server's stream mode is not there yet).
+ */
+int cmd_send (const struct cli *cli, int argc, char **argv);
+int cmd_receive (const struct cli *cli, int argc, char **argv);
 
 #endif /* CAIRN_CLI_H */

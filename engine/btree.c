@@ -134,6 +134,20 @@ btree_get_root (struct btree *t, struct btree_root *root)
   *root = t->root;
 }
 
+int
+btree_swap_roots (struct btree *a, struct btree *b)
+{
+  struct btree_root root = a->root;
+
+  if (a->dirty || b->dirty)
+    return cairn_fail (-EBUSY, "internal error: swapping the roots of trees "
+                       "%" PRIu64 " and %" PRIu64 " with unfrozen changes",
+                       a->id, b->id);
+  a->root = b->root;
+  b->root = root;
+  return 0;
+}
+
 bool
 btree_is_dirty (struct btree *t)
 {

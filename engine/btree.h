@@ -110,6 +110,11 @@ void btree_close (struct btree *tree);
 void btree_set_free_fn (struct btree *tree, btree_free_fn fn, void *opaque);
 uint64_t btree_id (struct btree *tree);
 void btree_get_root (struct btree *tree, struct btree_root *root);
+/* Exchange the roots of two trees with no unfrozen change (-EBUSY
+ * otherwise): the catalog publishes a received state this way.  Both are
+ * write-locked by the caller.
+ */
+int btree_swap_roots (struct btree *a, struct btree *b) CAIRN_WUR;
 /* Has the tree changed since it was opened or last frozen? */
 bool btree_is_dirty (struct btree *tree);
 

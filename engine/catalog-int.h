@@ -32,6 +32,10 @@
 
 #define VOLF_READONLY 1u
 #define VOLF_HIDDEN 2u        /* deleted, kept while clones depend on it */
+#define VOLF_PARTIAL 4u       /* a receive in progress: found by no name
+                                 lookup, only by the receive calls; it has
+                                 no RK_NAME item (see "partial volumes" in
+                                 catalog.c) */
 
 /* Volume record (little-endian):
  *   0  u64 tree id      8  u64 size (bytes)     16 u64 ctime
@@ -42,9 +46,21 @@
 #define VOLREC_FIXED 74u
 
 /* Snapshot record:
- *   0 u64 ctime   8 u64 referenced (blocks)   16 u64 size   24 u16 len, name
+ *   0  u64 ctime (seconds since 1970; a received snapshot keeps the
+ *      sender's)
+ *   8  u64 referenced (blocks)
+ *   16 u64 size (bytes)
+ *   24 u64 GUID: random and non-zero, given when the snapshot is taken and
+ *      kept by every copy a receive makes, so that it names the same state
+ *      in every pool (cairn-stream(5))
+ *   32 u16 name length, then the name
  */
-#define SNAPREC_FIXED 26u
+#define SNAPREC_FIXED 34u
+
+/* The property (RK_PROP, key without ':', so no user property can clash)
+ * that holds a partial volume's state string: its receive's resume token.
+ */
+#define PARTIAL_STATE_KEY "receive-state"
 
 /* Pin record:
  *   0 u32 snapshots   4 u32 clones   8 root pointer (48)   56 u8 root level
@@ -88,7 +104,11 @@ struct volstate {
 enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
   REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA, REQ_ROLLBACK,
+  REQ_PARTIAL_CREATE, REQ_PARTIAL_SAVE, REQ_PARTIAL_PUBLISH, REQ_PARTIAL_ABORT,
 };
+
+/* REQ_CREATE and REQ_CLONE flag: make a partial volume (VOLF_PARTIAL). */
+#define REQF_PARTIAL 0x100u
 
 /* A catalog change, applied inside a commit's freeze. */
 struct cat_request {
@@ -97,6 +117,7 @@ struct cat_request {
   const char *const *vols;
   size_t nvols;
   uint64_t size;
+  uint64_t guid, ctime;       /* REQ_PARTIAL_PUBLISH: the snapshot's */
   unsigned flags;
   bool flag;
   int result;
@@ -127,6 +148,8 @@ struct catalog {
 /* catalog.c */
 int catalog_get (struct cairn_pool *pool, struct catalog **catp) CAIRN_WUR;
 struct volstate *cat_find_name (struct catalog *cat, const char *name);
+/* The partial volume of a receive into name, or NULL (tlock held). */
+struct volstate *cat_find_partial (struct catalog *cat, const char *name);
 int cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
                     uint32_t *snaps, uint32_t *clones, struct btree_root *root)
   CAIRN_WUR;
@@ -149,6 +172,11 @@ int reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
+/* Move the deadlist entries of a published partial volume to the volume
+ * it was published into (RC-5).
+ */
+int reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
+                            struct volstate *to) CAIRN_WUR;
 /* Count the blocks on a volume's deadlist into vs->held. */
 int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */

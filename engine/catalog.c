@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "catalog-int.h"
@@ -145,6 +146,58 @@ volstate_free (struct volstate *vs)
   pthread_mutex_destroy (&vs->rmw_lock);
   free (vs->pending);
   free (vs);
+}
+
+/* A snapshot record, decoded. */
+struct snaprec {
+  uint64_t ctime, referenced, size, guid;   /* referenced in blocks */
+  char name[VOL_NAME_MAX + 1];
+};
+
+/* Encode a snapshot record; returns its length. */
+static size_t
+snaprec_encode (const struct snaprec *sr, uint8_t *p)
+{
+  size_t len = strlen (sr->name);
+
+  put_le64 (p, sr->ctime);
+  put_le64 (p + 8, sr->referenced);
+  put_le64 (p + 16, sr->size);
+  put_le64 (p + 24, sr->guid);
+  put_le16 (p + 32, (uint16_t) len);
+  memcpy (p + SNAPREC_FIXED, sr->name, len);
+  return SNAPREC_FIXED + len;
+}
+
+/* Decode the snapshot record of (id, gen). */
+static int
+snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
+                struct snaprec *sr)
+{
+  size_t nlen;
+
+  if (len < SNAPREC_FIXED || (nlen = get_le16 (p + 32)) > VOL_NAME_MAX ||
+      SNAPREC_FIXED + nlen != len || get_le64 (p + 24) == 0)
+    return cairn_fail (-EIO, "corrupt snapshot record (volume %" PRIu64
+                       ", generation %" PRIu64 ")", id, gen);
+  sr->ctime = get_le64 (p);
+  sr->referenced = get_le64 (p + 8);
+  sr->size = get_le64 (p + 16);
+  sr->guid = get_le64 (p + 24);
+  memcpy (sr->name, p + SNAPREC_FIXED, nlen);
+  sr->name[nlen] = '\0';
+  return 0;
+}
+
+/* A new snapshot GUID: random, never 0. */
+static int
+new_guid (uint64_t *guidp)
+{
+  do {
+    if (getrandom (guidp, sizeof *guidp, 0) != sizeof *guidp)
+      return cairn_fail (-errno, "getrandom: %m");
+  } while (*guidp == 0);
+  return 0;
 }
 
 /* Root tree helpers (the caller holds txn or is in the freeze). */
@@ -317,12 +370,29 @@ table_remove (struct catalog *cat, struct volstate *vs)
   volstate_free (vs);
 }
 
+/* Is a volume found by name and listed?  Not when hidden or partial. */
+static inline bool
+vs_visible (const struct volstate *vs)
+{
+  return !(vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL));
+}
+
 /* Find a visible volume by name (tlock held). */
 struct volstate *
 cat_find_name (struct catalog *cat, const char *name)
 {
   for (size_t i = 0; i < cat->nvols; i++)
-    if (!(cat->vols[i]->flags & VOLF_HIDDEN) &&
+    if (vs_visible (cat->vols[i]) && strcmp (cat->vols[i]->name, name) == 0)
+      return cat->vols[i];
+  return NULL;
+}
+
+/* Find the partial volume of a receive into name (tlock held). */
+struct volstate *
+cat_find_partial (struct catalog *cat, const char *name)
+{
+  for (size_t i = 0; i < cat->nvols; i++)
+    if ((cat->vols[i]->flags & (VOLF_PARTIAL | VOLF_HIDDEN)) == VOLF_PARTIAL &&
         strcmp (cat->vols[i]->name, name) == 0)
       return cat->vols[i];
   return NULL;
@@ -558,22 +628,21 @@ cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                struct vol_info *info)
 {
   uint8_t key[17], val[SNAPREC_FIXED + VOL_NAME_MAX];
-  size_t vlen, nlen;
+  struct snaprec sr;
+  size_t vlen;
   int r;
 
   cat_key (key, RK_SNAP, id, gen);
   r = root_get (cat, key, 17, val, sizeof val, &vlen);
+  if (r == 0)
+    r = snaprec_decode (val, vlen, id, gen, &sr);
   if (r < 0)
     return r;
-  if (vlen < SNAPREC_FIXED || (nlen = get_le16 (val + 24)) > VOL_NAME_MAX ||
-      SNAPREC_FIXED + nlen != vlen)
-    return cairn_fail (-EIO, "corrupt snapshot record (volume %" PRIu64
-                       ", generation %" PRIu64 ")", id, gen);
-  info->ctime = get_le64 (val);
-  info->referenced = get_le64 (val + 8) * BLOCK_SIZE;
-  info->size = get_le64 (val + 16);
-  memcpy (info->snap, val + SNAPREC_FIXED, nlen);
-  info->snap[nlen] = '\0';
+  info->ctime = sr.ctime;
+  info->referenced = sr.referenced * BLOCK_SIZE;
+  info->size = sr.size;
+  info->guid = sr.guid;
+  snprintf (info->snap, sizeof info->snap, "%s", sr.name);
   info->gen = gen;
   info->is_snapshot = true;
   info->readonly = true;
@@ -601,7 +670,7 @@ volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
 }
 
 /* Give a new volume its records and its place in the table (it is freed
- * on failure).
+ * on failure).  A partial volume gets no name item.
  */
 static int
 publish_volume (struct catalog *cat, struct volstate *vs)
@@ -612,7 +681,7 @@ publish_volume (struct catalog *cat, struct volstate *vs)
   btree_set_free_fn (vs->tree, reclaim_free_fn, vs);
   put_be64 (idv, vs->id);
   r = volrec_store (cat, vs);
-  if (r == 0)
+  if (r == 0 && !(vs->flags & VOLF_PARTIAL))
     r = root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
   if (r < 0) {
     volstate_free (vs);
@@ -643,6 +712,8 @@ apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   vs = volstate_new (id, t, req->name, req->size, gen);
   if (vs == NULL)
     return cairn_fail (-ENOMEM, "out of memory creating a volume");
+  if (req->flags & REQF_PARTIAL)
+    vs->flags |= VOLF_PARTIAL;
   req->out_id = id;
   return publish_volume (cat, vs);
 }
@@ -698,7 +769,8 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
   btree_rdlock (root);
   for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
-    size_t kl, vl, nlen;
+    size_t kl, vl;
+    struct snaprec sr;
 
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl != 17 || k[0] != RK_SNAP || get_be64 (k + 1) != id)
@@ -718,14 +790,11 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
       sl->name = nn;
       sl->cap = cap;
     }
-    if (vl < SNAPREC_FIXED || (nlen = get_le16 (v + 24)) > VOL_NAME_MAX ||
-        SNAPREC_FIXED + nlen != vl) {
-      r = cairn_fail (-EIO, "corrupt snapshot record of volume %" PRIu64, id);
-      break;
-    }
     sl->gen[sl->n] = get_be64 (k + 9);
-    memcpy (sl->name[sl->n], v + SNAPREC_FIXED, nlen);
-    sl->name[sl->n][nlen] = '\0';
+    r = snaprec_decode (v, vl, id, sl->gen[sl->n], &sr);
+    if (r < 0)
+      break;
+    memcpy (sl->name[sl->n], sr.name, sizeof sr.name);
     sl->n++;
   }
   btree_unlock (root);
@@ -1013,12 +1082,52 @@ apply_quota (struct catalog *cat, struct cat_request *req)
   return volrec_store (cat, vs);
 }
 
+/* Add snapshot vs@name at the end of generation gen: its records and a pin
+ * of the tree's (frozen) root.
+ */
+static int
+snap_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
+          const char *name, uint64_t guid, uint64_t ctime)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX], val[SNAPREC_FIXED + VOL_NAME_MAX], gv[8];
+  struct snaprec sr = {
+    .ctime = ctime, .size = vs->size, .guid = guid,
+    .referenced = (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED),
+  };
+  struct btree_root root;
+  int r;
+
+  snprintf (sr.name, sizeof sr.name, "%s", name);
+  btree_get_root (vs->tree, &root);
+  cat_key (key, RK_SNAP, vs->id, gen);
+  r = root_put (cat, key, 17, val, snaprec_encode (&sr, val));
+  put_le64 (gv, gen);
+  if (r == 0)
+    r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, name), gv, 8);
+  if (r == 0)
+    r = pin_add (cat, vs, gen, &root, false);
+  return r;
+}
+
+/* Refuse a snapshot name that vs has already. */
+static int
+snap_name_free (struct catalog *cat, struct volstate *vs, const char *name)
+{
+  uint64_t sgen;
+  int r = cat_lookup_snap (cat, vs->id, name, &sgen);
+
+  if (r == 0)
+    return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' already",
+                       vs->name, name);
+  return r == -ENOENT ? 0 : r;
+}
+
 /* Snapshot volumes, all or none. */
 static int
 apply_snap (struct catalog *cat, struct cat_request *req, uint64_t gen)
 {
   struct volstate *vss[64];
-  uint64_t sgen;
+  uint64_t guids[64];
   int r;
 
   if (req->nvols > ARRAY_SIZE (vss))
@@ -1031,32 +1140,14 @@ apply_snap (struct catalog *cat, struct cat_request *req, uint64_t gen)
     for (size_t j = 0; j < i; j++)
       if (vss[j] == vss[i])
         return cairn_fail (-EINVAL, "volume '%s' is named twice", req->vols[i]);
-    r = cat_lookup_snap (cat, vss[i]->id, req->snap, &sgen);
+    r = snap_name_free (cat, vss[i], req->snap);
     if (r == 0)
-      return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' already",
-                         vss[i]->name, req->snap);
-    if (r != -ENOENT)
+      r = new_guid (&guids[i]);
+    if (r < 0)
       return r;
   }
   for (size_t i = 0; i < req->nvols; i++) {
-    struct volstate *vs = vss[i];
-    uint8_t key[1 + 8 + VOL_NAME_MAX], val[SNAPREC_FIXED + VOL_NAME_MAX], gv[8];
-    size_t nlen = strlen (req->snap);
-    struct btree_root root;
-
-    btree_get_root (vs->tree, &root);
-    put_le64 (val, (uint64_t) time (NULL));
-    put_le64 (val + 8, (uint64_t) __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED));
-    put_le64 (val + 16, vs->size);
-    put_le16 (val + 24, (uint16_t) nlen);
-    memcpy (val + SNAPREC_FIXED, req->snap, nlen);
-    cat_key (key, RK_SNAP, vs->id, gen);
-    r = root_put (cat, key, 17, val, SNAPREC_FIXED + nlen);
-    put_le64 (gv, gen);
-    if (r == 0)
-      r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap), gv, 8);
-    if (r == 0)
-      r = pin_add (cat, vs, gen, &root, false);
+    r = snap_add (cat, vss[i], gen, req->snap, guids[i], (uint64_t) time (NULL));
     if (r < 0)
       return r;
   }
@@ -1069,7 +1160,7 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
 {
   uint8_t key[1 + 8 + VOL_NAME_MAX], gv[8];
   struct volstate *vs = NULL;
-  uint64_t sgen, other;
+  uint64_t sgen;
   int r = need_volume (cat, req->name, &vs);
 
   if (r < 0)
@@ -1094,24 +1185,22 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
     return drop_snapshot (cat, vs, sgen, req->snap);
   }
 
-  if (cat_lookup_snap (cat, vs->id, req->name2, &other) == 0)
-    return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' already",
-                       vs->name, req->name2);
+  r = snap_name_free (cat, vs, req->name2);
+  if (r < 0)
+    return r;
   {
-    struct vol_info info;
     uint8_t val[SNAPREC_FIXED + VOL_NAME_MAX];
-    size_t nlen = strlen (req->name2);
+    struct snaprec sr;
+    size_t vlen;
 
-    r = cat_read_snap (cat, vs->id, sgen, &info);
+    cat_key (key, RK_SNAP, vs->id, sgen);
+    r = root_get (cat, key, 17, val, sizeof val, &vlen);
+    if (r == 0)
+      r = snaprec_decode (val, vlen, vs->id, sgen, &sr);
     if (r < 0)
       return r;
-    put_le64 (val, info.ctime);
-    put_le64 (val + 8, info.referenced / BLOCK_SIZE);
-    put_le64 (val + 16, info.size);
-    put_le16 (val + 24, (uint16_t) nlen);
-    memcpy (val + SNAPREC_FIXED, req->name2, nlen);
-    cat_key (key, RK_SNAP, vs->id, sgen);
-    r = root_put (cat, key, 17, val, SNAPREC_FIXED + nlen);
+    snprintf (sr.name, sizeof sr.name, "%s", req->name2);
+    r = root_put (cat, key, 17, val, snaprec_encode (&sr, val));
   }
   if (r == 0)
     r = root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap));
@@ -1188,7 +1277,7 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   struct btree *t;
   int r;
 
-  if (cat_find_name (cat, req->name2))
+  if (!(req->flags & REQF_PARTIAL) && cat_find_name (cat, req->name2))
     return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
   r = resolve_point (cat, req->name, gen, &src, &pgen, &root, &referenced);
   if (r < 0)
@@ -1210,6 +1299,8 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   vs->origin_id = src->id;
   vs->origin_gen = pgen;
   vs->referenced = (int64_t) referenced;
+  if (req->flags & REQF_PARTIAL)
+    vs->flags |= VOLF_PARTIAL;
   req->out_id = id;
   return publish_volume (cat, vs);
 }
@@ -1251,6 +1342,267 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   return r;
 }
 
+/* ---------------------------------------------------------------- partial volumes
+ *
+ * A receive (server/receive.c) writes into a partial volume: VOLF_PARTIAL,
+ * no RK_NAME item, the name of its target, and its state string in the
+ * property PARTIAL_STATE_KEY.  Four requests drive it:
+ *
+ *   create   full: a new empty volume; incremental: a clone of the base
+ *            snapshot, the target's newest state (check_base)
+ *   save     a new state string, durable with every write before it
+ *   publish  full: the partial takes its name item, loses its flag and is
+ *            snapshotted; incremental: check_base again, then the target
+ *            and the partial exchange their trees (pool_tree_swap), the
+ *            target adopts the partial's deadlist (RC-5), is snapshotted,
+ *            and the partial, now holding the base state, is destroyed
+ *   abort    the partial is destroyed
+ *
+ * Why the swap is sound (reclaim.c's invariants): check_base makes sure
+ * that the target's live tree is the base's pinned tree (no write since)
+ * and that no pin of the target is newer than the base.  Then every block
+ * of the partial born after the base is one the target may own (RC-1: it
+ * is born after the target's origin), no pin between the base and the new
+ * snapshot could have wrongly counted it (there is none), the target's own
+ * deadlist holds nothing that died after the base, and what the partial
+ * stopped referencing of the base is on the partial's deadlist (RC-5),
+ * which becomes the target's, as if the target had made the writes
+ * itself.  The partial left holding the base's tree owns nothing in it
+ * (every block is born at or before its origin), so destroying it frees
+ * nothing but its clone pin on the base.
+ */
+
+/* The key of a partial's state property. */
+static size_t
+partial_state_key (uint8_t *key, uint64_t id)
+{
+  size_t klen = strlen (PARTIAL_STATE_KEY);
+
+  key[0] = RK_PROP;
+  put_be64 (key + 1, id);
+  memcpy (key + 9, PARTIAL_STATE_KEY, klen);
+  return 9 + klen;
+}
+
+/* Look a partial volume up, with a message when there is none. */
+static int
+need_partial (struct catalog *cat, const char *name, struct volstate **vsp)
+{
+  pthread_mutex_lock (&cat->tlock);
+  *vsp = cat_find_partial (cat, name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (*vsp == NULL)
+    return cairn_fail (-ENOENT, "no receive into '%s' is in progress or "
+                       "interrupted", name);
+  return 0;
+}
+
+/* Is volume vs still exactly its snapshot at pgen, the base of an
+ * incremental receive (snap: its name, for messages)?  -ESTALE saying why
+ * not.
+ */
+static int
+check_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
+            const char *snap)
+{
+  struct btree_root pinned, live;
+  int r = cat_lookup_pin (cat, vs->id, pgen, NULL, NULL, &pinned);
+
+  if (r < 0)
+    return r;
+  if (vs->max_pin != pgen)
+    return cairn_fail (-ESTALE, "volume '%s' has a snapshot or clone newer "
+                       "than '%s@%s' (generation %" PRIu64 " against %" PRIu64
+                       "): a stream can only extend the newest state",
+                       vs->name, vs->name, snap, vs->max_pin, pgen);
+  btree_get_root (vs->tree, &live);
+  if (live.bp.addr != pinned.bp.addr || live.bp.birth != pinned.bp.birth ||
+      live.level != pinned.level)
+    return cairn_fail (-ESTALE, "volume '%s' was written after its snapshot "
+                       "'%s' (perhaps with the same bytes): a volume that "
+                       "receives incremental streams must stay as its newest "
+                       "snapshot left it", vs->name, snap);
+  return 0;
+}
+
+/* Store a partial's state string. */
+static int
+partial_state_put (struct catalog *cat, struct volstate *vs, const char *state)
+{
+  uint8_t key[1 + 8 + sizeof PARTIAL_STATE_KEY];
+
+  return root_put (cat, key, partial_state_key (key, vs->id), state,
+                   strlen (state));
+}
+
+/* Start a receive: make the partial volume. */
+static int
+apply_partial_create (struct catalog *cat, struct cat_request *req,
+                      uint64_t gen)
+{
+  char src[2 * VOL_NAME_MAX + 2];
+  struct cat_request sub = { .name = req->name, .name2 = req->name,
+                             .size = req->size, .flags = REQF_PARTIAL };
+  struct volstate *vs, *base = NULL;
+  uint64_t pgen;
+  int r;
+
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_partial (cat, req->name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs)
+    return cairn_fail (-EEXIST, "a receive into '%s' was interrupted and kept "
+                       "its progress: resume it, or abort it first",
+                       req->name);
+  if (req->snap == NULL)
+    r = apply_create (cat, &sub, gen);
+  else {
+    r = need_volume (cat, req->name, &base);
+    if (r == 0)
+      r = cat_lookup_snap (cat, base->id, req->snap, &pgen);
+    if (r == -ENOENT)
+      return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
+                         req->name, req->snap);
+    if (r == 0)
+      r = check_base (cat, base, pgen, req->snap);
+    if (r < 0)
+      return r;
+    snprintf (src, sizeof src, "%s@%s", req->name, req->snap);
+    sub.name = src;
+    r = apply_clone (cat, &sub, gen);
+  }
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_id (cat, sub.out_id);
+  pthread_mutex_unlock (&cat->tlock);
+  /* A clone has its base's size: give it the stream's. */
+  if (req->size < vs->size) {
+    uint64_t first = DIV_ROUND_UP (req->size, BLOCK_SIZE);
+    uint64_t end = DIV_ROUND_UP (vs->size, BLOCK_SIZE);
+
+    if (end > first && (r = vol_punch (vs, first, end - first)) < 0)
+      return r;
+  }
+  vs->size = req->size;
+  r = volrec_store (cat, vs);
+  if (r == 0)
+    r = partial_state_put (cat, vs, req->name2);
+  req->out_id = vs->id;
+  return r;
+}
+
+/* Save a partial's state (the commit makes the writes before it durable). */
+static int
+apply_partial_save (struct catalog *cat, struct cat_request *req)
+{
+  struct volstate *vs;
+  int r = need_partial (cat, req->name, &vs);
+
+  return r < 0 ? r : partial_state_put (cat, vs, req->name2);
+}
+
+/* Publish a partial as its target's newest snapshot and live state.  Every
+ * check comes before the first change: a refusal changes nothing.
+ */
+static int
+apply_partial_publish (struct catalog *cat, struct cat_request *req,
+                       uint64_t gen)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX], skey[1 + 8 + sizeof PARTIAL_STATE_KEY];
+  uint8_t idv[8];
+  struct volstate *vs, *target;
+  int r = need_partial (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (vs->opens > 0)
+    return cairn_fail (-EBUSY, "internal error: the receive into '%s' still "
+                       "has its partial volume open", req->name);
+
+  if (vs->origin_id == 0) {
+    /* Full: the partial becomes the volume. */
+    if (cat_find_name (cat, req->name))
+      return cairn_fail (-EEXIST, "a volume named '%s' was created during the "
+                         "receive: rename or delete it, then resume",
+                         req->name);
+    r = root_del (cat, skey, partial_state_key (skey, vs->id));
+    if (r == -ENOENT)
+      r = 0;
+    put_be64 (idv, vs->id);
+    if (r == 0)
+      r = root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
+    if (r < 0)
+      return r;
+    pthread_mutex_lock (&cat->tlock);
+    vs->flags &= ~(uint64_t) VOLF_PARTIAL;
+    pthread_mutex_unlock (&cat->tlock);
+    r = volrec_store (cat, vs);
+    if (r == 0)
+      r = snap_add (cat, vs, gen, req->snap, req->guid, req->ctime);
+    return r;
+  }
+
+  /* Incremental: the target takes the partial's tree. */
+  pthread_mutex_lock (&cat->tlock);
+  target = cat_find_name (cat, req->name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (target == NULL || target->id != vs->origin_id)
+    return cairn_fail (-ESTALE, "volume '%s' was deleted, renamed or replaced "
+                       "during the receive: abort the receive", req->name);
+  if (target->opens > 0)
+    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
+                       "disconnect them, then resume the receive",
+                       target->name, target->opens);
+  r = snap_name_free (cat, target, req->snap);
+  if (r == 0) {
+    struct vol_info base = { .snap = "" };
+
+    if (cat_read_snap (cat, target->id, vs->origin_gen, &base) < 0)
+      snprintf (base.snap, sizeof base.snap, "#%" PRIu64, vs->origin_gen);
+    r = check_base (cat, target, vs->origin_gen, base.snap);
+  }
+  if (r == 0)
+    r = pool_tree_swap (cat->pool, target->id, vs->id);
+  if (r < 0)
+    return r;
+  {
+    int64_t tr = __atomic_load_n (&target->referenced, __ATOMIC_RELAXED);
+    uint64_t size = target->size;
+
+    __atomic_store_n (&target->referenced,
+                      __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED),
+                      __ATOMIC_RELAXED);
+    __atomic_store_n (&vs->referenced, tr, __ATOMIC_RELAXED);
+    target->size = vs->size;
+    vs->size = size;
+  }
+  r = reclaim_adopt_deadlist (cat, vs, target);
+  if (r == 0)
+    r = volrec_store (cat, target);
+  if (r == 0)
+    r = snap_add (cat, target, gen, req->snap, req->guid, req->ctime);
+  if (r == 0)
+    r = destroy_volume (cat, vs, gen);     /* and its state property */
+  return r;
+}
+
+/* Discard a partial. */
+static int
+apply_partial_abort (struct catalog *cat, struct cat_request *req,
+                     uint64_t gen)
+{
+  struct volstate *vs;
+  int r = need_partial (cat, req->name, &vs);
+
+  if (r < 0)
+    return r;
+  if (vs->opens > 0)
+    return cairn_fail (-EBUSY, "the receive into '%s' is still running",
+                       req->name);
+  return destroy_volume (cat, vs, gen);
+}
+
 /* Apply a request inside the freeze of generation gen. */
 static int
 apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
@@ -1268,6 +1620,10 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_PROP: return apply_prop (cat, req);
   case REQ_QUOTA: return apply_quota (cat, req);
   case REQ_ROLLBACK: return apply_rollback (cat, req, gen);
+  case REQ_PARTIAL_CREATE: return apply_partial_create (cat, req, gen);
+  case REQ_PARTIAL_SAVE: return apply_partial_save (cat, req);
+  case REQ_PARTIAL_PUBLISH: return apply_partial_publish (cat, req, gen);
+  case REQ_PARTIAL_ABORT: return apply_partial_abort (cat, req, gen);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }
@@ -1584,7 +1940,7 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
   infos = calloc (cat->nvols + 1, sizeof *infos);
   if (infos)
     for (size_t i = 0; i < cat->nvols; i++)
-      if (!(cat->vols[i]->flags & VOLF_HIDDEN))
+      if (vs_visible (cat->vols[i]))
         info_from_state (cat->vols[i], &infos[n++]);
   pthread_mutex_unlock (&cat->tlock);
   if (infos == NULL)
@@ -1613,4 +1969,100 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
   snaplist_free (sl);
   free (infos);
   return r;
+}
+
+/* ---------------------------------------------------------------- API: receiving */
+
+int
+vol_partial_create (struct cairn_pool *pool, const char *name,
+                    const char *base, uint64_t size, const char *state)
+{
+  struct cat_request req = { .kind = REQ_PARTIAL_CREATE, .name = name,
+                             .name2 = state, .size = size };
+  int r = vol_check_name (name);
+
+  if (r == 0 && strlen (state) >= VOL_PARTIAL_STATE_MAX)
+    r = cairn_fail (-EINVAL, "a receive state of %zu bytes is too long",
+                    strlen (state));
+  if (r == 0 && (size == 0 || size % 512))
+    r = cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
+                    "multiple of 512 bytes", size);
+  if (r == 0 && base) {
+    size_t nlen = strlen (name);
+
+    if (strncmp (base, name, nlen) != 0 || base[nlen] != '@' ||
+        base[nlen + 1] == '#' || base[nlen + 1] == '\0')
+      r = cairn_fail (-EINVAL, "the base of a receive into '%s' must be one "
+                      "of its snapshots, not '%s'", name, base);
+    req.snap = base + nlen + 1;
+  }
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_partial_get (struct cairn_pool *pool, const char *name,
+                 char state[VOL_PARTIAL_STATE_MAX], struct vol_info *info)
+{
+  uint8_t key[1 + 8 + sizeof PARTIAL_STATE_KEY];
+  struct catalog *cat;
+  struct volstate *vs;
+  size_t vlen;
+  int r = catalog_get (pool, &cat);
+
+  if (r == 0)
+    r = need_partial (cat, name, &vs);
+  if (r < 0)
+    return r;
+  if (info) {
+    pthread_mutex_lock (&cat->tlock);
+    info_from_state (vs, info);
+    pthread_mutex_unlock (&cat->tlock);
+  }
+  if (state == NULL)
+    return 0;
+  r = root_get (cat, key, partial_state_key (key, vs->id), state,
+                VOL_PARTIAL_STATE_MAX - 1, &vlen);
+  if (r == -ENOENT)
+    vlen = 0;
+  else if (r < 0)
+    return r;
+  else if (vlen >= VOL_PARTIAL_STATE_MAX)
+    return cairn_fail (-EIO, "corrupt receive state of '%s'", name);
+  state[vlen] = '\0';
+  return 0;
+}
+
+int
+vol_partial_save (struct cairn_pool *pool, const char *name, const char *state)
+{
+  struct cat_request req = { .kind = REQ_PARTIAL_SAVE, .name = name,
+                             .name2 = state };
+
+  if (strlen (state) >= VOL_PARTIAL_STATE_MAX)
+    return cairn_fail (-EINVAL, "a receive state of %zu bytes is too long",
+                       strlen (state));
+  return submit (pool, &req);
+}
+
+int
+vol_partial_publish (struct cairn_pool *pool, const char *name,
+                     const char *snap, uint64_t guid, uint64_t ctime)
+{
+  struct cat_request req = { .kind = REQ_PARTIAL_PUBLISH, .name = name,
+                             .snap = snap, .guid = guid, .ctime = ctime };
+  int r = vol_check_name (snap);
+
+  if (r == 0 && strchr (snap, '/'))
+    r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
+  if (r == 0 && guid == 0)
+    r = cairn_fail (-EINVAL, "a snapshot GUID is never 0");
+  return r < 0 ? r : submit (pool, &req);
+}
+
+int
+vol_partial_abort (struct cairn_pool *pool, const char *name)
+{
+  struct cat_request req = { .kind = REQ_PARTIAL_ABORT, .name = name };
+
+  return submit (pool, &req);
 }

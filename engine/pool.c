@@ -367,6 +367,43 @@ pool_tree_open (struct cairn_pool *pool, uint64_t id, struct btree **treep)
   return r;
 }
 
+/* Swap two trees' contents. */
+int
+pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
+{
+  struct btree *ta, *tb;
+  int r;
+
+  pthread_mutex_lock (&pool->trees_lock);
+  ta = registry_find (pool, a);
+  tb = registry_find (pool, b);
+  if (ta == NULL || tb == NULL || ta == tb) {
+    pthread_mutex_unlock (&pool->trees_lock);
+    return cairn_fail (-EINVAL, "internal error: swapping trees %" PRIu64
+                       " and %" PRIu64 ", which are not two open trees", a, b);
+  }
+  btree_wrlock (ta);
+  btree_wrlock (tb);
+  r = btree_swap_roots (ta, tb);
+  btree_unlock (tb);
+  btree_unlock (ta);
+  for (int i = 0; i < 2 && r == 0; i++) {
+    struct btree *t = i ? tb : ta;
+    uint8_t key[ROOTKEY_LEN], item[TREE_ITEM_LEN];
+    struct btree_root root;
+
+    btree_get_root (t, &root);
+    rootkey_tree (i ? b : a, key);
+    tree_item_encode (&root, item);
+    btree_wrlock (pool->root);
+    r = btree_insert (pool->root, key, sizeof key, item, sizeof item,
+                      BTREE_RESERVE);
+    btree_unlock (pool->root);
+  }
+  pthread_mutex_unlock (&pool->trees_lock);
+  return r;
+}
+
 /* Describe the pool. */
 void
 pool_info (struct cairn_pool *pool, struct pool_info *info)

@@ -107,6 +107,12 @@ int pool_tree_create_from (struct cairn_pool *pool,
 int pool_tree_remove (struct cairn_pool *pool, uint64_t id) CAIRN_WUR;
 int pool_tree_open (struct cairn_pool *pool, uint64_t id, struct btree **treep)
   CAIRN_WUR;
+/* Exchange the contents of two open trees, which must have no unfrozen
+ * change: in a freeze hook (the catalog publishes a received state so).
+ * The handles stay with their ids; their roots and root items swap.
+ */
+int pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
+  CAIRN_WUR;
 
 /* The layer above (the catalog) hangs its state on the pool and is called
  * in every commit's freeze, with mutations held out: after the trees that

@@ -18,6 +18,14 @@
  *  RC-4  Deleting a volume with no pins frees every block of its tree born
  *        after O, walking only pointers born after O: the cost is the
  *        volume's own data, not its size.
+ *  RC-5  A partial volume (a receive in progress, a clone of its target's
+ *        base snapshot) also lists on its deadlist, as (D, B), the blocks
+ *        born at or before O that it stops referencing: they are what the
+ *        target stops referencing of the base when the receive publishes,
+ *        and the target then adopts the entries (those born after its own
+ *        origin) as if it had written the changes itself.  Until then no
+ *        pin removal looks at them (they are under the partial's id), and
+ *        destroying the partial drops them without freeing anything (RC-1).
  *
  * Deadlist entries are gathered in memory as trees change (the free
  * function must not modify another tree in the middle of a B-tree
@@ -69,8 +77,11 @@ void
 reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
                      uint64_t birth)
 {
-  if (birth <= vs->origin_gen)
+  if (birth <= vs->origin_gen) {
+    if (vs->flags & VOLF_PARTIAL)
+      defer (vs, addr, len, birth);       /* RC-5 */
     return;
+  }
   if (birth <= __atomic_load_n (&vs->max_pin, __ATOMIC_ACQUIRE))
     defer (vs, addr, len, birth);
   else
@@ -174,11 +185,12 @@ reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
 }
 
 /* Free the deadlist entries of vs with D in (lo_d, hi_d] and birth in
- * (lo_b, hi_b], and delete them.
+ * (lo_b, hi_b], and delete them; or only delete them, without freeing the
+ * blocks, when release is false.
  */
 static int
 free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
-                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b, bool release)
 {
   struct btree_cursor *cur;
   uint8_t key[DL_KEY];
@@ -211,8 +223,10 @@ free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
         break;
       b = get_le64 (v + 8);
       if (b > lo_b && b <= hi_b) {
-        space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
-        __atomic_add_fetch (&cat->reclaimed, get_le64 (v), __ATOMIC_RELAXED);
+        if (release) {
+          space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
+          __atomic_add_fetch (&cat->reclaimed, get_le64 (v), __ATOMIC_RELAXED);
+        }
         __atomic_sub_fetch (&vs->held, (int64_t) get_le64 (v), __ATOMIC_RELAXED);
         memcpy (batch[n++], k, DL_KEY);
       }
@@ -244,7 +258,7 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   if (below < vs->origin_gen)
     below = vs->origin_gen;
-  return free_deadlist_range (cat, vs, gen, above, below, gen);
+  return free_deadlist_range (cat, vs, gen, above, below, gen, true);
 }
 
 /* Walk state for reclaim_volume. */
@@ -301,7 +315,11 @@ reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   /* Entries still queued or listed belong to pins that are gone. */
   r = reclaim_flush_pending (cat);
   if (r == 0)
-    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, 0, UINT64_MAX);
+    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, vs->origin_gen,
+                             UINT64_MAX, true);
+  /* A partial's entries of its base's blocks are not its own (RC-5). */
+  if (r == 0 && vs->origin_gen > 0)
+    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, 0, vs->origin_gen, false);
   if (r < 0)
     return r;
   btree_get_root (vs->tree, &root);
@@ -359,6 +377,67 @@ reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
   }
   *blocksp = total;
   return 0;
+}
+
+/* A published partial's deadlist becomes its target's (RC-5): entries
+ * born after the target's origin move to the target's id, the others go.
+ * In the freeze, after the pending entries were written.
+ */
+int
+reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
+                        struct volstate *to)
+{
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  int r;
+
+  if (cat->deadlist == NULL)
+    return 0;
+  for (;;) {
+    uint8_t batch[256][DL_KEY + DL_VAL];
+    size_t n = 0;
+
+    r = btree_cursor_new (cat->deadlist, &cur);
+    if (r < 0)
+      return r;
+    put_be64 (key, from->id);
+    memset (key + 8, 0, DL_KEY - 8);
+    btree_rdlock (cat->deadlist);
+    for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && n < ARRAY_SIZE (batch);
+         r = btree_cursor_next (cur)) {
+      const uint8_t *k, *v;
+      size_t kl, vl;
+
+      btree_cursor_item (cur, &k, &kl, &v, &vl);
+      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != from->id)
+        break;
+      memcpy (batch[n], k, DL_KEY);
+      memcpy (batch[n++] + DL_KEY, v, DL_VAL);
+    }
+    btree_unlock (cat->deadlist);
+    btree_cursor_free (cur);
+    if (r < 0 && r != -ENOENT)
+      return r;
+    r = 0;
+    btree_wrlock (cat->deadlist);
+    for (size_t i = 0; i < n && r == 0; i++) {
+      uint8_t *k = batch[i], *v = batch[i] + DL_KEY;
+      int64_t len = (int64_t) get_le64 (v);
+
+      r = btree_delete (cat->deadlist, k, DL_KEY);
+      __atomic_sub_fetch (&from->held, len, __ATOMIC_RELAXED);
+      if (r < 0 || get_le64 (v + 8) <= to->origin_gen)
+        continue;
+      put_be64 (k, to->id);
+      r = btree_insert (cat->deadlist, k, DL_KEY, v, DL_VAL, BTREE_RESERVE);
+      __atomic_add_fetch (&to->held, len, __ATOMIC_RELAXED);
+    }
+    btree_unlock (cat->deadlist);
+    if (r < 0)
+      return r;
+    if (n < ARRAY_SIZE (batch))
+      return 0;
+  }
 }
 
 /* Count the blocks on a volume's deadlist (opening the catalog). */

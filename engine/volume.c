@@ -192,6 +192,46 @@ vol_open (struct cairn_pool *pool, const char *export_name,
   return 0;
 }
 
+/* Open the partial volume of a receive into name (engine/volume.h). */
+int
+vol_partial_open (struct cairn_pool *pool, const char *name,
+                  struct cairn_volume **volp)
+{
+  struct cairn_volume *v;
+  struct catalog *cat;
+  struct volstate *vs;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  v = calloc (1, sizeof *v);
+  if (v == NULL)
+    return cairn_fail (-ENOMEM, "out of memory opening '%s'", name);
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_partial (cat, name);
+  if (vs && vs->opens == 0)
+    vs->opens++;
+  else if (vs)
+    r = cairn_fail (-EBUSY, "another receive into '%s' is running", name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL)
+    r = cairn_fail (-ENOENT, "no receive into '%s' is in progress", name);
+  if (r < 0) {
+    free (v);
+    return r;
+  }
+  v->cat = cat;
+  v->vs = vs;
+  v->tree = vs->tree;
+  v->info.id = vs->id;
+  snprintf (v->info.name, sizeof v->info.name, "%s", vs->name);
+  v->info.ctime = vs->ctime;
+  v->info.origin_id = vs->origin_id;
+  v->info.origin_gen = vs->origin_gen;
+  *volp = v;
+  return 0;
+}
+
 /* Close a handle. */
 void
 vol_close (struct cairn_volume *v)

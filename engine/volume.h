@@ -40,6 +40,8 @@ struct vol_info {
   uint64_t size;                    /* bytes */
   uint64_t ctime;                   /* creation, seconds since 1970 */
   uint64_t gen;                     /* creation generation; snapshot: its gen */
+  uint64_t guid;                    /* snapshot: its GUID (random, non-zero,
+                                       kept by received copies); volume: 0 */
   bool readonly;
   bool is_snapshot;
   uint64_t origin_id, origin_gen;   /* a clone's origin; 0: none */
@@ -127,6 +129,64 @@ int vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
 /* A writable clone named newname of src (VOL, VOL@SNAP or VOL@#GEN). */
 int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   CAIRN_WUR;
+
+/* ---- receiving (for server/receive.c)
+ *
+ * A receive builds the state it receives in a partial volume: a volume
+ * that carries its target's name but that no lookup by name finds (it is
+ * not listed, opened, changed or exported) until publishing makes it a
+ * snapshot of the target, in one generation.  A name has at most one
+ * partial.  With it the engine keeps a state string that it does not
+ * interpret (the receive's resume token), so that an interrupted receive
+ * can go on, even after a crash, from its last save.
+ *
+ * An incremental receive starts the partial as a clone of its base, the
+ * target's newest snapshot, and publishing swaps the two trees: the target
+ * keeps its id, snapshots and clones, and its live state becomes the
+ * received one, snapshotted.  That is correct only while the target is
+ * exactly its base, so creating and publishing both refuse a target that
+ * was written after the base (tree-level: even a write that left the same
+ * bytes), or that has a newer snapshot or clone than the base.
+ */
+#define VOL_PARTIAL_STATE_MAX 1024
+/* Start a receive into name: from an empty volume of size bytes when base
+ * is NULL (name must not exist), else from base, "NAME@SNAP", which must be
+ * name's newest state (see above); the partial then gets size bytes (a
+ * smaller size discards what lies beyond).  -EEXIST when name exists (full)
+ * or has a partial already.  Durable when it returns.
+ */
+int vol_partial_create (struct cairn_pool *pool, const char *name,
+                        const char *base, uint64_t size, const char *state)
+  CAIRN_WUR;
+/* The state string of name's partial (state may be NULL) and a description
+ * of it (info may be NULL; origin_id/origin_gen name the base of an
+ * incremental receive).  -ENOENT when name has no partial.
+ */
+int vol_partial_get (struct cairn_pool *pool, const char *name,
+                     char state[VOL_PARTIAL_STATE_MAX], struct vol_info *info)
+  CAIRN_WUR;
+/* Open name's partial for writing (its handle acts as a live volume's);
+ * -EBUSY while another handle has it open: one receive at a time.
+ */
+int vol_partial_open (struct cairn_pool *pool, const char *name,
+                      struct cairn_volume **volp) CAIRN_WUR;
+/* Replace the state string; every write acknowledged before the call is
+ * durable with it.
+ */
+int vol_partial_save (struct cairn_pool *pool, const char *name,
+                      const char *state) CAIRN_WUR;
+/* Publish name's partial (closed) as snapshot name@snap with this GUID
+ * and creation time, and as name's live state; its state string goes.
+ * A full receive makes volume name appear (-EEXIST if one was created
+ * meanwhile); an incremental one replaces name's live state (-EBUSY while
+ * name is open, -EEXIST if name@snap exists, -ESTALE if name is no longer
+ * exactly the base).  On failure the partial is kept.
+ */
+int vol_partial_publish (struct cairn_pool *pool, const char *name,
+                         const char *snap, uint64_t guid, uint64_t ctime)
+  CAIRN_WUR;
+/* Discard name's partial (closed) and free what only it holds. */
+int vol_partial_abort (struct cairn_pool *pool, const char *name) CAIRN_WUR;
 
 /* ---- diff and accounting */
 

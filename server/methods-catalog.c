@@ -14,8 +14,9 @@
  * A volume or a snapshot is described by one object:
  *
  *   {"name": "db@daily", "volume": "db", "snapshot": "daily" | null,
- *    "id": 256, "generation": 7, "size": 10737418240,
- *    "referenced": 4096, "ctime": "2026-12-02T10:00:00Z",
+ *    "guid": "5c0e2d1f9a3b7e64" | null, "id": 256, "generation": 7,
+ *    "size": 10737418240, "referenced": 4096,
+ *    "ctime": "2026-12-02T10:00:00Z",
  *    "readonly": true, "origin": "base@gold" | "base@#5" | null}
  *
  * "origin" names where a clone started; it is null for a volume that is
@@ -296,15 +297,17 @@ iso_time (uint64_t t, char buf[32])
 static json_t *
 info_object (const struct listing *l, const struct vol_info *vi)
 {
-  char name[FULL_NAME_MAX], origin[FULL_NAME_MAX], ctime[32];
+  char name[FULL_NAME_MAX], origin[FULL_NAME_MAX], ctime[32], guid[17];
   bool has_origin = origin_name (l, vi, origin);
 
   full_name (vi, name);
   iso_time (vi->ctime, ctime);
-  return json_pack ("{s:s, s:s, s:s?, s:I, s:I, s:I, s:I, s:s, s:b, s:s?}",
+  snprintf (guid, sizeof guid, "%016" PRIx64, vi->guid);
+  return json_pack ("{s:s, s:s, s:s?, s:s?, s:I, s:I, s:I, s:I, s:s, s:b, s:s?}",
                     "name", name,
                     "volume", vi->name,
                     "snapshot", vi->is_snapshot ? vi->snap : NULL,
+                    "guid", vi->is_snapshot ? guid : NULL,
                     "id", (json_int_t) vi->id,
                     "generation", (json_int_t) vi->gen,
                     "size", (json_int_t) vi->size,

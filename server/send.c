@@ -1,0 +1,217 @@
+/* Cairn replication: sending a snapshot as a stream (see replicate.h).
+ *
+ * A full stream walks the snapshot's extent map and sends every data run
+ * as WRITE records, leaving holes out (the receiver starts from zeros).
+ * An incremental stream sends what vol_diff finds between the base and the
+ * snapshot: data runs as WRITE records, runs that became holes as ZERO
+ * records.  Either way the ranges ascend, as the format requires, and the
+ * data is read from the snapshot's own (read-only, pinned) export, so the
+ * live volume can go on being written meanwhile and a snapshot being sent
+ * cannot be deleted (vol_open holds it).
+ *
+ * A resumed stream is the same walk with every range before the token's
+ * next_offset left out (a range that straddles it is cut there): the data
+ * is the same, so the receiver's chain continues.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "replicate.h"
+
+/* Extents are mapped this many bytes at a time in a full stream, which
+ * bounds the memory of the mapping (32 bytes of checksum per block).
+ */
+#define SEND_MAP_CHUNK (256u * 1024 * 1024)
+
+struct send_state {
+  const struct repl_send_opts *opts;
+  struct stream_enc *enc;
+  struct cairn_volume *vol;   /* the snapshot's export */
+  uint64_t start;             /* resumed: nothing below it is sent */
+  uint64_t done, total;       /* data bytes, for progress */
+  uint64_t sent;              /* data bytes in WRITE records */
+  uint8_t *buf;               /* STREAM_MAX_DATA bytes */
+};
+
+/* Send the data of [off, off + len) as WRITE records. */
+static int
+send_data (struct send_state *s, uint64_t off, uint64_t len)
+{
+  int r = 0;
+
+  while (r == 0 && len > 0) {
+    uint32_t n = (uint32_t) MIN (len, (uint64_t) STREAM_MAX_DATA);
+
+    if (!s->opts->dry_run)
+      r = vol_pread (s->vol, s->buf, n, off);
+    if (r == 0)
+      r = stream_enc_write (s->enc, off, s->buf, n);
+    off += n;
+    len -= n;
+    s->done += n;
+    s->sent += n;
+    if (r == 0 && s->opts->progress)
+      s->opts->progress (s->opts->progress_opaque, s->done, s->total);
+  }
+  return r;
+}
+
+/* A run to send: data, or (in an incremental stream) a hole.  Runs come in
+ * ascending order; what lies before a resumed stream's start is skipped.
+ */
+static int
+send_run (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  struct send_state *s = opaque;
+
+  if (off + len <= s->start) {
+    if (type == VOL_DIFF_DATA)
+      s->done += len;
+    return 0;
+  }
+  if (off < s->start) {
+    if (type == VOL_DIFF_DATA)
+      s->done += s->start - off;
+    len -= s->start - off;
+    off = s->start;
+  }
+  if (type == VOL_DIFF_HOLE)
+    return stream_enc_zero (s->enc, off, len);
+  return send_data (s, off, len);
+}
+
+/* vol_extents callback of a full stream: data runs only. */
+static int
+send_extent (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  if (type & VOL_EXTENT_HOLE)
+    return 0;
+  return send_run (opaque, off, len, VOL_DIFF_DATA);
+}
+
+/* Add up the data of an incremental stream (for progress). */
+static int
+count_data (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  (void) off;
+  if (type == VOL_DIFF_DATA)
+    *(uint64_t *) opaque += len;
+  return 0;
+}
+
+/* Describe snapshot name, refusing what is not one. */
+static int
+stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,
+               struct vol_info *info)
+{
+  const char *at = strchr (name, '@');
+  int r;
+
+  if (at == NULL || at[1] == '#' || at[1] == '\0')
+    return cairn_fail (-EINVAL, "%s '%s' is not a snapshot: name one as "
+                       "VOL@SNAP (a stream carries a snapshot, which has a "
+                       "GUID that the receiver keeps)", what, name);
+  r = vol_stat (pool, name, info);
+  return r;
+}
+
+/* Fill the header of the stream from `from` (NULL) to `to`. */
+static void
+fill_header (struct cairn_pool *pool, const struct vol_info *from,
+             const struct vol_info *to, struct stream_header *hdr)
+{
+  struct pool_info pi;
+
+  pool_info (pool, &pi);
+  memset (hdr, 0, sizeof *hdr);
+  hdr->block_size = STREAM_BLOCK_SIZE;
+  memcpy (hdr->pool_uuid, pi.uuid, 16);
+  hdr->vol_id = to->id;
+  hdr->vol_size = to->size;
+  if (from) {
+    hdr->from_guid = from->guid;
+    hdr->from_gen = from->gen;
+  }
+  hdr->to_guid = to->guid;
+  hdr->to_gen = to->gen;
+  hdr->ctime = to->ctime;
+  snprintf (hdr->vol_name, sizeof hdr->vol_name, "%s", to->name);
+  snprintf (hdr->snap_name, sizeof hdr->snap_name, "%s", to->snap);
+}
+
+int
+repl_send (struct cairn_pool *pool, const char *snap,
+           const struct repl_send_opts *opts, struct repl_send_result *res)
+{
+  char from_name[2 * VOL_NAME_MAX + 2];
+  struct vol_info to, from;
+  struct stream_header hdr;
+  struct stream_token tok;
+  struct send_state s = { .opts = opts };
+  int r;
+
+  memset (res, 0, sizeof *res);
+  r = stat_snapshot (pool, snap, "the snapshot to send", &to);
+  if (r < 0)
+    return r;
+  if (opts->from) {
+    /* The base may be given as SNAP, for the same volume. */
+    if (strchr (opts->from, '@'))
+      snprintf (from_name, sizeof from_name, "%s", opts->from);
+    else
+      snprintf (from_name, sizeof from_name, "%s@%s", to.name, opts->from);
+    r = stat_snapshot (pool, from_name, "the base", &from);
+    if (r < 0)
+      return r;
+    if (from.id != to.id)
+      return cairn_fail (-EINVAL, "the base '%s' is not a snapshot of volume "
+                         "'%s': an incremental stream goes from one snapshot "
+                         "of a volume to a newer one", from_name, to.name);
+    if (from.gen >= to.gen)
+      return cairn_fail (-EINVAL, "the base '%s' is not older than '%s'",
+                         from_name, snap);
+  }
+  fill_header (pool, opts->from ? &from : NULL, &to, &hdr);
+  if (opts->resume) {
+    r = stream_token_parse (opts->resume, &tok);
+    if (r < 0)
+      return r;
+    s.start = tok.next_offset;
+  }
+
+  s.buf = calloc (1, STREAM_MAX_DATA);
+  if (s.buf == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  r = vol_open (pool, snap, &s.vol);
+  if (r == 0)
+    r = stream_enc_new (&hdr, NULL, opts->sink, opts->sink_opaque, &s.enc);
+  if (r == 0)
+    r = opts->resume ? stream_enc_resume (s.enc, &tok) : stream_enc_begin (s.enc);
+  if (r == 0 && opts->from) {
+    if (opts->progress)
+      r = vol_diff (pool, from_name, snap, count_data, &s.total);
+    if (r == 0)
+      r = vol_diff (pool, from_name, snap, send_run, &s);
+  }
+  else if (r == 0) {
+    s.total = to.referenced;
+    for (uint64_t off = 0; r == 0 && off < to.size; off += SEND_MAP_CHUNK)
+      r = vol_extents (s.vol, (uint32_t) MIN (SEND_MAP_CHUNK, to.size - off),
+                       off, send_extent, &s);
+  }
+  if (r == 0)
+    r = stream_enc_end (s.enc);
+  if (r == 0) {
+    res->stream_bytes = stream_enc_bytes (s.enc);
+    res->data_bytes = s.sent;
+    stream_enc_digest (s.enc, res->digest);
+  }
+  stream_enc_free (s.enc);
+  vol_close (s.vol);
+  free (s.buf);
+  return r;
+}
