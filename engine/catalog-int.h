@@ -158,6 +158,13 @@ int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
 int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                    struct vol_info *info) CAIRN_WUR;
 void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
+/* Call fn for each pin record of volume id, oldest first; fn returning
+ * non-zero stops the walk.
+ */
+int cat_foreach_pin (struct catalog *cat, uint64_t id,
+                     int (*fn) (void *opaque, uint64_t gen,
+                                const uint8_t *rec, size_t len),
+                     void *opaque) CAIRN_WUR;
 
 /* reclaim.c */
 void reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len,

@@ -802,16 +802,21 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
   return r == -ENOENT ? 0 : r;
 }
 
-/* Does any clone still start from a state of this volume? */
-static int
-has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
+/* Call fn for each pin record of volume id, oldest first, with its
+ * generation and record; a non-zero return from fn stops the walk (and is
+ * not an error: the walk then returns 0).
+ */
+int
+cat_foreach_pin (struct catalog *cat, uint64_t id,
+                 int (*fn) (void *opaque, uint64_t gen, const uint8_t *rec,
+                            size_t len),
+                 void *opaque)
 {
   struct btree *root = pool_root_tree (cat->pool);
   struct btree_cursor *cur;
   uint8_t key[17];
   int r;
 
-  *yes = false;
   r = btree_cursor_new (root, &cur);
   if (r < 0)
     return r;
@@ -824,14 +829,30 @@ has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
       break;
-    if (vl == PINREC_LEN && get_le32 (v + 4) > 0) {
-      *yes = true;
+    if (fn (opaque, get_be64 (k + 9), v, vl) != 0)
       break;
-    }
   }
   btree_unlock (root);
   btree_cursor_free (cur);
   return r == -ENOENT ? 0 : r;
+}
+
+/* cat_foreach_pin callback: stop at a pin held by a clone. */
+static int
+clone_pin (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
+{
+  bool *yes = opaque;
+
+  *yes = len == PINREC_LEN && get_le32 (rec + 4) > 0;
+  return *yes;
+}
+
+/* Does any clone still start from a state of this volume? */
+static int
+has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
+{
+  *yes = false;
+  return cat_foreach_pin (cat, id, clone_pin, yes);
 }
 
 static int destroy_volume (struct catalog *cat, struct volstate *vs,

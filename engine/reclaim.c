@@ -132,6 +132,26 @@ reclaim_flush_pending (struct catalog *cat)
   return r;
 }
 
+/* State of pin_neighbours. */
+struct neighbours {
+  uint64_t gen, below, above;
+};
+
+/* cat_foreach_pin callback: the newest pin below gen, the oldest above. */
+static int
+neighbour_pin (void *opaque, uint64_t g, const uint8_t *rec, size_t len)
+{
+  struct neighbours *nb = opaque;
+
+  if (g < nb->gen)
+    nb->below = g;
+  else if (g > nb->gen) {
+    nb->above = g;
+    return 1;
+  }
+  return 0;
+}
+
 /* The pins of volume id around gen: the newest below and the oldest above
  * (0 and UINT64_MAX when none).
  */
@@ -139,37 +159,12 @@ static int
 pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
                 uint64_t *below, uint64_t *above)
 {
-  struct btree *root = pool_root_tree (cat->pool);
-  struct btree_cursor *cur;
-  uint8_t key[17];
-  int r;
+  struct neighbours nb = { gen, 0, UINT64_MAX };
+  int r = cat_foreach_pin (cat, id, neighbour_pin, &nb);
 
-  *below = 0;
-  *above = UINT64_MAX;
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
-  cat_key (key, RK_PIN, id, 0);
-  btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-    uint64_t g;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
-      break;
-    g = get_be64 (k + 9);
-    if (g < gen)
-      *below = g;
-    else if (g > gen) {
-      *above = g;
-      break;
-    }
-  }
-  btree_unlock (root);
-  btree_cursor_free (cur);
-  return r == -ENOENT ? 0 : r;
+  *below = nb.below;
+  *above = nb.above;
+  return r;
 }
 
 /* The newest pin of a volume. */
