@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "control-client.h"
 #include "control.h"
 #include "methods.h"
 #include "rpc.h"
+#include "units.h"
 #include "volume.h"
 
 /* The socket path of a server. */
@@ -145,6 +147,39 @@ call_local (const struct cli *cli, struct cairn_pool *pool,
   return r;
 }
 
+/* Progress of reclaiming deleted volumes, on a terminal. */
+static void
+reclaim_progress (void *opaque, uint64_t freed)
+{
+  char buf[UNITS_FORMAT_MAX];
+
+  (void) opaque;
+  fprintf (stderr, "\rreclaiming deleted volumes: %s freed", units_format (freed, buf));
+}
+
+/* A server gives a deleted volume's space back in the background; on a
+ * stopped pool the command does that work before it ends, so that the
+ * space is free when it returns.
+ */
+static int
+finish_reclaim (const struct cli *cli, struct cairn_pool *pool)
+{
+  struct vol_reclaim_info ri;
+  bool tty = isatty (STDERR_FILENO);
+  int r = vol_reclaim_status (pool, &ri);
+
+  if (r == 0 && ri.volumes > 0) {
+    r = vol_reclaim_wait (pool, tty ? reclaim_progress : NULL, NULL);
+    if (tty)
+      fputc ('\n', stderr);
+  }
+  if (r < 0)
+    return cli_error (cli, EXIT_FAIL, "reclaiming deleted volumes: %s (the "
+                      "rest is reclaimed the next time the pool is opened)",
+                      cairn_errmsg ());
+  return EXIT_OK;
+}
+
 /* Call a method in-process or on the server. */
 int
 cli_call (const struct cli *cli, bool modify, const char *method,
@@ -161,6 +196,8 @@ cli_call (const struct cli *cli, bool modify, const char *method,
     r = call_server (cli, method, params, result);
   else if ((r = cli_open_pool (cli, modify, &dev, &pool)) == EXIT_OK) {
     r = call_local (cli, pool, method, params, result);
+    if (r == EXIT_OK && modify)
+      r = finish_reclaim (cli, pool);
     /* The method's changes are durable already; this commits nothing
      * more, but its failure still says that something went wrong.
      */

@@ -974,6 +974,18 @@ cmd_status (const struct cli *cli, int argc, char **argv)
             jnum (cache, "nodes") == 1 ? "node" : "nodes",
             hits + misses ? hits * 100 / (hits + misses) : 100);
   field ("cache", buf);
+  {
+    json_t *rc = json_object_get (res, "reclaim");
+    const char *err = json_string_value (json_object_get (rc, "error"));
+
+    if (jnum (rc, "volumes") > 0 || (err && *err)) {
+      snprintf (buf, sizeof buf, "%" PRIu64 " deleted volume(s) giving space "
+                "back, %s freed so far%s%s", jnum (rc, "volumes"),
+                jsize (rc, "freed", s), err && *err ? "; stopped: " : "",
+                err ? err : "");
+      field ("reclaim", buf);
+    }
+  }
   if (json_is_true (json_object_get (res, "failed")))
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
            "the server); check the device");

@@ -358,3 +358,109 @@ btree_walk_since (struct nodecache *cache, const struct btree_root *root,
     return 0;
   return since_rec (&w, &root->bp, &b);
 }
+
+/* State of btree_reap. */
+struct reap {
+  struct nodecache *cache;
+  uint64_t since;
+  const uint8_t *from;        /* the point reached by earlier steps */
+  size_t fromlen;
+  size_t budget, visits;
+  const struct btree_visitor *v;
+  uint8_t *next;
+  size_t *nextlen;
+};
+
+/* Reap the part of the subtree at bp (keys in b) at or after the point.
+ * Returns 0 when the subtree is finished (and bp was handed out), 1 when
+ * the step stopped inside it (*next set), or an error.
+ */
+static int
+reap_rec (struct reap *w, const struct blkptr *bp, int level,
+          const struct bounds *b)
+{
+  struct node *n;
+  uint32_t cnt;
+  int r;
+
+  w->visits++;
+  if (bp->birth <= w->since)
+    return 0;                 /* not the tree's own: pass over it unread */
+  r = cache_get (w->cache, bp, &n);
+  if (r < 0)
+    return r;
+  if (level >= 0 && (int) node_level (n) != level) {
+    r = walk_error (bp, "level %u where %d was expected", node_level (n), level);
+    goto out;
+  }
+  cnt = node_nitems (n);
+  for (uint32_t i = 0; i < cnt; i++) {
+    size_t klen, vlen;
+    const uint8_t *k = node_key (n, i, &klen);
+    const uint8_t *val = node_val (n, i, &vlen);
+    struct blkptr cbp;
+    struct bounds cb = *b;
+
+    if (node_level (n) == 0) {
+      if (w->from && key_cmp (k, klen, w->from, w->fromlen) < 0)
+        continue;
+      w->visits++;
+      if (w->v->on_item && (r = w->v->on_item (w->v->opaque, k, klen, val,
+                                                 vlen)) < 0)
+        goto out;
+      continue;
+    }
+    if (i > 0) {
+      cb.lo = k;
+      cb.lolen = klen;
+    }
+    if (i + 1 < cnt)
+      cb.hi = node_key (n, i + 1, &cb.hilen);
+    if (w->from && cb.hi && key_cmp (cb.hi, cb.hilen, w->from, w->fromlen) <= 0)
+      continue;               /* reaped by an earlier step */
+    blkptr_decode (val, &cbp);
+    r = reap_rec (w, &cbp, (int) node_level (n) - 1, &cb);
+    if (r != 0)
+      goto out;
+    /* Stop between two children, never after the last: a node whose
+     * children are all done is handed out before the step ends, so the
+     * point never passes a node that was not.
+     */
+    if (w->visits >= w->budget && i + 1 < cnt) {
+      memcpy (w->next, cb.hi, cb.hilen);
+      *w->nextlen = cb.hilen;
+      r = 1;
+      goto out;
+    }
+  }
+  r = w->v->on_node ? w->v->on_node (w->v->opaque, bp, node_level (n)) : 0;
+  if (r > 0)
+    r = 0;
+ out:
+  cache_put (w->cache, n);
+  return r;
+}
+
+/* Take a tree apart one bounded step at a time (see btree.h). */
+int
+btree_reap (struct nodecache *cache, const struct btree_root *root,
+            uint64_t since, const uint8_t *from, size_t fromlen,
+            size_t budget, const struct btree_visitor *v, uint8_t *next,
+            size_t *nextlen, bool *done)
+{
+  struct bounds b = { NULL, NULL, 0, 0 };
+  struct reap w = {
+    cache, since, from, fromlen, budget, 0, v, next, nextlen
+  };
+  int r;
+
+  *done = false;
+  if (root->bp.addr == 0) {
+    *done = true;
+    return 0;
+  }
+  r = reap_rec (&w, &root->bp, root->level, &b);
+  if (r == 0)
+    *done = true;
+  return r < 0 ? r : 0;
+}

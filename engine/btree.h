@@ -205,6 +205,24 @@ struct btree_visitor {
 int btree_walk (struct nodecache *cache, const struct btree_root *root,
                 const struct btree_visitor *v) CAIRN_WUR;
 
+/* Take apart a tree that will neither change nor be read again, one
+ * bounded step at a time, so that deleting a large volume runs in the
+ * background and resumes after a restart (DESIGN §2.4).  Visits, in key
+ * order from the point `from` (a key; NULL: the start), the items of the
+ * leaves born after `since` (on_item), and hands each node born after since
+ * to on_node once everything below it has been visited (post-order).
+ * Subtrees born at or before since are passed over unread.  The step ends
+ * once about `budget` nodes and items were visited, between two children of
+ * a node, with the point reached in next (at most BTREE_MAX_KEY bytes), or
+ * with *done when the tree is finished.  Every node whose key range lies
+ * wholly below the point has been handed out, and no other: resuming from
+ * the point visits nothing twice and never reads a node handed out before.
+ */
+int btree_reap (struct nodecache *cache, const struct btree_root *root,
+                uint64_t since, const uint8_t *from, size_t fromlen,
+                size_t budget, const struct btree_visitor *v, uint8_t *next,
+                size_t *nextlen, bool *done) CAIRN_WUR;
+
 /* Visit, in key order, every leaf born after generation since, descending
  * only into pointers born after it (BT-4 makes that complete): the cost
  * follows the change, not the tree.  on_leaf gets the leaf's key range,

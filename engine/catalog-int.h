@@ -29,6 +29,7 @@
 #define RK_PIN 6u
 #define RK_CONFIG 7u
 #define RK_PROP 8u            /* + be64 id + key -> value (user property) */
+#define RK_DESTROY 9u         /* + be64 id -> destroy record (reaper.c) */
 
 #define VOLF_READONLY 1u
 #define VOLF_HIDDEN 2u        /* deleted, kept while clones depend on it */
@@ -68,6 +69,23 @@
  */
 #define PINREC_LEN 64u
 
+/* Destroy record: a deleted volume that nothing needs any more, being taken
+ * apart in the background (reaper.c).  The volume's record, name, tree
+ * item and properties are gone; what is left of it is this record and its
+ * deadlist entries.
+ *   0  root pointer (48)    48 u8 root level    49 u8 flags (DESTF_*)
+ *   50 6 reserved
+ *   56 u64 since: the volume's origin generation; blocks born at or before
+ *      it are the origin's, never freed here (RC-1)
+ *   64 u64 blocks freed so far (progress)
+ *   72 u16 point length, then the point: every node whose key range lies
+ *      below it, and every item with a smaller key, is freed (btree_reap);
+ *      length 0 when the walk has not started
+ */
+#define DESTREC_FIXED 74u
+#define DESTF_TREE_DONE 1u    /* the tree is all freed: only the deadlist
+                                 entries may be left */
+
 /* Extent item in a volume tree, keyed by be64 first logical block:
  *   0 u32 length (blocks)   4 u32 flags (0)   8 u64 first data block
  *   16 u64 birth generation   24 SHA-256 of each block, in order
@@ -105,6 +123,7 @@ enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
   REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA, REQ_ROLLBACK,
   REQ_PARTIAL_CREATE, REQ_PARTIAL_SAVE, REQ_PARTIAL_PUBLISH, REQ_PARTIAL_ABORT,
+  REQ_REAP,
 };
 
 /* REQ_CREATE and REQ_CLONE flag: make a partial volume (VOLF_PARTIAL). */
@@ -124,6 +143,7 @@ struct cat_request {
   char errmsg[1024];
   uint64_t out_id;
   bool done;
+  void *data;                 /* REQ_REAP: the step (reaper.c) */
 };
 
 /* A pinned state (snapshot or generation) that a handle has open. */
@@ -143,6 +163,7 @@ struct catalog {
   struct btree *deadlist;
   struct cat_request *req;    /* the change for the next freeze */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
+  struct reaper *reaper;      /* background deletes (reaper.c) */
 };
 
 /* catalog.c */
@@ -174,8 +195,11 @@ void reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
 int reclaim_flush_pending (struct catalog *cat) CAIRN_WUR;
 int reclaim_pin_removed (struct catalog *cat, struct volstate *vs,
                          uint64_t gen) CAIRN_WUR;
-int reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
-  CAIRN_WUR;
+/* Forget up to limit deadlist entries of volume id (being destroyed),
+ * freeing those born after since; *removedp gets how many went.
+ */
+int reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
+                            size_t limit, size_t *removedp) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
@@ -189,6 +213,43 @@ int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;
+
+/* reaper.c: deletes that run in the background and survive restarts */
+/* Start taking apart volume vs, which nothing needs any more (no pins, no
+ * handles), in the freeze of gen: its records go, a destroy record takes
+ * their place, and vs leaves the table (tlock not held).
+ */
+int reaper_begin (struct catalog *cat, struct volstate *vs, uint64_t gen)
+  CAIRN_WUR;
+/* Apply a step gathered by the reaper (REQ_REAP, in the freeze). */
+int reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+/* Make the reaper state of a catalog (loading it), start it when there is
+ * work, stop it and free it (closing the pool).
+ */
+int reaper_new (struct catalog *cat) CAIRN_WUR;
+void reaper_kick (struct catalog *cat);
+void reaper_stop (struct catalog *cat);
+void reaper_free (struct catalog *cat);
+/* Decode a destroy record (also used by fsck). */
+struct destrec {
+  struct btree_root root;
+  unsigned flags;
+  uint64_t since, freed;
+  uint8_t point[BTREE_MAX_KEY];
+  size_t pointlen;
+};
+int destrec_decode (const uint8_t *val, size_t vlen, struct destrec *d)
+  CAIRN_WUR;
+/* Submit a catalog change and wait until it is durable (catalog.c). */
+int cat_submit (struct cairn_pool *pool, struct cat_request *req) CAIRN_WUR;
+/* Put / delete an item of the root tree (catalog.c, in the freeze). */
+int cat_root_put (struct catalog *cat, const uint8_t *key, size_t klen,
+                  const void *val, size_t vlen) CAIRN_WUR;
+int cat_root_del (struct catalog *cat, const uint8_t *key, size_t klen)
+  CAIRN_WUR;
+int cat_root_get (struct catalog *cat, const uint8_t *key, size_t klen,
+                  void *val, size_t vmax, size_t *vlen) CAIRN_WUR;
 
 /* volume.c */
 /* A run of mapped blocks, copied out of a volume tree. */

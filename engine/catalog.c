@@ -201,8 +201,8 @@ new_guid (uint64_t *guidp)
 }
 
 /* Root tree helpers (the caller holds txn or is in the freeze). */
-static int
-root_put (struct catalog *cat, const uint8_t *key, size_t klen,
+int
+cat_root_put (struct catalog *cat, const uint8_t *key, size_t klen,
           const void *val, size_t vlen)
 {
   struct btree *root = pool_root_tree (cat->pool);
@@ -214,8 +214,8 @@ root_put (struct catalog *cat, const uint8_t *key, size_t klen,
   return r;
 }
 
-static int
-root_del (struct catalog *cat, const uint8_t *key, size_t klen)
+int
+cat_root_del (struct catalog *cat, const uint8_t *key, size_t klen)
 {
   struct btree *root = pool_root_tree (cat->pool);
   int r;
@@ -226,8 +226,8 @@ root_del (struct catalog *cat, const uint8_t *key, size_t klen)
   return r;
 }
 
-static int
-root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
+int
+cat_root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
           size_t vmax, size_t *vlen)
 {
   struct btree *root = pool_root_tree (cat->pool);
@@ -247,7 +247,7 @@ volrec_store (struct catalog *cat, struct volstate *vs)
 
   cat_key (key, RK_VOL, vs->id, 0);
   __atomic_store_n (&vs->rec_dirty, false, __ATOMIC_RELAXED);
-  return root_put (cat, key, 9, val, volrec_encode (vs, val));
+  return cat_root_put (cat, key, 9, val, volrec_encode (vs, val));
 }
 
 /* Read a pin record. */
@@ -260,7 +260,7 @@ cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
   int r;
 
   cat_key (key, RK_PIN, id, gen);
-  r = root_get (cat, key, 17, val, sizeof val, &len);
+  r = cat_root_get (cat, key, 17, val, sizeof val, &len);
   if (r < 0)
     return r;
   if (len != PINREC_LEN)
@@ -300,7 +300,7 @@ pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
   blkptr_encode (&root->bp, val + 8);
   val[56] = root->level;
   cat_key (key, RK_PIN, vs->id, gen);
-  r = root_put (cat, key, 17, val, sizeof val);
+  r = cat_root_put (cat, key, 17, val, sizeof val);
   if (r == 0 && gen > vs->max_pin)
     vs->max_pin = gen;
   return r;
@@ -328,11 +328,11 @@ pin_release (struct catalog *cat, struct volstate *vs, uint64_t gen, bool clone)
     put_le32 (val + 4, clones);
     blkptr_encode (&root.bp, val + 8);
     val[56] = root.level;
-    return root_put (cat, key, 17, val, sizeof val);
+    return cat_root_put (cat, key, 17, val, sizeof val);
   }
   r = reclaim_pin_removed (cat, vs, gen);
   if (r == 0)
-    r = root_del (cat, key, 17);
+    r = cat_root_del (cat, key, 17);
   if (r == 0)
     r = reclaim_max_pin (cat, vs->id, &vs->max_pin);
   return r;
@@ -437,8 +437,8 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
 }
 
 /* Apply a catalog change in the next commit and wait until it is durable. */
-static int
-submit (struct cairn_pool *pool, struct cat_request *req)
+int
+cat_submit (struct cairn_pool *pool, struct cat_request *req)
 {
   struct catalog *cat;
   int r = catalog_get (pool, &cat);
@@ -461,6 +461,9 @@ submit (struct cairn_pool *pool, struct cat_request *req)
     r = cairn_fail (req->result, "%s", req->errmsg);
  out:
   pthread_mutex_unlock (&cat->oplock);
+  /* A delete may have left a volume for the background to take apart. */
+  if (r == 0 && req->kind != REQ_REAP)
+    reaper_kick (cat);
   return r;
 }
 
@@ -472,6 +475,8 @@ catalog_destroy (void *opaque)
 
   if (cat == NULL)
     return;
+  reaper_stop (cat);
+  reaper_free (cat);
   for (size_t i = 0; i < cat->nvols; i++)
     volstate_free (cat->vols[i]);
   free (cat->vols);
@@ -479,6 +484,13 @@ catalog_destroy (void *opaque)
   pthread_mutex_destroy (&cat->oplock);
   pthread_mutex_destroy (&cat->tlock);
   free (cat);
+}
+
+/* Stop background work before the pool's last commit (pool_attach). */
+static void
+catalog_quiesce (void *opaque)
+{
+  reaper_stop (opaque);
 }
 
 /* Load the catalog of a pool (once), with every volume's state. */
@@ -507,6 +519,12 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   cat->pool = pool;
   pthread_mutex_init (&cat->oplock, NULL);
   pthread_mutex_init (&cat->tlock, NULL);
+  r = reaper_new (cat);
+  if (r < 0) {
+    pool_attach_unlock (pool);
+    catalog_destroy (cat);
+    return r;
+  }
 
   /* Every volume record, in id order. */
   r = btree_cursor_new (root, &cur);
@@ -546,7 +564,7 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   /* The deadlist tree, created with the first volume's commit. */
   key[0] = RK_CONFIG;
   memcpy (key + 1, "deadlist", 8);
-  r = root_get (cat, key, 9, val, sizeof val, &vlen);
+  r = cat_root_get (cat, key, 9, val, sizeof val, &vlen);
   if (r == 0)
     r = pool_tree_open (pool, get_le64 (val), &cat->deadlist);
   if (r < 0 && r != -ENOENT)
@@ -556,9 +574,10 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     if (r < 0)
       goto fail;
   }
-  pool_attach (pool, cat, catalog_destroy, catalog_freeze);
+  pool_attach (pool, cat, catalog_destroy, catalog_freeze, catalog_quiesce);
   pool_attach_unlock (pool);
   *catp = cat;
+  reaper_kick (cat);          /* deletes a restart interrupted go on */
   return 0;
 
  fail:
@@ -583,7 +602,7 @@ ensure_deadlist (struct catalog *cat)
   key[0] = RK_CONFIG;
   memcpy (key + 1, "deadlist", 8);
   put_le64 (val, id);
-  return root_put (cat, key, 9, val, 8);
+  return cat_root_put (cat, key, 9, val, 8);
 }
 
 /* ---------------------------------------------------------------- apply */
@@ -610,7 +629,7 @@ cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
 {
   uint8_t key[1 + 8 + VOL_NAME_MAX], val[8];
   size_t vlen;
-  int r = root_get (cat, key, name_key (key, RK_SNAPNAME, &id, snap), val,
+  int r = cat_root_get (cat, key, name_key (key, RK_SNAPNAME, &id, snap), val,
                     sizeof val, &vlen);
 
   if (r == -ENOENT)
@@ -633,7 +652,7 @@ cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
   int r;
 
   cat_key (key, RK_SNAP, id, gen);
-  r = root_get (cat, key, 17, val, sizeof val, &vlen);
+  r = cat_root_get (cat, key, 17, val, sizeof val, &vlen);
   if (r == 0)
     r = snaprec_decode (val, vlen, id, gen, &sr);
   if (r < 0)
@@ -682,7 +701,7 @@ publish_volume (struct catalog *cat, struct volstate *vs)
   put_be64 (idv, vs->id);
   r = volrec_store (cat, vs);
   if (r == 0 && !(vs->flags & VOLF_PARTIAL))
-    r = root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
+    r = cat_root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
   if (r < 0) {
     volstate_free (vs);
     return r;
@@ -727,9 +746,9 @@ drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
   int r;
 
   cat_key (key, RK_SNAP, vs->id, sgen);
-  r = root_del (cat, key, 17);
+  r = cat_root_del (cat, key, 17);
   if (r == 0)
-    r = root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, snap));
+    r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, snap));
   if (r == 0)
     r = pin_release (cat, vs, sgen, false);
   return r;
@@ -859,7 +878,9 @@ static int destroy_volume (struct catalog *cat, struct volstate *vs,
                            uint64_t gen);
 static int drop_props (struct catalog *cat, uint64_t id);
 
-/* Reclaim a volume nothing needs any more, and release its origin. */
+/* Delete a volume nothing needs any more: its blocks are reclaimed in the
+ * background (reaper.c); release its origin.
+ */
 static int
 destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
 {
@@ -868,14 +889,12 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   struct volstate *origin;
   int r;
 
-  r = reclaim_volume (cat, vs, gen);
+  r = drop_props (cat, vs->id);
   if (r == 0)
-    r = drop_props (cat, vs->id);
-  if (r == 0)
-    r = pool_tree_remove (cat->pool, vs->id);
+    r = reaper_begin (cat, vs, gen);
   cat_key (key, RK_VOL, vs->id, 0);
   if (r == 0)
-    r = root_del (cat, key, 9);
+    r = cat_root_del (cat, key, 9);
   if (r < 0)
     return r;
   pthread_mutex_lock (&cat->tlock);
@@ -921,7 +940,7 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
     r = drop_snapshot (cat, vs, sl->gen[i], sl->name[i]);
   snaplist_free (sl);
   if (r == 0)
-    r = root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
+    r = cat_root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
   if (r == 0)
     r = has_clone_pins (cat, vs->id, &clones);
   if (r < 0)
@@ -946,10 +965,10 @@ apply_rename (struct catalog *cat, struct cat_request *req)
     return r;
   if (cat_find_name (cat, req->name2))
     return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
-  r = root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
+  r = cat_root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
   put_be64 (idv, vs->id);
   if (r == 0)
-    r = root_put (cat, key, name_key (key, RK_NAME, NULL, req->name2), idv, 8);
+    r = cat_root_put (cat, key, name_key (key, RK_NAME, NULL, req->name2), idv, 8);
   if (r < 0)
     return r;
   pthread_mutex_lock (&cat->tlock);
@@ -1040,13 +1059,13 @@ apply_prop (struct catalog *cat, struct cat_request *req)
   klen = strlen (req->name2);
   memcpy (key + 9, req->name2, klen);
   if (req->snap == NULL) {
-    r = root_del (cat, key, 9 + klen);
+    r = cat_root_del (cat, key, 9 + klen);
     if (r == -ENOENT)
       r = cairn_fail (-ENOENT, "volume '%s' has no property '%s'", vs->name,
                       req->name2);
     return r;
   }
-  return root_put (cat, key, 9 + klen, req->snap, strlen (req->snap));
+  return cat_root_put (cat, key, 9 + klen, req->snap, strlen (req->snap));
 }
 
 /* Delete every property of a volume (it is being destroyed). */
@@ -1084,7 +1103,7 @@ drop_props (struct catalog *cat, uint64_t id)
       return r;
     if (flen == 0)
       return 0;
-    r = root_del (cat, found, flen);
+    r = cat_root_del (cat, found, flen);
     if (r < 0)
       return r;
   }
@@ -1121,10 +1140,10 @@ snap_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
   snprintf (sr.name, sizeof sr.name, "%s", name);
   btree_get_root (vs->tree, &root);
   cat_key (key, RK_SNAP, vs->id, gen);
-  r = root_put (cat, key, 17, val, snaprec_encode (&sr, val));
+  r = cat_root_put (cat, key, 17, val, snaprec_encode (&sr, val));
   put_le64 (gv, gen);
   if (r == 0)
-    r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, name), gv, 8);
+    r = cat_root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, name), gv, 8);
   if (r == 0)
     r = pin_add (cat, vs, gen, &root, false);
   return r;
@@ -1215,19 +1234,19 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
     size_t vlen;
 
     cat_key (key, RK_SNAP, vs->id, sgen);
-    r = root_get (cat, key, 17, val, sizeof val, &vlen);
+    r = cat_root_get (cat, key, 17, val, sizeof val, &vlen);
     if (r == 0)
       r = snaprec_decode (val, vlen, vs->id, sgen, &sr);
     if (r < 0)
       return r;
     snprintf (sr.name, sizeof sr.name, "%s", req->name2);
-    r = root_put (cat, key, 17, val, snaprec_encode (&sr, val));
+    r = cat_root_put (cat, key, 17, val, snaprec_encode (&sr, val));
   }
   if (r == 0)
-    r = root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap));
+    r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap));
   put_le64 (gv, sgen);
   if (r == 0)
-    r = root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->name2), gv, 8);
+    r = cat_root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->name2), gv, 8);
   return r;
 }
 
@@ -1452,7 +1471,7 @@ partial_state_put (struct catalog *cat, struct volstate *vs, const char *state)
 {
   uint8_t key[1 + 8 + sizeof PARTIAL_STATE_KEY];
 
-  return root_put (cat, key, partial_state_key (key, vs->id), state,
+  return cat_root_put (cat, key, partial_state_key (key, vs->id), state,
                    strlen (state));
 }
 
@@ -1547,12 +1566,12 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
       return cairn_fail (-EEXIST, "a volume named '%s' was created during the "
                          "receive: rename or delete it, then resume",
                          req->name);
-    r = root_del (cat, skey, partial_state_key (skey, vs->id));
+    r = cat_root_del (cat, skey, partial_state_key (skey, vs->id));
     if (r == -ENOENT)
       r = 0;
     put_be64 (idv, vs->id);
     if (r == 0)
-      r = root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
+      r = cat_root_put (cat, key, name_key (key, RK_NAME, NULL, vs->name), idv, 8);
     if (r < 0)
       return r;
     pthread_mutex_lock (&cat->tlock);
@@ -1645,6 +1664,7 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_PARTIAL_SAVE: return apply_partial_save (cat, req);
   case REQ_PARTIAL_PUBLISH: return apply_partial_publish (cat, req, gen);
   case REQ_PARTIAL_ABORT: return apply_partial_abort (cat, req, gen);
+  case REQ_REAP: return reaper_apply (cat, req, gen);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }
@@ -1663,7 +1683,7 @@ vol_create (struct cairn_pool *pool, const char *name, uint64_t size,
   if (size == 0 || size % 512)
     return cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
                        "multiple of 512 bytes", size);
-  r = submit (pool, &req);
+  r = cat_submit (pool, &req);
   if (r == 0 && idp)
     *idp = req.out_id;
   return r;
@@ -1674,7 +1694,7 @@ vol_delete (struct cairn_pool *pool, const char *name, unsigned flags)
 {
   struct cat_request req = { .kind = REQ_DELETE, .name = name, .flags = flags };
 
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -1683,7 +1703,7 @@ vol_rename (struct cairn_pool *pool, const char *from, const char *to)
   struct cat_request req = { .kind = REQ_RENAME, .name = from, .name2 = to };
   int r = vol_check_name (to);
 
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1695,7 +1715,7 @@ vol_resize (struct cairn_pool *pool, const char *name, uint64_t size, bool force
   if (size == 0 || size % 512)
     return cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
                        "multiple of 512 bytes", size);
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -1703,7 +1723,7 @@ vol_set_readonly (struct cairn_pool *pool, const char *name, bool ro)
 {
   struct cat_request req = { .kind = REQ_READONLY, .name = name, .flag = ro };
 
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -1718,7 +1738,7 @@ snap_create_many (struct cairn_pool *pool, const char *const *vols,
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
   if (r == 0 && nvols == 0)
     r = cairn_fail (-EINVAL, "no volume to snapshot");
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1787,7 +1807,7 @@ snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
 {
   struct cat_request req = { .kind = REQ_SNAP_DELETE, .name = vol, .snap = snap };
 
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -1800,7 +1820,7 @@ snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
 
   if (r == 0 && strchr (to, '/'))
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", to);
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1811,7 +1831,7 @@ vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
                              .name2 = keep_as };
   int r = vol_check_name (keep_as);
 
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1820,7 +1840,7 @@ vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   struct cat_request req = { .kind = REQ_CLONE, .name = src, .name2 = newname };
   int r = vol_check_name (newname);
 
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1834,7 +1854,7 @@ vol_set_prop (struct cairn_pool *pool, const char *name, const char *key,
   if (r == 0 && value && strlen (value) > VOL_PROP_VALUE_MAX)
     r = cairn_fail (-EINVAL, "the value of '%s' is longer than %d bytes", key,
                     VOL_PROP_VALUE_MAX);
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -1842,7 +1862,7 @@ vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
 {
   struct cat_request req = { .kind = REQ_QUOTA, .name = name, .size = bytes };
 
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -2017,7 +2037,7 @@ vol_partial_create (struct cairn_pool *pool, const char *name,
                       "of its snapshots, not '%s'", name, base);
     req.snap = base + nlen + 1;
   }
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -2041,7 +2061,7 @@ vol_partial_get (struct cairn_pool *pool, const char *name,
   }
   if (state == NULL)
     return 0;
-  r = root_get (cat, key, partial_state_key (key, vs->id), state,
+  r = cat_root_get (cat, key, partial_state_key (key, vs->id), state,
                 VOL_PARTIAL_STATE_MAX - 1, &vlen);
   if (r == -ENOENT)
     vlen = 0;
@@ -2062,7 +2082,7 @@ vol_partial_save (struct cairn_pool *pool, const char *name, const char *state)
   if (strlen (state) >= VOL_PARTIAL_STATE_MAX)
     return cairn_fail (-EINVAL, "a receive state of %zu bytes is too long",
                        strlen (state));
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }
 
 int
@@ -2077,7 +2097,7 @@ vol_partial_publish (struct cairn_pool *pool, const char *name,
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
   if (r == 0 && guid == 0)
     r = cairn_fail (-EINVAL, "a snapshot GUID is never 0");
-  return r < 0 ? r : submit (pool, &req);
+  return r < 0 ? r : cat_submit (pool, &req);
 }
 
 int
@@ -2085,5 +2105,5 @@ vol_partial_abort (struct cairn_pool *pool, const char *name)
 {
   struct cat_request req = { .kind = REQ_PARTIAL_ABORT, .name = name };
 
-  return submit (pool, &req);
+  return cat_submit (pool, &req);
 }

@@ -28,6 +28,10 @@ struct fsck {
   uint64_t deadlist_id;     /* 0: none */
   struct btree_root deadlist;
   uint64_t max_ext;         /* longest extent item, in blocks */
+  struct destrec *dest;     /* deleted volumes being reclaimed */
+  uint64_t *dest_ids;
+  size_t ndest;
+  uint64_t dest_since;      /* of the one being walked */
 };
 
 static inline bool
@@ -150,6 +154,38 @@ is_volume_id (struct fsck *f, uint64_t id)
   return false;
 }
 
+/* Remember a deleted volume being reclaimed in the background. */
+static int
+add_destroy (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
+{
+  struct destrec *nd = realloc (f->dest, (f->ndest + 1) * sizeof *nd);
+  uint64_t *ni;
+
+  if (nd == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing deleted volumes");
+  f->dest = nd;
+  ni = realloc (f->dest_ids, (f->ndest + 1) * sizeof *ni);
+  if (ni == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing deleted volumes");
+  f->dest_ids = ni;
+  if (destrec_decode (val, vlen, &f->dest[f->ndest]) < 0) {
+    problem (f, "root tree: deleted volume %" PRIu64 ": %s", id, cairn_errmsg ());
+    return 0;
+  }
+  f->dest_ids[f->ndest++] = id;
+  return 0;
+}
+
+/* Is id a deleted volume being reclaimed? */
+static bool
+is_destroying (struct fsck *f, uint64_t id)
+{
+  for (size_t i = 0; i < f->ndest; i++)
+    if (f->dest_ids[i] == id)
+      return true;
+  return false;
+}
+
 /* Visitor: a root tree (catalog) item. */
 static int
 on_root_item (void *opaque, const uint8_t *key, size_t klen,
@@ -187,6 +223,12 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
     return 0;
   case RK_VOL:
     return klen == 9 ? add_volume_id (f, get_be64 (key + 1)) : 0;
+  case RK_DESTROY:
+    if (klen != 9) {
+      problem (f, "root tree: bad destroy record key (%zu bytes)", klen);
+      return 0;
+    }
+    return add_destroy (f, get_be64 (key + 1), val, vlen);
   case RK_NAME:
   case RK_SNAP:
   case RK_SNAPNAME:
@@ -256,6 +298,15 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
              get_be64 (key));
     return 0;
   }
+  if (is_destroying (f, get_be64 (key))) {
+    /* A deleted volume's entries wait for the reaper: allocated, needed
+     * by nothing, counted once.
+     */
+    for (size_t i = 0; i < f->ndest; i++)
+      if (f->dest_ids[i] == get_be64 (key) && get_le64 (val + 8) > f->dest[i].since)
+        mark (f, addr, len, "the deadlist of a deleted volume");
+    return 0;
+  }
   for (uint64_t b = addr; b < addr + len; b++)
     if (!bit_get (f->reach, b)) {
       problem (f, "deadlist entry of volume %" PRIu64 " (died in generation %"
@@ -285,6 +336,48 @@ check_tree (struct fsck *f, const char *name, const struct btree_root *root,
   r = btree_walk (pool_cache (f->pool), root, &v);
   if (r < 0)
     problem (f, "%s: %s", name, cairn_errmsg ());
+}
+
+/* Visitor: an extent of a deleted volume not yet reclaimed; those born at or
+ * before its origin generation are the origin's (RP-2).
+ */
+static int
+on_dest_extent (void *opaque, const uint8_t *key, size_t klen,
+                const uint8_t *val, size_t vlen)
+{
+  struct fsck *f = opaque;
+
+  if (vlen >= EXT_HDR && ext_birth (val) <= f->dest_since)
+    return 0;
+  return on_extent (opaque, key, klen, val, vlen);
+}
+
+/* Walk what is left of a deleted volume's tree (RP-2): its nodes, or its
+ * extents.
+ */
+static void
+check_destroying (struct fsck *f, size_t i, bool nodes)
+{
+  const struct destrec *d = &f->dest[i];
+  struct btree_visitor v = {
+    .on_node = nodes ? on_node : NULL,
+    .on_item = nodes ? NULL : on_dest_extent,
+    .opaque = f,
+  };
+  uint8_t next[BTREE_MAX_KEY];
+  size_t nextlen;
+  bool done;
+  int r;
+
+  if (d->flags & DESTF_TREE_DONE)
+    return;
+  f->rep->trees += nodes;
+  f->dest_since = d->since;
+  r = btree_reap (pool_cache (f->pool), &d->root, d->since,
+                  d->pointlen ? d->point : NULL, d->pointlen, SIZE_MAX, &v,
+                  next, &nextlen, &done);
+  if (r < 0)
+    problem (f, "deleted volume %" PRIu64 ": %s", f->dest_ids[i], cairn_errmsg ());
 }
 
 /* Compare reachability with the free map. */
@@ -390,6 +483,10 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
     snprintf (name, sizeof name, "tree %" PRIu64, f.tree_ids[i]);
     check_tree (&f, name, &f.trees[i], NULL, true);
   }
+  for (size_t i = 0; i < f.ndest; i++)
+    check_destroying (&f, i, true);
+  for (size_t i = 0; i < f.ndest; i++)
+    check_destroying (&f, i, false);
   for (size_t i = 0; i < f.ntrees; i++) {
     char name[64];
 
@@ -419,6 +516,8 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   free (f.tree_ids);
   free (f.is_volume);
   free (f.vol_ids);
+  free (f.dest);
+  free (f.dest_ids);
   if (pool_close (f.pool) < 0 && r == 0)
     r = -EIO;
   return r;

@@ -195,6 +195,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
     goto fail;
   pool->readonly = o.readonly ||
     (pool->sb.ro_compat & ~FEATURE_RO_COMPAT_SUPPORTED) != 0;
+  pool->no_background = o.no_background;
   pool->durable_gen = pool->sb.generation;
   pool->next_tree_id = pool->sb.next_tree_id;
   pool->open_gen = pool->sb.generation + 1;
@@ -246,6 +247,8 @@ pool_close (struct cairn_pool *pool)
 
   if (pool == NULL)
     return 0;
+  if (pool->attached_quiesce)
+    pool->attached_quiesce (pool->attached);
   pool_stop_committer (pool);
   if (!pool->readonly && !__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE))
     r = pool_commit (pool);
@@ -458,11 +461,19 @@ pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp)
 /* Hang the upper layer's state on the pool. */
 void
 pool_attach (struct cairn_pool *pool, void *obj, void (*destroy) (void *),
-             pool_freeze_hook hook)
+             pool_freeze_hook hook, void (*quiesce) (void *))
 {
   pool->attached = obj;
   pool->attached_destroy = destroy;
   pool->freeze_hook = hook;
+  pool->attached_quiesce = quiesce;
+}
+
+bool
+pool_background_allowed (struct cairn_pool *pool)
+{
+  return !pool->readonly && !pool->no_background &&
+         !__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE);
 }
 
 void *

@@ -53,6 +53,8 @@ struct pool_open_opts {
   uint64_t dirty_limit_bytes;     /* commit when dirty nodes pass it; 0: cache/4 */
   bool readonly;
   const uint8_t *expect_uuid;     /* refuse a device of another pool */
+  bool no_background;             /* start no background work (reclaiming
+                                     deleted volumes): tests step it */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten). */
@@ -123,9 +125,16 @@ int pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
  */
 typedef void (*pool_freeze_hook) (struct cairn_pool *pool, void *opaque,
                                   uint64_t gen);
+/* quiesce (may be NULL) is called first thing in pool_close, so that the
+ * layer above stops its threads before the last commit; destroy last.
+ */
 void pool_attach (struct cairn_pool *pool, void *obj, void (*destroy) (void *),
-                  pool_freeze_hook hook);
+                  pool_freeze_hook hook, void (*quiesce) (void *));
 void *pool_attached (struct cairn_pool *pool);
+/* May the layers above run background work: opened read-write, not
+ * failed, and not told otherwise (pool_open_opts.no_background)?
+ */
+bool pool_background_allowed (struct cairn_pool *pool);
 /* Serialises pool_attach callers (lazy creation of the attached object). */
 void pool_attach_lock (struct cairn_pool *pool);
 void pool_attach_unlock (struct cairn_pool *pool);

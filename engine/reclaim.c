@@ -17,7 +17,8 @@
  *        Entries with B <= p- stay: p- still needs them.
  *  RC-4  Deleting a volume with no pins frees every block of its tree born
  *        after O, walking only pointers born after O: the cost is the
- *        volume's own data, not its size.
+ *        volume's own data, not its size.  It runs in the background, a
+ *        bounded step per commit, and resumes after a restart (reaper.c).
  *  RC-5  A partial volume (a receive in progress, a clone of its target's
  *        base snapshot) also lists on its deadlist, as (D, B), the blocks
  *        born at or before O that it stops referencing: they are what the
@@ -179,18 +180,24 @@ reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   return r;
 }
 
-/* Free the deadlist entries of vs with D in (lo_d, hi_d] and birth in
- * (lo_b, hi_b], and delete them; or only delete them, without freeing the
- * blocks, when release is false.
+/* Remove the deadlist entries of volume id with D in (lo_d, hi_d] and birth
+ * in (lo_b, hi_b], at most limit of them: the blocks of those born after
+ * keep_upto are freed, the others only forgotten (RC-5).  *held (when not
+ * NULL) drops by the blocks removed; *removedp (when not NULL) gets the
+ * number of entries removed.
  */
 static int
-free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
-                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b, bool release)
+free_deadlist_range (struct catalog *cat, uint64_t id, int64_t *held,
+                     uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
+                     uint64_t keep_upto, size_t limit, size_t *removedp)
 {
   struct btree_cursor *cur;
   uint8_t key[DL_KEY];
+  size_t removed = 0;
   int r;
 
+  if (removedp)
+    *removedp = 0;
   if (cat->deadlist == NULL)
     return 0;
   for (;;) {
@@ -200,29 +207,31 @@ free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
     r = btree_cursor_new (cat->deadlist, &cur);
     if (r < 0)
       return r;
-    put_be64 (key, vs->id);
+    put_be64 (key, id);
     put_be64 (key + 8, lo_d + 1);
     put_be64 (key + 16, 0);
     btree_rdlock (cat->deadlist);
-    for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && n < ARRAY_SIZE (batch);
+    for (r = btree_cursor_seek (cur, key, DL_KEY);
+         r == 0 && n < ARRAY_SIZE (batch) && removed + n < limit;
          r = btree_cursor_next (cur)) {
       const uint8_t *k, *v;
       size_t kl, vl;
       uint64_t d, b;
 
       btree_cursor_item (cur, &k, &kl, &v, &vl);
-      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
+      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != id)
         break;
       d = get_be64 (k + 8);
       if (d > hi_d)
         break;
       b = get_le64 (v + 8);
       if (b > lo_b && b <= hi_b) {
-        if (release) {
+        if (b > keep_upto) {
           space_free (pool_space (cat->pool), get_be64 (k + 16), get_le64 (v), b);
           __atomic_add_fetch (&cat->reclaimed, get_le64 (v), __ATOMIC_RELAXED);
         }
-        __atomic_sub_fetch (&vs->held, (int64_t) get_le64 (v), __ATOMIC_RELAXED);
+        if (held)
+          __atomic_sub_fetch (held, (int64_t) get_le64 (v), __ATOMIC_RELAXED);
         memcpy (batch[n++], k, DL_KEY);
       }
     }
@@ -237,9 +246,23 @@ free_deadlist_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
     btree_unlock (cat->deadlist);
     if (r < 0)
       return r;
-    if (n < ARRAY_SIZE (batch))
+    removed += n;
+    if (removedp)
+      *removedp = removed;
+    if (n < ARRAY_SIZE (batch) || removed >= limit)
       return 0;
   }
+}
+
+/* Forget up to limit deadlist entries of a volume being destroyed, freeing
+ * those born after since (reaper.c).
+ */
+int
+reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
+                        size_t limit, size_t *removedp)
+{
+  return free_deadlist_range (cat, id, NULL, 0, UINT64_MAX, 0, UINT64_MAX,
+                              since, limit, removedp);
 }
 
 /* The last reason for pin gen of vs went (RC-3). */
@@ -253,72 +276,8 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   if (below < vs->origin_gen)
     below = vs->origin_gen;
-  return free_deadlist_range (cat, vs, gen, above, below, gen, true);
-}
-
-/* Walk state for reclaim_volume. */
-struct walk {
-  struct volstate *vs;
-  uint64_t gen;             /* the generation being frozen */
-  uint32_t node_blocks;
-  int err;
-};
-
-/* Free one range, deferring blocks born in the freezing generation. */
-static void
-walk_free (struct walk *w, uint64_t addr, uint64_t len, uint64_t birth)
-{
-  __atomic_add_fetch (&w->vs->cat->reclaimed, len, __ATOMIC_RELAXED);
-  space_free (pool_space (w->vs->cat->pool), addr, len,
-              birth >= w->gen ? w->gen - 1 : birth);
-}
-
-static int
-walk_node (void *opaque, const struct blkptr *bp, unsigned level)
-{
-  struct walk *w = opaque;
-
-  if (bp->birth <= w->vs->origin_gen)
-    return 1;               /* the origin's: skip the whole subtree (RC-4) */
-  walk_free (w, bp->addr >> BLOCK_SHIFT, w->node_blocks, bp->birth);
-  return 0;
-}
-
-static int
-walk_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
-           size_t vlen)
-{
-  struct walk *w = opaque;
-
-  if (vlen < EXT_HDR)
-    return cairn_fail (-EIO, "corrupt extent item in volume %" PRIu64, w->vs->id);
-  if (ext_birth (val) > w->vs->origin_gen)
-    walk_free (w, ext_addr (val), ext_len (val), ext_birth (val));
-  return 0;
-}
-
-/* Free everything a volume without pins owns (RC-4), in the freeze of gen. */
-int
-reclaim_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
-{
-  struct walk w = { .vs = vs, .gen = gen };
-  struct btree_visitor v = { walk_node, walk_item, &w };
-  struct btree_root root;
-  int r;
-
-  w.node_blocks = nodecache_node_size (pool_cache (cat->pool)) >> BLOCK_SHIFT;
-  /* Entries still queued or listed belong to pins that are gone. */
-  r = reclaim_flush_pending (cat);
-  if (r == 0)
-    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, vs->origin_gen,
-                             UINT64_MAX, true);
-  /* A partial's entries of its base's blocks are not its own (RC-5). */
-  if (r == 0 && vs->origin_gen > 0)
-    r = free_deadlist_range (cat, vs, 0, UINT64_MAX, 0, vs->origin_gen, false);
-  if (r < 0)
-    return r;
-  btree_get_root (vs->tree, &root);
-  return btree_walk (pool_cache (cat->pool), &root, &v);
+  return free_deadlist_range (cat, vs->id, &vs->held, gen, above, below, gen,
+                              0, SIZE_MAX, NULL);
 }
 
 /* Blocks that removing pin gen of vs would free (RC-3, without freeing):

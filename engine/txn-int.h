@@ -103,6 +103,7 @@ struct cairn_pool {
   struct nodecache *cache;
   struct superblock sb;           /* newest durable */
   bool readonly;
+  bool no_background;         /* pool_open_opts.no_background */
   uint64_t dirty_limit;
 
   /* Mutations hold txn_lock shared; a commit's freeze holds it exclusive. */
@@ -132,6 +133,7 @@ struct cairn_pool {
   pthread_mutex_t attach_lock;
   void *attached;
   void (*attached_destroy) (void *);
+  void (*attached_quiesce) (void *);
   pool_freeze_hook freeze_hook;
 
   /* The commit thread. */

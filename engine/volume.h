@@ -215,6 +215,30 @@ int snap_space (struct cairn_pool *pool, const char *vol, const char *snap,
 /* Bytes deletions have freed since the pool was opened (statistics). */
 uint64_t vol_reclaimed_bytes (struct cairn_pool *pool);
 
+/* Background deletes (DESIGN §2.4).  Deleting a volume that nothing needs
+ * any more takes effect at once (name, record and properties go in one
+ * commit); its space comes back in the background, a bounded step per
+ * commit, and the work resumes after a restart.
+ */
+struct vol_reclaim_info {
+  uint64_t volumes;           /* deleted volumes whose space is coming back */
+  uint64_t freed_bytes;       /* freed by deletions since the pool opened */
+  bool running;               /* the background thread is at work */
+  char error[512];            /* why it stopped early, "" if it did not */
+};
+int vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
+  CAIRN_WUR;
+/* Reclaim every deleted volume now, in the calling thread; progress (may
+ * be NULL) gets the bytes freed so far after each step.
+ */
+int vol_reclaim_wait (struct cairn_pool *pool,
+                      void (*progress) (void *opaque, uint64_t freed_bytes),
+                      void *opaque) CAIRN_WUR;
+/* One bounded step of that work; *more when some is left. */
+int vol_reclaim_step (struct cairn_pool *pool, bool *more) CAIRN_WUR;
+/* Visits per background step (0: the default); tests use small steps. */
+void vol_reclaim_set_budget (struct cairn_pool *pool, size_t visits);
+
 /* ---- volume I/O */
 
 /* Open an export name (see the top of this file).  A snapshot, a pinned

@@ -953,6 +953,26 @@ snapshot_space (struct control_ctx *ctx, json_t *params, json_t **result)
 
 /* ---------------------------------------------------------------- pool */
 
+/* Add what background deletes have left to do to a status object. */
+static int
+reclaim_status (struct cairn_pool *pool, json_t *status)
+{
+  struct vol_reclaim_info ri;
+  json_t *o;
+  int r = vol_reclaim_status (pool, &ri);
+
+  if (r < 0)
+    return r;
+  o = json_pack ("{s:I, s:I, s:b, s:s}",
+                 "volumes", (json_int_t) ri.volumes,
+                 "freed", (json_int_t) ri.freed_bytes,
+                 "running", (int) ri.running,
+                 "error", ri.error);
+  if (o == NULL || json_object_set_new (status, "reclaim", o) < 0)
+    return oom ();
+  return 0;
+}
+
 /* pool.status {} → the pool's identity, space, cache and state */
 static int
 pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
@@ -1010,6 +1030,11 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "readonly", (int) pi.readonly,
                        "failed", (int) pi.failed,
                        "cache", cache);
+  if (*result && (r = reclaim_status (pool, *result)) < 0) {
+    json_decref (*result);
+    *result = NULL;
+    return r;
+  }
   return *result ? 0 : oom ();
 }
 

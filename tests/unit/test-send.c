@@ -339,6 +339,7 @@ empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
 
   cr_assert_eq (vol_create (*poolp, "probe", MIB, NULL), 0);
   cr_assert_eq (vol_delete (*poolp, "probe", 0), 0);
+  cr_assert_eq (vol_reclaim_wait (*poolp, NULL, NULL), 0);
   cr_assert_eq (pool_close (*poolp), 0);
   *poolp = open_pool (dev);
   pool_info (*poolp, &pi);
@@ -404,6 +405,7 @@ Test (send, chain_of_incrementals)
   /* Deleting what was received gives every block back. */
   cr_assert_eq (vol_delete (b, "v", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
   b = fsck_reopen (db, b, "after deleting the received volume");
+  cr_assert_eq (vol_reclaim_wait (b, NULL, NULL), 0, "%s", cairn_errmsg ());
   pool_info (b, &pi);
   cr_assert_eq (pi.space.allocated, base, "%" PRIu64 " blocks allocated after "
                 "deleting everything, %" PRIu64 " in the empty pool",

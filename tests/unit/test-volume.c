@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -598,6 +599,8 @@ reopen (struct world *w, const char *when)
   cr_assert_eq (pool_close (w->pool), 0, "%s", cairn_errmsg ());
   assert_fsck_clean (w->dev, when);
   w->pool = open_pool (w->dev);
+  /* Small background steps, so deletes span commits and reopens. */
+  vol_reclaim_set_budget (w->pool, 8 + rng_below (&w->r, 64));
   open_handles (w);
 }
 
@@ -764,7 +767,10 @@ do_delete_snapshot (struct world *w, struct state *s)
   struct snap_space sp;
   uint64_t before;
 
-  /* The dry run says exactly what the deletion frees. */
+  /* The dry run says exactly what the deletion frees (measured with no
+   * background delete running: those free space too).
+   */
+  cr_assert_eq (vol_reclaim_wait (w->pool, NULL, NULL), 0, "%s", cairn_errmsg ());
   cr_assert_eq (snap_space (w->pool, s->vol, at + 1, &sp), 0, "%s", cairn_errmsg ());
   before = vol_reclaimed_bytes (w->pool);
   cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
@@ -872,6 +878,7 @@ Test (volume, model_random_histories, .timeout = 600)
   /* The empty pool's figure, with the catalog's own trees in place. */
   cr_assert_eq (vol_create (w.pool, "probe", 1 << 20, NULL), 0);
   cr_assert_eq (vol_delete (w.pool, "probe", 0), 0);
+  cr_assert_eq (vol_reclaim_wait (w.pool, NULL, NULL), 0);
   cr_assert_eq (pool_commit (w.pool), 0);
   cr_assert_eq (pool_close (w.pool), 0);
   w.pool = open_pool (w.dev);
@@ -941,6 +948,7 @@ Test (volume, model_random_histories, .timeout = 600)
     cr_assert (!w.st[i].used);
   cr_assert_eq (pool_commit (w.pool), 0);
   reopen (&w, "after deleting everything");
+  cr_assert_eq (vol_reclaim_wait (w.pool, NULL, NULL), 0, "%s", cairn_errmsg ());
   pool_info (w.pool, &after);
   cr_assert_eq (after.space.allocated, base.space.allocated,
                 "allocated %" PRIu64 " blocks after deleting everything, %"
@@ -948,4 +956,141 @@ Test (volume, model_random_histories, .timeout = 600)
                 base.space.allocated);
   cr_assert_eq (pool_close (w.pool), 0);
   dev_close (w.dev);
+}
+
+/* Open a pool whose background work the test steps by hand. */
+static struct cairn_pool *
+open_pool_stepped (struct cairn_dev *dev)
+{
+  struct pool_open_opts o = { .no_background = true };
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (dev, &o, &pool), 0, "%s", cairn_errmsg ());
+  vol_reclaim_set_budget (pool, 16);
+  return pool;
+}
+
+static uint64_t
+allocated (struct cairn_pool *pool)
+{
+  struct pool_info info;
+
+  pool_info (pool, &info);
+  return info.space.allocated;
+}
+
+/* Deleting a volume takes effect at once; its space comes back in bounded
+ * steps that stop at a restart and resume after it (reaper.c, RP-1..5),
+ * with fsck clean between any two steps.
+ */
+Test (volume, background_delete_resumes_after_restart)
+{
+  struct cairn_dev *dev = mem_pool (256 << 20);
+  struct cairn_pool *pool = open_pool_stepped (dev);
+  struct rng r = { test_seed ("volume.background_delete", 77) };
+  struct cairn_volume *v;
+  struct vol_reclaim_info ri;
+  uint8_t block[4096];
+  uint64_t base, full, last;
+  unsigned steps = 0, restarts = 0;
+  bool more = true;
+
+  cr_assert_eq (vol_create (pool, "probe", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_delete (pool, "probe", 0), 0);
+  while (more)
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  base = allocated (pool);
+
+  /* Scattered blocks (many extents, a tree of several levels), a snapshot,
+   * then overwrites (deadlist entries), then more blocks.
+   */
+  cr_assert_eq (vol_create (pool, "big", 64 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "big", &v), 0);
+  for (unsigned i = 0; i < 3000; i++) {
+    fill_pattern (block, sizeof block, i + 1);
+    cr_assert_eq (vol_pwrite (v, block, 4096, 4096 * rng_below (&r, 16384), 0), 0);
+    if (i == 2000) {
+      cr_assert_eq (snap_create (pool, "big", "s"), 0);
+      cr_assert_eq (vol_pwrite (v, block, 4096, 0, 0), 0);
+    }
+  }
+  vol_close (v);
+  cr_assert_eq (pool_commit (pool), 0);
+  full = allocated (pool);
+
+  /* The delete is immediate: the name is free again at once. */
+  cr_assert_eq (vol_delete (pool, "big", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "big", &v), -ENOENT);
+  cr_assert_eq (vol_open (pool, "big@s", &v), -ENOENT);
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.volumes, 1);
+  cr_assert_eq (vol_create (pool, "big", 1 << 20, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_delete (pool, "big", 0), 0);
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.volumes, 2);
+
+  /* Step, restarting every few steps, until done. */
+  last = allocated (pool);
+  while (more || steps == 0) {
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+    steps++;
+    cr_assert_leq (allocated (pool), last, "a step never takes space");
+    last = allocated (pool);
+    if (more && rng_below (&r, 4) == 0) {
+      char when[64];
+
+      cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+      snprintf (when, sizeof when, "after %u reclaim steps", steps);
+      assert_fsck_clean (dev, when);
+      pool = open_pool_stepped (dev);
+      cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+      cr_assert_geq (ri.volumes, 1, "the work survives the restart");
+      restarts++;
+    }
+  }
+  fprintf (stderr, "volume.background_delete: %u steps, %u restarts, %" PRIu64
+           " blocks freed\n", steps, restarts, full - base);
+  cr_assert_gt (steps, 10, "small steps: the delete took several");
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.volumes, 0);
+  cr_assert_eq (allocated (pool), base, "every block is back");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after reclaiming");
+  dev_close (dev);
+}
+
+/* With background work allowed, a delete's space comes back by itself. */
+Test (volume, background_delete_runs_by_itself)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct vol_reclaim_info ri;
+  uint8_t block[4096];
+  uint64_t base;
+
+  base = allocated (pool);
+  cr_assert_eq (vol_create (pool, "v", 8 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  fill_pattern (block, sizeof block, 9);
+  for (unsigned i = 0; i < 512; i++)
+    cr_assert_eq (vol_pwrite (v, block, 4096, 8192 * i, 0), 0);
+  vol_close (v);
+  vol_reclaim_set_budget (pool, 8);
+  cr_assert_eq (vol_delete (pool, "v", 0), 0);
+  for (int i = 0; i < 2000; i++) {
+    cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+    cr_assert_str_empty (ri.error);
+    if (ri.volumes == 0)
+      break;
+    usleep (5000);
+  }
+  cr_assert_eq (ri.volumes, 0, "the background finished within 10 s");
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_gt (ri.freed_bytes, 512 * 4096 - 1);
+  cr_assert_leq (allocated (pool), base + 64, "the space is back "
+                 "(the catalog's trees may have grown a node)");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after a background delete");
+  dev_close (dev);
 }

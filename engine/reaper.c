@@ -1,0 +1,503 @@
+/* Cairn engine, layer "reclaim": deletes that run in the background and
+ * survive restarts (DESIGN §2.4; ZFS's async destroy with its bookmark).
+ *
+ * Design note.
+ *
+ * Deleting a volume that nothing needs any more (no snapshot, no clone, no
+ * open handle) frees every block it owns: its deadlist entries and the
+ * blocks of its tree born after its origin.  That costs time in proportion
+ * to the volume's own data, which for a large volume is far too long to
+ * hold a commit's freeze.  So the delete itself only turns the volume into
+ * a destroy record (reaper_begin, in the freeze of the delete): the name,
+ * record, properties and tree item go at once, the space comes back a
+ * bounded step at a time.
+ *
+ * Invariants (tests cite them as RP-n):
+ *  RP-1  A destroy record holds the root of a tree that nothing changes or
+ *        reads any more, except the reaper, which reads only nodes not yet
+ *        freed.
+ *  RP-2  The record's point P (a key) says what is freed: every node whose
+ *        key range lies below P and every item with a key below P, among
+ *        those born after since (btree_reap).  Nodes and items born at or
+ *        before since are the origin's and never freed here (RC-1).
+ *  RP-3  A step frees a batch of blocks and moves P past them in the same
+ *        generation (reaper_apply, in the freeze), so after a crash the
+ *        pool is at a generation where either both happened or neither.
+ *  RP-4  The volume's deadlist entries are forgotten as they are freed, in
+ *        batches, in the same freeze as the tree's step: a half-drained
+ *        deadlist needs no bookmark.
+ *  RP-5  The record goes when the tree is done and no deadlist entry of its
+ *        id is left, in the freeze that frees the last batch.
+ *
+ * Steps.  The reaper thread (one per open pool, started when there is
+ * work, stopped before the pool's last commit) repeats: read the first
+ * destroy record; walk its tree from P with a budget, outside any lock
+ * (the tree is immutable: RP-1), gathering the ranges to free; submit them
+ * as a catalog change; the freeze checks that P has not moved, drains some
+ * deadlist entries, frees the ranges and stores the new P (RP-3).  One step
+ * at a time (reap_lock), so vol_reclaim_wait and the thread may both step.
+ *
+ * States of the thread: idle (not running) -> running (reaper_kick, when a
+ * record exists and the pool is writable) -> idle (no record left, or a
+ * step failed: the message is kept for vol_reclaim_status and the work
+ * resumes at the next kick or the next open) ; any -> stopped (reaper_stop,
+ * from pool_close: the step in progress finishes first).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog-int.h"
+
+/* Visits (nodes + items) per step of the tree walk, and deadlist entries
+ * per step; a few milliseconds of freeze each.
+ */
+#define REAP_BUDGET 32768u
+
+struct reaper {
+  pthread_mutex_t step_lock;  /* one step at a time */
+  pthread_mutex_t lock;       /* the fields below */
+  pthread_cond_t cond;        /* the thread is idle */
+  pthread_t thread;
+  bool running, joinable, stopped;
+  size_t budget;
+  char error[512];            /* the last step's failure, "" when none */
+};
+
+/* A range of blocks to free. */
+struct reap_range {
+  uint64_t addr, len, birth;
+};
+
+/* A step: gathered outside the freeze, applied inside it. */
+struct reap_step {
+  uint64_t id;
+  struct destrec rec;         /* the record as read (its point is the old) */
+  struct reap_range *r;
+  size_t n, cap;
+  uint32_t node_blocks;
+  uint8_t next[BTREE_MAX_KEY];
+  size_t nextlen;
+  bool tree_done;
+  int err;
+};
+
+/* ---------------------------------------------------------------- records */
+
+/* Decode a destroy record, checking every field. */
+int
+destrec_decode (const uint8_t *val, size_t vlen, struct destrec *d)
+{
+  if (vlen < DESTREC_FIXED)
+    return cairn_fail (-EIO, "corrupt destroy record: %zu bytes", vlen);
+  memset (d, 0, sizeof *d);
+  blkptr_decode (val, &d->root.bp);
+  d->root.level = val[48];
+  d->flags = val[49];
+  d->since = get_le64 (val + 56);
+  d->freed = get_le64 (val + 64);
+  d->pointlen = get_le16 (val + 72);
+  if (d->pointlen > BTREE_MAX_KEY || vlen != DESTREC_FIXED + d->pointlen ||
+      (d->flags & ~DESTF_TREE_DONE) != 0)
+    return cairn_fail (-EIO, "corrupt destroy record (point of %zu bytes, "
+                       "flags %#x, %zu bytes in all)", d->pointlen, d->flags,
+                       vlen);
+  memcpy (d->point, val + DESTREC_FIXED, d->pointlen);
+  return 0;
+}
+
+/* Store a destroy record. */
+static int
+destrec_store (struct catalog *cat, uint64_t id, const struct destrec *d)
+{
+  uint8_t key[17], val[DESTREC_FIXED + BTREE_MAX_KEY];
+
+  memset (val, 0, DESTREC_FIXED);
+  blkptr_encode (&d->root.bp, val);
+  val[48] = (uint8_t) d->root.level;
+  val[49] = (uint8_t) d->flags;
+  put_le64 (val + 56, d->since);
+  put_le64 (val + 64, d->freed);
+  put_le16 (val + 72, (uint16_t) d->pointlen);
+  memcpy (val + DESTREC_FIXED, d->point, d->pointlen);
+  cat_key (key, RK_DESTROY, id, 0);
+  return cat_root_put (cat, key, 9, val, DESTREC_FIXED + d->pointlen);
+}
+
+/* The first destroy record, if any: *idp 0 when none. */
+static int
+first_record (struct catalog *cat, uint64_t *idp, struct destrec *d,
+              uint64_t *countp)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[1] = { RK_DESTROY };
+  uint64_t count = 0;
+  int r;
+
+  *idp = 0;
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 1); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl < 1 || k[0] != RK_DESTROY)
+      break;
+    if (kl != 9) {
+      r = cairn_fail (-EIO, "corrupt destroy record key (%zu bytes)", kl);
+      break;
+    }
+    if (count++ == 0) {
+      *idp = get_be64 (k + 1);
+      r = destrec_decode (v, vl, d);
+      if (r < 0)
+        break;
+    }
+    if (countp == NULL)
+      break;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  if (countp)
+    *countp = count;
+  return r == -ENOENT ? 0 : r;
+}
+
+/* ---------------------------------------------------------------- begin */
+
+/* Turn a volume nothing needs into a destroy record (see catalog-int.h). */
+int
+reaper_begin (struct catalog *cat, struct volstate *vs, uint64_t gen)
+{
+  struct destrec d = { .since = vs->origin_gen };
+  int r;
+
+  (void) gen;
+  /* Entries still queued belong to pins that are gone: list them, so the
+   * drain frees them (RP-4).
+   */
+  r = reclaim_flush_pending (cat);
+  if (r < 0)
+    return r;
+  btree_get_root (vs->tree, &d.root);
+  r = destrec_store (cat, vs->id, &d);
+  if (r == 0)
+    r = pool_tree_remove (cat->pool, vs->id);
+  return r;
+}
+
+/* ---------------------------------------------------------------- a step */
+
+/* Remember a range to free. */
+static void
+step_add (struct reap_step *s, uint64_t addr, uint64_t len, uint64_t birth)
+{
+  if (s->err)
+    return;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 1024;
+    struct reap_range *nr = realloc (s->r, cap * sizeof *nr);
+
+    if (nr == NULL) {
+      s->err = cairn_fail (-ENOMEM, "out of memory reclaiming a volume");
+      return;
+    }
+    s->r = nr;
+    s->cap = cap;
+  }
+  s->r[s->n++] = (struct reap_range) { addr, len, birth };
+}
+
+/* btree_reap: a node is done. */
+static int
+step_node (void *opaque, const struct blkptr *bp, unsigned level)
+{
+  struct reap_step *s = opaque;
+
+  (void) level;
+  step_add (s, bp->addr >> BLOCK_SHIFT, s->node_blocks, bp->birth);
+  return s->err;
+}
+
+/* btree_reap: an extent item. */
+static int
+step_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
+           size_t vlen)
+{
+  struct reap_step *s = opaque;
+
+  (void) key;
+  if (klen != 8 || vlen < EXT_HDR)
+    return cairn_fail (-EIO, "corrupt extent item in deleted volume %" PRIu64,
+                       s->id);
+  if (ext_birth (val) > s->rec.since)
+    step_add (s, ext_addr (val), ext_len (val), ext_birth (val));
+  return s->err;
+}
+
+/* Apply a gathered step in the freeze of gen (RP-3, RP-4, RP-5). */
+int
+reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
+{
+  struct reap_step *s = req->data;
+  struct destrec now, d = s->rec;
+  uint8_t key[17], val[DESTREC_FIXED + BTREE_MAX_KEY];
+  size_t vlen, drained;
+  int r;
+
+  cat_key (key, RK_DESTROY, s->id, 0);
+  r = cat_root_get (cat, key, 9, val, sizeof val, &vlen);
+  if (r == 0)
+    r = destrec_decode (val, vlen, &now);
+  if (r < 0)
+    return r;
+  if (now.pointlen != d.pointlen || memcmp (now.point, d.point, d.pointlen) ||
+      now.flags != d.flags)
+    return cairn_fail (-EIO, "internal error: the reclaim point of deleted "
+                       "volume %" PRIu64 " moved under a step", s->id);
+
+  r = reclaim_drain_deadlist (cat, s->id, d.since, cat->reaper->budget,
+                              &drained);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < s->n; i++) {
+    const struct reap_range *x = &s->r[i];
+
+    space_free (pool_space (cat->pool), x->addr, x->len,
+                x->birth >= gen ? gen - 1 : x->birth);
+    d.freed += x->len;
+    __atomic_add_fetch (&cat->reclaimed, x->len, __ATOMIC_RELAXED);
+  }
+  if (s->tree_done)
+    d.flags |= DESTF_TREE_DONE;
+  memcpy (d.point, s->next, s->nextlen);
+  d.pointlen = s->nextlen;
+  if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget)
+    return cat_root_del (cat, key, 9);          /* RP-5 */
+  return destrec_store (cat, s->id, &d);
+}
+
+/* Gather and apply one step; *more when a destroy record is left. */
+static int
+reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
+{
+  struct reaper *rp = cat->reaper;
+  struct reap_step s = { 0 };
+  struct cat_request req = { .kind = REQ_REAP, .data = &s };
+  uint64_t count;
+  int r;
+
+  *more = false;
+  pthread_mutex_lock (&rp->step_lock);
+  r = first_record (cat, &s.id, &s.rec, NULL);
+  if (r < 0 || s.id == 0)
+    goto out;
+  s.node_blocks = nodecache_node_size (pool_cache (pool)) >> BLOCK_SHIFT;
+  if (!(s.rec.flags & DESTF_TREE_DONE)) {
+    struct btree_visitor v = { step_node, step_item, &s };
+
+    r = btree_reap (pool_cache (pool), &s.rec.root, s.rec.since,
+                    s.rec.pointlen ? s.rec.point : NULL, s.rec.pointlen,
+                    rp->budget, &v, s.next, &s.nextlen, &s.tree_done);
+    if (r == 0)
+      r = s.err;
+    if (r < 0) {
+      r = cairn_fail (r, "reclaiming deleted volume %" PRIu64 ": %s", s.id,
+                      cairn_errmsg ());
+      goto out;
+    }
+  }
+  r = cat_submit (pool, &req);
+  if (r == 0)
+    r = first_record (cat, &s.id, &s.rec, &count);
+  if (r == 0)
+    *more = count > 0;
+ out:
+  pthread_mutex_unlock (&rp->step_lock);
+  free (s.r);
+  return r;
+}
+
+/* ---------------------------------------------------------------- thread */
+
+/* The reaper thread: step until nothing is left, stopped, or failed. */
+static void *
+reaper_thread (void *arg)
+{
+  struct catalog *cat = arg;
+  struct reaper *rp = cat->reaper;
+  bool more = true;
+
+  while (more) {
+    int r;
+
+    pthread_mutex_lock (&rp->lock);
+    more = !rp->stopped;
+    pthread_mutex_unlock (&rp->lock);
+    if (!more)
+      break;
+    cairn_error_clear ();
+    r = reap_step (cat->pool, cat, &more);
+    if (r < 0) {
+      pthread_mutex_lock (&rp->lock);
+      snprintf (rp->error, sizeof rp->error, "%s", cairn_errmsg ());
+      pthread_mutex_unlock (&rp->lock);
+      break;
+    }
+  }
+  pthread_mutex_lock (&rp->lock);
+  rp->running = false;
+  pthread_cond_broadcast (&rp->cond);
+  pthread_mutex_unlock (&rp->lock);
+  return NULL;
+}
+
+/* Make the reaper state. */
+int
+reaper_new (struct catalog *cat)
+{
+  struct reaper *rp = calloc (1, sizeof *rp);
+
+  if (rp == NULL)
+    return cairn_fail (-ENOMEM, "out of memory loading the catalog");
+  pthread_mutex_init (&rp->step_lock, NULL);
+  pthread_mutex_init (&rp->lock, NULL);
+  pthread_cond_init (&rp->cond, NULL);
+  rp->budget = REAP_BUDGET;
+  cat->reaper = rp;
+  return 0;
+}
+
+/* Start the thread if there is work and it is not running. */
+void
+reaper_kick (struct catalog *cat)
+{
+  struct reaper *rp = cat->reaper;
+  uint64_t id;
+  struct destrec d;
+
+  if (rp == NULL || !pool_background_allowed (cat->pool))
+    return;
+  if (first_record (cat, &id, &d, NULL) < 0 || id == 0)
+    return;
+  pthread_mutex_lock (&rp->lock);
+  if (!rp->running && !rp->stopped) {
+    if (rp->joinable)
+      pthread_join (rp->thread, NULL);
+    rp->joinable = false;
+    rp->error[0] = '\0';
+    rp->running = pthread_create (&rp->thread, NULL, reaper_thread, cat) == 0;
+    rp->joinable = rp->running;
+  }
+  pthread_mutex_unlock (&rp->lock);
+}
+
+/* Stop the thread for good (the step in progress finishes first). */
+void
+reaper_stop (struct catalog *cat)
+{
+  struct reaper *rp = cat->reaper;
+  bool join;
+
+  if (rp == NULL)
+    return;
+  pthread_mutex_lock (&rp->lock);
+  rp->stopped = true;
+  join = rp->joinable;
+  rp->joinable = false;
+  pthread_mutex_unlock (&rp->lock);
+  if (join)
+    pthread_join (rp->thread, NULL);
+}
+
+/* Free the reaper state (after reaper_stop). */
+void
+reaper_free (struct catalog *cat)
+{
+  struct reaper *rp = cat->reaper;
+
+  if (rp == NULL)
+    return;
+  pthread_mutex_destroy (&rp->step_lock);
+  pthread_mutex_destroy (&rp->lock);
+  pthread_cond_destroy (&rp->cond);
+  free (rp);
+  cat->reaper = NULL;
+}
+
+/* ---------------------------------------------------------------- API */
+
+/* One step of reclaiming deleted volumes, in the calling thread. */
+int
+vol_reclaim_step (struct cairn_pool *pool, bool *more)
+{
+  struct catalog *cat;
+  int r = catalog_get (pool, &cat);
+
+  *more = false;
+  return r < 0 ? r : reap_step (pool, cat, more);
+}
+
+/* Reclaim every deleted volume now, in the calling thread (volume.h). */
+int
+vol_reclaim_wait (struct cairn_pool *pool,
+                  void (*progress) (void *opaque, uint64_t freed_bytes),
+                  void *opaque)
+{
+  struct catalog *cat;
+  uint64_t freed = 0;
+  bool more = true;
+  int r = catalog_get (pool, &cat);
+
+  while (r == 0 && more) {
+    uint64_t before = __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED);
+
+    r = reap_step (pool, cat, &more);
+    freed += __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before;
+    if (progress)
+      progress (opaque, freed * BLOCK_SIZE);
+  }
+  return r;
+}
+
+/* What the background deletes have left to do (volume.h). */
+int
+vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
+{
+  struct catalog *cat;
+  struct destrec d;
+  uint64_t id;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  memset (info, 0, sizeof *info);
+  r = first_record (cat, &id, &d, &info->volumes);
+  if (r < 0)
+    return r;
+  info->freed_bytes = __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) *
+                      BLOCK_SIZE;
+  pthread_mutex_lock (&cat->reaper->lock);
+  info->running = cat->reaper->running;
+  snprintf (info->error, sizeof info->error, "%s", cat->reaper->error);
+  pthread_mutex_unlock (&cat->reaper->lock);
+  return 0;
+}
+
+/* Set the step size (tests make steps small to stop between them). */
+void
+vol_reclaim_set_budget (struct cairn_pool *pool, size_t visits)
+{
+  struct catalog *cat;
+
+  if (catalog_get (pool, &cat) == 0)
+    cat->reaper->budget = visits ? visits : REAP_BUDGET;
+}
