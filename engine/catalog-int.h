@@ -30,6 +30,9 @@
 #define RK_CONFIG 7u
 #define RK_PROP 8u            /* + be64 id + key -> value (user property) */
 #define RK_DESTROY 9u         /* + be64 id -> destroy record (reaper.c) */
+#define RK_DEFER 10u          /* + be64 id + be64 gen -> u32 snapshots
+                                 deleted while open: pin reasons to drop
+                                 when no handle has the state open */
 
 #define VOLF_READONLY 1u
 #define VOLF_HIDDEN 2u        /* deleted, kept while clones depend on it */
@@ -150,6 +153,7 @@ struct cat_request {
 struct open_pin {
   uint64_t id, gen;
   int opens;
+  bool deferred;              /* a snapshot of it was deleted while open */
 };
 
 struct catalog {
@@ -164,9 +168,17 @@ struct catalog {
   struct cat_request *req;    /* the change for the next freeze */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
   struct reaper *reaper;      /* background deletes (reaper.c) */
+  bool settle;                /* deletes deferred while open may be due:
+                                 look at the next freeze (atomic) */
 };
 
 /* catalog.c */
+/* A handle closed on a hidden volume or a deferred pin: let the next
+ * commit finish what its delete left (volume.c).
+ */
+void cat_settle_soon (struct catalog *cat);
+/* Handles open on the pinned state (id, gen), or NULL (tlock held). */
+struct open_pin *cat_open_pin (struct catalog *cat, uint64_t id, uint64_t gen);
 int catalog_get (struct cairn_pool *pool, struct catalog **catp) CAIRN_WUR;
 struct volstate *cat_find_name (struct catalog *cat, const char *name);
 /* The partial volume of a receive into name, or NULL (tlock held). */

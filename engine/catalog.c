@@ -411,6 +411,7 @@ cat_find_id (struct catalog *cat, uint64_t id)
 /* ---------------------------------------------------------------- requests */
 
 static int apply (struct catalog *cat, struct cat_request *req, uint64_t gen);
+static int settle (struct catalog *cat, uint64_t gen);
 
 /* The freeze hook: deadlists, the pending request, changed records. */
 static void
@@ -428,6 +429,9 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
       snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
     req->done = true;
   }
+  if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL) &&
+      settle (cat, gen) < 0)
+    __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);   /* next time */
   pthread_mutex_lock (&cat->tlock);
   for (size_t i = 0; i < cat->nvols; i++)
     if (__atomic_load_n (&cat->vols[i]->rec_dirty, __ATOMIC_RELAXED) &&
@@ -578,6 +582,7 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   pool_attach_unlock (pool);
   *catp = cat;
   reaper_kick (cat);          /* deletes a restart interrupted go on */
+  cat_settle_soon (cat);      /* nothing is open after a restart */
   return 0;
 
  fail:
@@ -737,20 +742,82 @@ apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   return publish_volume (cat, vs);
 }
 
-/* Delete a snapshot by generation (its records and its pin reason). */
+/* ---------------------------------------------------------------- deferred deletes
+ *
+ * Deleting a snapshot or a volume that clients have open takes its name
+ * away at once (nothing new can open it, listings no longer show it), but
+ * what it holds stays readable, and a live volume writable, for the
+ * handles already open until the last one closes:
+ *
+ *   snapshot  its records go; its pin keeps its reason, and an RK_DEFER
+ *             record counts the reasons to drop once no handle has the
+ *             pinned state open
+ *   volume    its snapshots go as above, its name goes, and it is hidden
+ *             (VOLF_HIDDEN) like a volume that clones still start from; it
+ *             is destroyed once it has no handle and no pin left
+ *
+ * settle() does both in a freeze: when a handle closes on such a state
+ * (cat_settle_soon) and at the first commit after the catalog loads, since
+ * after a restart nothing is open.  Checking that a pin has no handle and
+ * releasing it happen under tlock, and vol_open looks a pin up and counts
+ * its handle under tlock too, so no handle can open a pin being released.
+ */
+
+/* Handles open on the pinned state (id, gen), or NULL (tlock held). */
+struct open_pin *
+cat_open_pin (struct catalog *cat, uint64_t id, uint64_t gen)
+{
+  for (size_t i = 0; i < cat->nopen_pins; i++)
+    if (cat->open_pins[i].id == id && cat->open_pins[i].gen == gen)
+      return &cat->open_pins[i];
+  return NULL;
+}
+
+/* Count one more snapshot reason of pin (id, gen) to drop later. */
+static int
+defer_pin (struct catalog *cat, struct volstate *vs, uint64_t gen,
+           struct open_pin *op)
+{
+  uint8_t key[17], val[4];
+  size_t vlen;
+  uint32_t n = 0;
+  int r;
+
+  cat_key (key, RK_DEFER, vs->id, gen);
+  r = cat_root_get (cat, key, 17, val, sizeof val, &vlen);
+  if (r == 0 && vlen == 4)
+    n = get_le32 (val);
+  else if (r != -ENOENT)
+    return r < 0 ? r : cairn_fail (-EIO, "corrupt deferred-delete record");
+  put_le32 (val, n + 1);
+  op->deferred = true;
+  return cat_root_put (cat, key, 17, val, 4);
+}
+
+/* Delete a snapshot by generation: its records, and its pin reason now, or
+ * once no handle has it open.
+ */
 static int
 drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
                const char *snap)
 {
   uint8_t key[1 + 8 + VOL_NAME_MAX];
+  struct open_pin *op;
   int r;
 
   cat_key (key, RK_SNAP, vs->id, sgen);
   r = cat_root_del (cat, key, 17);
   if (r == 0)
     r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, snap));
-  if (r == 0)
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  op = cat_open_pin (cat, vs->id, sgen);
+  if (op && op->opens > 0)
+    r = defer_pin (cat, vs, sgen, op);
+  else
     r = pin_release (cat, vs, sgen, false);
+  pthread_mutex_unlock (&cat->tlock);
   return r;
 }
 
@@ -856,22 +923,25 @@ cat_foreach_pin (struct catalog *cat, uint64_t id,
   return r == -ENOENT ? 0 : r;
 }
 
-/* cat_foreach_pin callback: stop at a pin held by a clone. */
+/* cat_foreach_pin callback: stop at the first pin. */
 static int
-clone_pin (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
+any_pin (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
 {
   bool *yes = opaque;
 
-  *yes = len == PINREC_LEN && get_le32 (rec + 4) > 0;
-  return *yes;
+  (void) gen, (void) rec, (void) len;
+  *yes = true;
+  return 1;
 }
 
-/* Does any clone still start from a state of this volume? */
+/* Must some state of this volume stay: a clone's origin, or a snapshot
+ * deleted while open?
+ */
 static int
-has_clone_pins (struct catalog *cat, uint64_t id, bool *yes)
+has_pins (struct catalog *cat, uint64_t id, bool *yes)
 {
   *yes = false;
-  return cat_foreach_pin (cat, id, clone_pin, yes);
+  return cat_foreach_pin (cat, id, any_pin, yes);
 }
 
 static int destroy_volume (struct catalog *cat, struct volstate *vs,
@@ -904,10 +974,10 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   if (origin == NULL)
     return 0;
   r = pin_release (cat, origin, origin_gen, true);
-  if (r == 0 && (origin->flags & VOLF_HIDDEN)) {
-    bool clones;
-    r = has_clone_pins (cat, origin->id, &clones);
-    if (r == 0 && !clones)
+  if (r == 0 && (origin->flags & VOLF_HIDDEN) && origin->opens == 0) {
+    bool pins;
+    r = has_pins (cat, origin->id, &pins);
+    if (r == 0 && !pins)
       r = destroy_volume (cat, origin, gen);
   }
   return r;
@@ -920,15 +990,12 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   uint8_t key[1 + VOL_NAME_MAX];
   struct snaplist *sl;
   struct volstate *vs = NULL;
-  bool clones;
-  int r;
+  bool pins;
+  int opens, r;
 
   r = need_volume (cat, req->name, &vs);
   if (r < 0)
     return r;
-  if (vs->opens > 0)
-    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
-                       "disconnect them first", vs->name, vs->opens);
   sl = calloc (1, sizeof *sl);
   if (sl == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
@@ -942,15 +1009,137 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (r == 0)
     r = cat_root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
   if (r == 0)
-    r = has_clone_pins (cat, vs->id, &clones);
+    r = has_pins (cat, vs->id, &pins);
   if (r < 0)
     return r;
-  if (clones) {
-    /* Clones still start from it: hide it until the last one goes. */
-    vs->flags |= VOLF_HIDDEN;
+  /* Hidden under tlock: from here no vol_open finds it, so the count of
+   * handles read with it can only fall.
+   */
+  pthread_mutex_lock (&cat->tlock);
+  vs->flags |= VOLF_HIDDEN;
+  opens = vs->opens;
+  pthread_mutex_unlock (&cat->tlock);
+  if (pins || opens > 0)
+    /* Clones still start from it, or clients have it open: keep it
+     * hidden until the last of them goes (settle).
+     */
     return volrec_store (cat, vs);
-  }
   return destroy_volume (cat, vs, gen);
+}
+
+/* An RK_DEFER record, read before acting on it. */
+struct deferred {
+  uint64_t id, gen;
+  uint32_t n;
+};
+
+/* Read up to max RK_DEFER records. */
+static int
+list_deferred (struct catalog *cat, struct deferred *d, size_t max, size_t *np)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[1] = { RK_DEFER };
+  int r;
+
+  *np = 0;
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 1); r == 0 && *np < max;
+       r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl < 1 || k[0] != RK_DEFER)
+      break;
+    if (kl != 17 || vl != 4) {
+      r = cairn_fail (-EIO, "corrupt deferred-delete record (key %zu, value "
+                      "%zu bytes)", kl, vl);
+      break;
+    }
+    d[(*np)++] = (struct deferred) { get_be64 (k + 1), get_be64 (k + 9),
+                                     get_le32 (v) };
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+}
+
+/* Finish the deletes that waited for handles to close (see above). */
+static int
+settle (struct catalog *cat, uint64_t gen)
+{
+  struct deferred d[64];
+  size_t n, kept = 0;
+  bool again = true;
+  int r;
+
+  /* Snapshot pin reasons whose state nobody has open any more. */
+  do {
+    r = list_deferred (cat, d, ARRAY_SIZE (d), &n);
+    for (size_t i = kept; r == 0 && i < n; i++) {
+      struct volstate *vs;
+      struct open_pin *op;
+      uint8_t key[17];
+
+      pthread_mutex_lock (&cat->tlock);
+      vs = cat_find_id (cat, d[i].id);
+      op = cat_open_pin (cat, d[i].id, d[i].gen);
+      if (vs == NULL)
+        r = cairn_fail (-EIO, "deferred-delete record of unknown volume %"
+                        PRIu64, d[i].id);
+      else if (op && op->opens > 0)
+        kept++;               /* still open: its close settles it */
+      else {
+        for (uint32_t j = 0; j < d[i].n && r == 0; j++)
+          r = pin_release (cat, vs, d[i].gen, false);
+        cat_key (key, RK_DEFER, d[i].id, d[i].gen);
+        if (r == 0)
+          r = cat_root_del (cat, key, 17);
+        if (op)
+          op->deferred = false;
+      }
+      pthread_mutex_unlock (&cat->tlock);
+    }
+  } while (r == 0 && n == ARRAY_SIZE (d) && kept < n);
+
+  /* Hidden volumes with neither handles nor pins left. */
+  while (r == 0 && again) {
+    struct volstate *doomed = NULL;
+
+    again = false;
+    pthread_mutex_lock (&cat->tlock);
+    for (size_t i = 0; i < cat->nvols && doomed == NULL; i++) {
+      struct volstate *vs = cat->vols[i];
+      bool pins = true;
+
+      if ((vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL)) == VOLF_HIDDEN &&
+          vs->opens == 0 && (r = has_pins (cat, vs->id, &pins)) == 0 && !pins)
+        doomed = vs;
+      if (r < 0)
+        break;
+    }
+    pthread_mutex_unlock (&cat->tlock);
+    if (doomed) {
+      r = destroy_volume (cat, doomed, gen);
+      again = true;
+    }
+  }
+  return r;
+}
+
+/* Let the next commit settle deferred deletes. */
+void
+cat_settle_soon (struct catalog *cat)
+{
+  __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);
+  if (txn_begin (cat->pool) == 0) {
+    txn_mark_dirty (cat->pool);
+    txn_end (cat->pool);
+  }
 }
 
 /* Rename a volume. */
@@ -1211,19 +1400,8 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
                        vs->name, req->snap);
   if (r < 0)
     return r;
-  if (req->kind == REQ_SNAP_DELETE) {
-    int opens = 0;
-
-    pthread_mutex_lock (&cat->tlock);
-    for (size_t i = 0; i < cat->nopen_pins; i++)
-      if (cat->open_pins[i].id == vs->id && cat->open_pins[i].gen == sgen)
-        opens = cat->open_pins[i].opens;
-    pthread_mutex_unlock (&cat->tlock);
-    if (opens > 0)
-      return cairn_fail (-EBUSY, "snapshot '%s@%s' is open by %d client(s): "
-                         "disconnect them first", vs->name, req->snap, opens);
+  if (req->kind == REQ_SNAP_DELETE)
     return drop_snapshot (cat, vs, sgen, req->snap);
-  }
 
   r = snap_name_free (cat, vs, req->name2);
   if (r < 0)

@@ -233,6 +233,7 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
   case RK_SNAP:
   case RK_SNAPNAME:
   case RK_PROP:
+  case RK_DEFER:
     return 0;
   default:
     problem (f, "root tree: item with unknown key type %u (length %zu)",

@@ -77,7 +77,7 @@ open_pin_add (struct catalog *cat, uint64_t id, uint64_t gen, int delta)
     cat->open_pins = np;
     cat->open_pins_cap = cap;
   }
-  cat->open_pins[cat->nopen_pins++] = (struct open_pin) { id, gen, delta };
+  cat->open_pins[cat->nopen_pins++] = (struct open_pin) { id, gen, delta, false };
   return 0;
 }
 
@@ -148,6 +148,11 @@ vol_open (struct cairn_pool *pool, const char *export_name,
         r = cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", name,
                         at + 1);
     }
+    /* Looking the pin up and counting the handle on it happen under
+     * tlock, so that settling a deferred delete cannot release the pin in
+     * between (catalog.c, "deferred deletes").
+     */
+    pthread_mutex_lock (&cat->tlock);
     if (r == 0) {
       r = cat_lookup_pin (cat, vs->id, gen, NULL, NULL, &root);
       if (r == -ENOENT)
@@ -173,7 +178,6 @@ vol_open (struct cairn_pool *pool, const char *export_name,
       v->gen = gen;
       r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
     }
-    pthread_mutex_lock (&cat->tlock);
     if (r == 0)
       r = open_pin_add (cat, vs->id, v->gen, 1);
     if (r < 0)
@@ -238,14 +242,25 @@ vol_close (struct cairn_volume *v)
 {
   if (v == NULL)
     return;
-  pthread_mutex_lock (&v->cat->tlock);
+  struct catalog *cat = v->cat;
+  bool settle = false;
+
+  pthread_mutex_lock (&cat->tlock);
   v->vs->opens--;
-  if (v->own_tree)
-    (void) open_pin_add (v->cat, v->vs->id, v->gen, -1);
-  pthread_mutex_unlock (&v->cat->tlock);
+  if (v->own_tree) {
+    struct open_pin *op = open_pin_add (cat, v->vs->id, v->gen, -1) == 0 ?
+      cat_open_pin (cat, v->vs->id, v->gen) : NULL;
+
+    settle = op && op->opens == 0 && op->deferred;
+  }
+  /* The last handle on something deleted while open. */
+  settle |= (v->vs->flags & VOLF_HIDDEN) && v->vs->opens == 0;
+  pthread_mutex_unlock (&cat->tlock);
   if (v->own_tree)
     btree_close (v->tree);
   free (v);
+  if (settle)
+    cat_settle_soon (cat);
 }
 
 struct btree *

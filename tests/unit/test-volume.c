@@ -360,7 +360,6 @@ Test (volume, io_bytes_holes_and_readonly)
   cr_assert_eq (vol_open (pool, "v@s1", &s), 0, "%s", cairn_errmsg ());
   cr_assert (vol_is_readonly (s));
   cr_assert_eq (vol_pwrite (s, want, 1, 0, 0), -EROFS);
-  cr_assert_eq (snap_delete (pool, "v", "s1"), -EBUSY, "an open snapshot stays");
   vol_get_info (s, &info);
   cr_assert (info.is_snapshot);
   vol_close (s);
@@ -1093,4 +1092,116 @@ Test (volume, background_delete_runs_by_itself)
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after a background delete");
   dev_close (dev);
+}
+
+/* A copy of a device: what a crash at this point would leave. */
+static struct cairn_dev *
+copy_dev (struct cairn_dev *dev, uint64_t size)
+{
+  struct cairn_dev *copy;
+  uint8_t *buf = malloc (1 << 20);
+
+  cr_assert_not_null (buf);
+  cr_assert_eq (dev_mem_create (size, &copy), 0);
+  for (uint64_t off = 0; off < size; off += 1 << 20) {
+    cr_assert_eq (dev_pread (dev, buf, 1 << 20, off), 0);
+    cr_assert_eq (dev_pwrite (copy, buf, 1 << 20, off), 0);
+  }
+  free (buf);
+  return copy;
+}
+
+/* Deleting a snapshot or a volume that handles have open: the name goes at
+ * once, the handles keep reading (and writing) the same data until they
+ * close, and then what was unique to it is freed; after a crash with the
+ * handles open, the next open finishes the deletes.
+ */
+Test (volume, delete_while_open_waits_for_the_last_handle)
+{
+  const uint64_t size = 128 << 20;
+  struct cairn_dev *dev = mem_pool (size), *crashed;
+  struct cairn_pool *pool = open_pool_stepped (dev);
+  struct cairn_volume *hv, *hs, *h;
+  struct vol_reclaim_info ri;
+  static uint8_t a[256 << 10], b[256 << 10], buf[256 << 10];
+  uint64_t base, before;
+  bool more = true;
+
+  cr_assert_eq (vol_create (pool, "probe", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_delete (pool, "probe", 0), 0);
+  while (more)
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0);
+  base = allocated (pool);
+
+  fill_pattern (a, sizeof a, 1);
+  fill_pattern (b, sizeof b, 2);
+  cr_assert_eq (vol_create (pool, "v", 4 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &hv), 0);
+  cr_assert_eq (vol_pwrite (hv, a, sizeof a, 0, 0), 0);
+  cr_assert_eq (snap_create (pool, "v", "s1"), 0);
+  cr_assert_eq (vol_open (pool, "v@s1", &hs), 0);
+
+  /* The snapshot: gone by name, still there for its handle. */
+  cr_assert_eq (snap_delete (pool, "v", "s1"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v@s1", &h), -ENOENT);
+  cr_assert_eq (snap_create (pool, "v", "s1"), 0, "the name is free again");
+  cr_assert_eq (snap_delete (pool, "v", "s1"), 0);
+  cr_assert_eq (vol_pwrite (hv, b, sizeof b, 0, 0), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (vol_pread (hs, buf, sizeof buf, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (buf, a, sizeof a, "the open snapshot still reads its data");
+  before = vol_reclaimed_bytes (pool);
+  vol_close (hs);
+  cr_assert_eq (pool_commit (pool), 0);
+  /* The data, and the tree nodes the overwrite copied. */
+  cr_assert (vol_reclaimed_bytes (pool) - before >= sizeof a &&
+             vol_reclaimed_bytes (pool) - before <= sizeof a + (64 << 10),
+             "closing the last handle freed what only it held (%" PRIu64
+             " bytes for %zu of data)", vol_reclaimed_bytes (pool) - before,
+             sizeof a);
+
+  /* The volume: gone by name, still read-write for its handle. */
+  cr_assert_eq (snap_create (pool, "v", "s2"), 0);
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &h), -ENOENT);
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0, "the name is free");
+  cr_assert_eq (vol_delete (pool, "v", 0), 0);
+  cr_assert_eq (vol_pwrite (hv, a, 4096, 8192, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (vol_pread (hv, buf, 4096, 8192), 0);
+  cr_assert_arr_eq (buf, a, 4096);
+  cr_assert_eq (vol_pread (hv, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, b, 4096);
+  more = true;
+  while (more)
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0);
+  cr_assert_gt (allocated (pool), base, "the open volume keeps its data");
+
+  /* A crash with the handle still open: the next open finishes. */
+  crashed = copy_dev (dev, size);
+  vol_close (hv);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.volumes, 1, "closing the last handle started the delete");
+  more = true;
+  while (more)
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0);
+  cr_assert_eq (allocated (pool), base, "every block is back");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the handles closed");
+  dev_close (dev);
+
+  assert_fsck_clean (crashed, "crashed with handles open");
+  pool = open_pool_stepped (crashed);
+  cr_assert_eq (vol_open (pool, "v", &h), -ENOENT);
+  cr_assert_eq (pool_commit (pool), 0);
+  more = true;
+  while (more)
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (allocated (pool), base, "the reopened pool finished the deletes");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (crashed, "after finishing the deletes");
+  dev_close (crashed);
 }
