@@ -1298,6 +1298,63 @@ drop_props (struct catalog *cat, uint64_t id)
   }
 }
 
+/* Give volume to_id a copy of from_id's user properties (not the internal
+ * ones, whose keys have no ':').
+ */
+static int
+copy_props (struct catalog *cat, uint64_t from_id, uint64_t to_id)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct prop {
+    uint8_t key[1 + 8 + VOL_PROP_KEY_MAX], val[VOL_PROP_VALUE_MAX];
+    size_t klen, vlen;
+  } *p = NULL;
+  size_t n = 0, cap = 0;
+  struct btree_cursor *cur;
+  uint8_t key[9];
+  int r;
+
+  key[0] = RK_PROP;
+  put_be64 (key + 1, from_id);
+  r = btree_cursor_new (root, &cur);
+  if (r < 0)
+    return r;
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, key, 9); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl < 9 || k[0] != RK_PROP || get_be64 (k + 1) != from_id)
+      break;
+    if (kl > sizeof p->key || vl > sizeof p->val || !memchr (k + 9, ':', kl - 9))
+      continue;
+    if (n == cap) {
+      struct prop *np = realloc (p, (cap = cap ? cap * 2 : 8) * sizeof *np);
+
+      if (np == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory copying properties");
+        break;
+      }
+      p = np;
+    }
+    memcpy (p[n].key, k, kl);
+    memcpy (p[n].val, v, vl);
+    p[n].klen = kl;
+    p[n++].vlen = vl;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  if (r == -ENOENT)
+    r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    put_be64 (p[i].key + 1, to_id);
+    r = cat_root_put (cat, p[i].key, p[i].klen, p[i].val, p[i].vlen);
+  }
+  free (p);
+  return r;
+}
+
 /* Set a volume's quota. */
 static int
 apply_quota (struct catalog *cat, struct cat_request *req)
@@ -1557,6 +1614,24 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (r == 0)
     r = apply_clone (cat, &cl, gen);
   req->out_id = cl.out_id;
+  /* The volume keeps its settings: quota, read-only flag, user
+   * properties (the old lineage keeps its own copy).
+   */
+  if (r == 0)
+    r = copy_props (cat, vs->id, cl.out_id);
+  if (r == 0) {
+    struct volstate *nv;
+
+    pthread_mutex_lock (&cat->tlock);
+    nv = cat_find_id (cat, cl.out_id);
+    if (nv) {
+      nv->quota = vs->quota;
+      nv->flags |= vs->flags & VOLF_READONLY;
+    }
+    pthread_mutex_unlock (&cat->tlock);
+    r = nv ? volrec_store (cat, nv) : cairn_fail (-EIO, "internal error: the "
+                                                  "rolled-back volume is missing");
+  }
   return r;
 }
 

@@ -182,6 +182,15 @@ Test (volume, shrink_in_the_generation_of_a_write)
 }
 
 /* Rollback keeps every later state valid. */
+/* vol_list_props callback: the value of "org:owner". */
+static int
+get_owner (void *opaque, const char *key, const char *value)
+{
+  if (strcmp (key, "org:owner") == 0)
+    snprintf (opaque, 64, "%s", value);
+  return 0;
+}
+
 Test (volume, rollback_keeps_later_states)
 {
   struct cairn_dev *dev = mem_pool (64 << 20);
@@ -204,7 +213,22 @@ Test (volume, rollback_keeps_later_states)
   cr_assert_eq (snap_create (pool, "v", "s2"), 0);
   cr_assert_eq (vol_rollback (pool, "v", "nope", "v-old"), -ENOENT);
   cr_assert_eq (vol_rollback (pool, "v", "s1", "v"), -EEXIST);
+  cr_assert_eq (vol_set_prop (pool, "v", "org:owner", "alice"), 0);
+  cr_assert_eq (vol_set_quota (pool, "v", 8 << 20), 0);
   cr_assert_eq (vol_rollback (pool, "v", "s1", "v-old"), 0, "%s", cairn_errmsg ());
+  /* The volume keeps its settings; the old lineage keeps a copy. */
+  {
+    struct vol_info vi;
+    char owner[64] = "";
+
+    cr_assert_eq (vol_list_props (pool, "v", get_owner, owner), 0);
+    cr_assert_str_eq (owner, "alice");
+    owner[0] = '\0';
+    cr_assert_eq (vol_list_props (pool, "v-old", get_owner, owner), 0);
+    cr_assert_str_eq (owner, "alice");
+    cr_assert_eq (vol_stat (pool, "v", &vi), 0);
+    cr_assert_eq (vi.quota, 8 << 20);
+  }
   /* v reads as s1; the old lineage keeps its live state and snapshots. */
   cr_assert_eq (vol_open (pool, "v", &v), 0);
   cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
