@@ -529,7 +529,11 @@ struct state {
   uint64_t size;
   uint8_t *bytes;
   struct cairn_volume *h;   /* open handle of a live volume */
+  bool zombie;              /* deleted while h was open: still readable
+                               (and writable, if live) through h */
 };
+
+static void drop_state (struct state *s);
 
 struct world {
   struct cairn_dev *dev;
@@ -537,7 +541,7 @@ struct world {
   struct state st[MAXSTATES];
   unsigned next_vol, next_snap;
   unsigned clones, snap_deletes, vol_deletes, reopens, unique_checks, diffs;
-  unsigned rollbacks;
+  unsigned rollbacks, zombies;
   struct rng r;
 };
 
@@ -547,7 +551,8 @@ pick (struct world *w, int want_snapshot)
   unsigned n = 0, idx[MAXSTATES];
 
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && (want_snapshot < 0 || w->st[i].snapshot == want_snapshot))
+    if (w->st[i].used && !w->st[i].zombie &&
+        (want_snapshot < 0 || w->st[i].snapshot == want_snapshot))
       idx[n++] = i;
   return n ? &w->st[idx[rng_below (&w->r, n)]] : NULL;
 }
@@ -602,7 +607,21 @@ close_handles (struct world *w)
     if (w->st[i].h) {
       vol_close (w->st[i].h);
       w->st[i].h = NULL;
+      if (w->st[i].zombie)
+        drop_state (&w->st[i]);
     }
+}
+
+/* A state deleted while open, or NULL. */
+static struct state *
+pick_zombie (struct world *w)
+{
+  unsigned n = 0, idx[MAXSTATES];
+
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && w->st[i].zombie)
+      idx[n++] = i;
+  return n ? &w->st[idx[rng_below (&w->r, n)]] : NULL;
 }
 
 static void
@@ -753,7 +772,8 @@ do_diff (struct world *w, struct state *s)
   struct diffmap dm;
 
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && !w->st[i].snapshot && strcmp (w->st[i].vol, s->vol) == 0)
+    if (w->st[i].used && !w->st[i].zombie && !w->st[i].snapshot &&
+        strcmp (w->st[i].vol, s->vol) == 0)
       v = &w->st[i];
   if (v == NULL)
     return;
@@ -791,41 +811,73 @@ do_delete_snapshot (struct world *w, struct state *s)
   uint64_t before;
 
   /* The dry run says exactly what the deletion frees (measured with no
-   * background delete running: those free space too).
+   * background delete running and no deferred delete due: those free
+   * space too).
    */
+  cr_assert_eq (pool_commit (w->pool), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_reclaim_wait (w->pool, NULL, NULL), 0, "%s", cairn_errmsg ());
   cr_assert_eq (snap_space (w->pool, s->vol, at + 1, &sp), 0, "%s", cairn_errmsg ());
+  w->snap_deletes++;
+  if (rng_below (&w->r, 4) == 0) {
+    /* Deleted while a handle has it open: nothing is freed until the
+     * handle closes, and the handle keeps reading the same data.
+     */
+    cr_assert_eq (vol_open (w->pool, s->name, &s->h), 0, "%s", cairn_errmsg ());
+    before = vol_reclaimed_bytes (w->pool);
+    cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (vol_reclaimed_bytes (w->pool), before, "deleting open %s "
+                  "freed something", s->name);
+    {
+      struct cairn_volume *h;
+      cr_assert_eq (vol_open (w->pool, s->name, &h), -ENOENT);
+    }
+    s->zombie = true;
+    w->zombies++;
+    return;
+  }
   before = vol_reclaimed_bytes (w->pool);
   cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_reclaimed_bytes (w->pool) - before, sp.unique,
                 "deleting %s freed %" PRIu64 " bytes, its unique figure said %"
                 PRIu64, s->name, vol_reclaimed_bytes (w->pool) - before, sp.unique);
   w->unique_checks += sp.unique > 0;
-  w->snap_deletes++;
   drop_state (s);
 }
 
 static void
 do_delete_volume (struct world *w, struct state *v)
 {
-  bool snaps = false;
+  bool snaps = false, keep_open = v->h && rng_below (&w->r, 4) == 0;
 
   w->vol_deletes++;
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && w->st[i].snapshot && strcmp (w->st[i].vol, v->vol) == 0)
+    if (w->st[i].used && !w->st[i].zombie && w->st[i].snapshot &&
+        strcmp (w->st[i].vol, v->vol) == 0)
       snaps = true;
-  vol_close (v->h);
-  v->h = NULL;
+  if (!keep_open) {
+    vol_close (v->h);
+    v->h = NULL;
+  }
   if (snaps) {
     cr_assert_eq (vol_delete (w->pool, v->name, 0), -EBUSY);
     cr_assert_eq (vol_delete (w->pool, v->name, VOL_DELETE_RECURSIVE), 0, "%s",
                   cairn_errmsg ());
     for (unsigned i = 0; i < MAXSTATES; i++)
-      if (w->st[i].used && w->st[i].snapshot && strcmp (w->st[i].vol, v->vol) == 0)
+      if (w->st[i].used && !w->st[i].zombie && w->st[i].snapshot &&
+        strcmp (w->st[i].vol, v->vol) == 0)
         drop_state (&w->st[i]);
   }
   else
     cr_assert_eq (vol_delete (w->pool, v->name, 0), 0, "%s", cairn_errmsg ());
+  if (keep_open) {
+    struct cairn_volume *h;
+
+    /* Its handle keeps it readable and writable until it closes. */
+    cr_assert_eq (vol_open (w->pool, v->name, &h), -ENOENT);
+    v->zombie = true;
+    w->zombies++;
+    return;
+  }
   drop_state (v);
 }
 
@@ -839,7 +891,8 @@ do_rollback (struct world *w, struct state *s)
   char keep[32], vol[32], snap[32];
 
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && !w->st[i].snapshot && strcmp (w->st[i].vol, s->vol) == 0)
+    if (w->st[i].used && !w->st[i].zombie && !w->st[i].snapshot &&
+        strcmp (w->st[i].vol, s->vol) == 0)
       v = &w->st[i];
   if (v == NULL || c == NULL)
     return;
@@ -937,6 +990,15 @@ Test (volume, model_random_histories, .timeout = 600)
       do_rollback (&w, s);
     else if (dice < 95)
       cr_assert_eq (pool_commit (w.pool), 0, "%s", cairn_errmsg ());
+    else if (dice >= 97 && (s = pick_zombie (&w))) {
+      /* A client of a deleted state writes (if it can), or goes away. */
+      if (!s->snapshot && rng_below (&w.r, 2))
+        do_write (&w, s);
+      else {
+        vol_close (s->h);
+        drop_state (s);
+      }
+    }
     else if (dice < 97) {
       char when[64];
       snprintf (when, sizeof when, "reopen at step %u", step);
@@ -953,22 +1015,25 @@ Test (volume, model_random_histories, .timeout = 600)
            w.next_vol, w.next_snap, w.clones, w.snap_deletes, w.vol_deletes,
            w.reopens);
   fprintf (stderr, "volume.model_random_histories: %u diffs, %u snapshot "
-           "deletes freeing unique data, %u rollbacks\n", w.diffs,
-           w.unique_checks, w.rollbacks);
+           "deletes freeing unique data, %u rollbacks, %u deletes while "
+           "open\n", w.diffs, w.unique_checks, w.rollbacks, w.zombies);
   cr_assert_gt (w.rollbacks, 1);
   cr_assert_gt (w.diffs, 10);
   cr_assert_gt (w.unique_checks, 5);
   cr_assert_gt (w.clones, 10);
   cr_assert_gt (w.snap_deletes, 10);
   cr_assert_gt (w.vol_deletes, 10);
+  cr_assert_gt (w.zombies, 10);
 
   /* Delete everything: every block comes back. */
   close_handles (&w);
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w.st[i].used && !w.st[i].snapshot)
+    if (w.st[i].used && !w.st[i].snapshot && !w.st[i].zombie)
       do_delete_volume (&w, &w.st[i]);
+  close_handles (&w);         /* the last clients of deleted states go */
   for (unsigned i = 0; i < MAXSTATES; i++)
-    cr_assert (!w.st[i].used);
+    cr_assert (!w.st[i].used, "%s is left (zombie %d)", w.st[i].name,
+               w.st[i].zombie);
   cr_assert_eq (pool_commit (w.pool), 0);
   reopen (&w, "after deleting everything");
   cr_assert_eq (vol_reclaim_wait (w.pool, NULL, NULL), 0, "%s", cairn_errmsg ());
