@@ -978,9 +978,10 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     json_t *rc = json_object_get (res, "reclaim");
     const char *err = json_string_value (json_object_get (rc, "error"));
 
-    if (jnum (rc, "volumes") > 0 || (err && *err)) {
-      snprintf (buf, sizeof buf, "%" PRIu64 " deleted volume(s) giving space "
-                "back, %s freed so far%s%s", jnum (rc, "volumes"),
+    if (jnum (rc, "volumes") + jnum (rc, "snapshots") > 0 || (err && *err)) {
+      snprintf (buf, sizeof buf, "%" PRIu64 " deleted volume(s) and %" PRIu64
+                " snapshot(s) giving space back, %s freed so far%s%s",
+                jnum (rc, "volumes"), jnum (rc, "snapshots"),
                 jsize (rc, "freed", s), err && *err ? "; stopped: " : "",
                 err ? err : "");
       field ("reclaim", buf);

@@ -30,6 +30,9 @@
 #define RK_CONFIG 7u
 #define RK_PROP 8u            /* + be64 id + key -> value (user property) */
 #define RK_DESTROY 9u         /* + be64 id -> destroy record (reaper.c) */
+#define RK_FREE 11u           /* + be64 id + be64 lo_d + be64 lo_b ->
+                                 u64 hi_d, u64 hi_b: deadlist entries of a
+                                 removed pin left to free (reaper.c) */
 #define RK_DEFER 10u          /* + be64 id + be64 gen -> u32 snapshots
                                  deleted while open: pin reasons to drop
                                  when no handle has the state open */
@@ -207,11 +210,27 @@ void reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
 int reclaim_flush_pending (struct catalog *cat) CAIRN_WUR;
 int reclaim_pin_removed (struct catalog *cat, struct volstate *vs,
                          uint64_t gen) CAIRN_WUR;
+/* Remove the deadlist entries of volume id with D in (lo_d, hi_d] and B in
+ * (lo_b, hi_b], at most limit: those born after keep_upto are freed, the
+ * others only forgotten (RC-5); *held (may be NULL) drops by the blocks
+ * removed, *removedp (may be NULL) gets how many entries went.
+ */
+int reclaim_free_entries (struct catalog *cat, uint64_t id, int64_t *held,
+                          uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
+                          uint64_t hi_b, uint64_t keep_upto, size_t limit,
+                          size_t *removedp) CAIRN_WUR;
 /* Forget up to limit deadlist entries of volume id (being destroyed),
  * freeing those born after since; *removedp gets how many went.
  */
 int reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
                             size_t limit, size_t *removedp) CAIRN_WUR;
+/* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
+ * (lo_b, hi_b] (a removed pin's, RC-3): a step now, the rest in the
+ * background.  held (may be NULL) drops by what goes.
+ */
+int reclaim_free_range (struct catalog *cat, uint64_t id, int64_t *held,
+                        uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
+                        uint64_t hi_b) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
@@ -240,6 +259,12 @@ int reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
  * work, stop it and free it (closing the pool).
  */
 int reaper_new (struct catalog *cat) CAIRN_WUR;
+/* Entries a step frees at most. */
+size_t reaper_budget (struct catalog *cat);
+/* Leave the rest of a removed pin's deadlist range to the background. */
+int reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
+                        uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
+                        uint64_t hi_b) CAIRN_WUR;
 void reaper_kick (struct catalog *cat);
 void reaper_stop (struct catalog *cat);
 void reaper_free (struct catalog *cat);
@@ -253,6 +278,11 @@ struct destrec {
 };
 int destrec_decode (const uint8_t *val, size_t vlen, struct destrec *d)
   CAIRN_WUR;
+/* Decode a free record: volume id, range = lo_d, hi_d, lo_b, hi_b. */
+int freerec_decode (const uint8_t *key, size_t klen, const uint8_t *val,
+                    size_t vlen, uint64_t *id, uint64_t range[4]) CAIRN_WUR;
+/* Find a volume by id, hidden ones included (tlock held). */
+struct volstate *cat_find_id_locked (struct catalog *cat, uint64_t id);
 /* Submit a catalog change and wait until it is durable (catalog.c). */
 int cat_submit (struct cairn_pool *pool, struct cat_request *req) CAIRN_WUR;
 /* Put / delete an item of the root tree (catalog.c, in the freeze). */

@@ -399,8 +399,8 @@ cat_find_partial (struct catalog *cat, const char *name)
 }
 
 /* Find a volume by id, hidden ones included (tlock held). */
-static struct volstate *
-cat_find_id (struct catalog *cat, uint64_t id)
+struct volstate *
+cat_find_id_locked (struct catalog *cat, uint64_t id)
 {
   for (size_t i = 0; i < cat->nvols; i++)
     if (cat->vols[i]->id == id)
@@ -968,7 +968,7 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   if (r < 0)
     return r;
   pthread_mutex_lock (&cat->tlock);
-  origin = origin_id ? cat_find_id (cat, origin_id) : NULL;
+  origin = origin_id ? cat_find_id_locked (cat, origin_id) : NULL;
   table_remove (cat, vs);
   pthread_mutex_unlock (&cat->tlock);
   if (origin == NULL)
@@ -1086,7 +1086,7 @@ settle (struct catalog *cat, uint64_t gen)
       uint8_t key[17];
 
       pthread_mutex_lock (&cat->tlock);
-      vs = cat_find_id (cat, d[i].id);
+      vs = cat_find_id_locked (cat, d[i].id);
       op = cat_open_pin (cat, d[i].id, d[i].gen);
       if (vs == NULL)
         r = cairn_fail (-EIO, "deferred-delete record of unknown volume %"
@@ -1623,7 +1623,7 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
     struct volstate *nv;
 
     pthread_mutex_lock (&cat->tlock);
-    nv = cat_find_id (cat, cl.out_id);
+    nv = cat_find_id_locked (cat, cl.out_id);
     if (nv) {
       nv->quota = vs->quota;
       nv->flags |= vs->flags & VOLF_READONLY;
@@ -1767,7 +1767,7 @@ apply_partial_create (struct catalog *cat, struct cat_request *req,
   if (r < 0)
     return r;
   pthread_mutex_lock (&cat->tlock);
-  vs = cat_find_id (cat, sub.out_id);
+  vs = cat_find_id_locked (cat, sub.out_id);
   pthread_mutex_unlock (&cat->tlock);
   /* A clone has its base's size: give it the stream's. */
   if (req->size < vs->size) {

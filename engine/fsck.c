@@ -32,6 +32,8 @@ struct fsck {
   uint64_t *dest_ids;
   size_t ndest;
   uint64_t dest_since;      /* of the one being walked */
+  struct fsck_free { uint64_t id, range[4]; } *frees;   /* RK_FREE */
+  size_t nfrees;
 };
 
 static inline bool
@@ -223,6 +225,19 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
     return 0;
   case RK_VOL:
     return klen == 9 ? add_volume_id (f, get_be64 (key + 1)) : 0;
+  case RK_FREE: {
+    struct fsck_free *nf = realloc (f->frees, (f->nfrees + 1) * sizeof *nf);
+
+    if (nf == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing free records");
+    f->frees = nf;
+    if (freerec_decode (key, klen, val, vlen, &nf[f->nfrees].id,
+                        nf[f->nfrees].range) < 0)
+      problem (f, "root tree: %s", cairn_errmsg ());
+    else
+      f->nfrees++;
+    return 0;
+  }
   case RK_DESTROY:
     if (klen != 9) {
       problem (f, "root tree: bad destroy record key (%zu bytes)", klen);
@@ -298,6 +313,17 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
     problem (f, "deadlist entry of volume %" PRIu64 " points outside the pool",
              get_be64 (key));
     return 0;
+  }
+  for (size_t i = 0; i < f->nfrees; i++) {
+    const struct fsck_free *x = &f->frees[i];
+    uint64_t d = get_be64 (key + 8), b = get_le64 (val + 8);
+
+    /* Left to free by a removed pin (RP-6): allocated, needed by nothing. */
+    if (x->id == get_be64 (key) && d > x->range[0] && d <= x->range[1] &&
+        b > x->range[2] && b <= x->range[3]) {
+      mark (f, addr, len, "the deadlist range of a deleted snapshot");
+      return 0;
+    }
   }
   if (is_destroying (f, get_be64 (key))) {
     /* A deleted volume's entries wait for the reaper: allocated, needed
@@ -519,6 +545,7 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   free (f.vol_ids);
   free (f.dest);
   free (f.dest_ids);
+  free (f.frees);
   if (pool_close (f.pool) < 0 && r == 0)
     r = -EIO;
   return r;

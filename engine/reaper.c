@@ -28,6 +28,16 @@
  *        deadlist needs no bookmark.
  *  RP-5  The record goes when the tree is done and no deadlist entry of its
  *        id is left, in the freeze that frees the last batch.
+ *  RP-6  Removing a pin frees its deadlist range (RC-3) up to a step's worth
+ *        at once; the rest is a free record (RK_FREE: volume, range of
+ *        deaths and births) whose entries are freed and forgotten a batch
+ *        per step, so it needs no bookmark either.  Nothing joins the range
+ *        later and the ranges of two pins never overlap, so waiting changes
+ *        no other figure; a volume destroyed meanwhile frees its entries
+ *        through its own drain, and the free record then finds none.
+ *
+ * Free records go first: they are small and what users wait for after
+ * deleting a snapshot.
  *
  * Steps.  The reaper thread (one per open pool, started when there is
  * work, stopped before the pool's last commit) repeats: read the first
@@ -73,8 +83,15 @@ struct reap_range {
   uint64_t addr, len, birth;
 };
 
+/* A free record (RP-6). */
+struct freerec {
+  uint64_t id, lo_d, hi_d, lo_b, hi_b;
+};
+
 /* A step: gathered outside the freeze, applied inside it. */
 struct reap_step {
+  bool is_free;               /* a free record's step (RP-6) */
+  struct freerec fr;
   uint64_t id;
   struct destrec rec;         /* the record as read (its point is the old) */
   struct reap_range *r;
@@ -128,18 +145,22 @@ destrec_store (struct catalog *cat, uint64_t id, const struct destrec *d)
   return cat_root_put (cat, key, 9, val, DESTREC_FIXED + d->pointlen);
 }
 
-/* The first destroy record, if any: *idp 0 when none. */
+/* Decode the first record of a type (a callback), and count them all
+ * when countp is not NULL.
+ */
 static int
-first_record (struct catalog *cat, uint64_t *idp, struct destrec *d,
-              uint64_t *countp)
+first_of_type (struct catalog *cat, uint8_t type,
+               int (*decode) (const uint8_t *k, size_t kl, const uint8_t *v,
+                              size_t vl, void *out),
+               void *out, bool *found, uint64_t *countp)
 {
   struct btree *root = pool_root_tree (cat->pool);
   struct btree_cursor *cur;
-  uint8_t key[1] = { RK_DESTROY };
+  uint8_t key[1] = { type };
   uint64_t count = 0;
   int r;
 
-  *idp = 0;
+  *found = false;
   r = btree_cursor_new (root, &cur);
   if (r < 0)
     return r;
@@ -149,17 +170,13 @@ first_record (struct catalog *cat, uint64_t *idp, struct destrec *d,
     size_t kl, vl;
 
     btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl < 1 || k[0] != RK_DESTROY)
+    if (kl < 1 || k[0] != type)
       break;
-    if (kl != 9) {
-      r = cairn_fail (-EIO, "corrupt destroy record key (%zu bytes)", kl);
-      break;
-    }
     if (count++ == 0) {
-      *idp = get_be64 (k + 1);
-      r = destrec_decode (v, vl, d);
+      r = decode (k, kl, v, vl, out);
       if (r < 0)
         break;
+      *found = true;
     }
     if (countp == NULL)
       break;
@@ -169,6 +186,119 @@ first_record (struct catalog *cat, uint64_t *idp, struct destrec *d,
   if (countp)
     *countp = count;
   return r == -ENOENT ? 0 : r;
+}
+
+/* A destroy record with its volume id. */
+struct destitem {
+  uint64_t id;
+  struct destrec *d;
+};
+
+static int
+decode_dest (const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+             void *out)
+{
+  struct destitem *di = out;
+
+  if (kl != 9)
+    return cairn_fail (-EIO, "corrupt destroy record key (%zu bytes)", kl);
+  di->id = get_be64 (k + 1);
+  return destrec_decode (v, vl, di->d);
+}
+
+/* The first destroy record, if any: *idp 0 when none. */
+static int
+first_record (struct catalog *cat, uint64_t *idp, struct destrec *d,
+              uint64_t *countp)
+{
+  struct destitem di = { 0, d };
+  bool found;
+  int r = first_of_type (cat, RK_DESTROY, decode_dest, &di, &found, countp);
+
+  *idp = found ? di.id : 0;
+  return r;
+}
+
+/* The key of a free record. */
+static void
+freerec_key (uint8_t key[25], const struct freerec *f)
+{
+  key[0] = RK_FREE;
+  put_be64 (key + 1, f->id);
+  put_be64 (key + 9, f->lo_d);
+  put_be64 (key + 17, f->lo_b);
+}
+
+static int
+decode_free (const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+             void *out)
+{
+  struct freerec *f = out;
+  uint64_t range[4];
+  int r = freerec_decode (k, kl, v, vl, &f->id, range);
+
+  f->lo_d = range[0];
+  f->hi_d = range[1];
+  f->lo_b = range[2];
+  f->hi_b = range[3];
+  return r;
+}
+
+/* The first free record, if any (*found), and how many there are. */
+static int
+first_free (struct catalog *cat, struct freerec *f, bool *found,
+            uint64_t *countp)
+{
+  return first_of_type (cat, RK_FREE, decode_free, f, found, countp);
+}
+
+/* Decode a free record (fsck). */
+int
+freerec_decode (const uint8_t *key, size_t klen, const uint8_t *val,
+                size_t vlen, uint64_t *id, uint64_t range[4])
+{
+  if (klen != 25 || vlen != 16)
+    return cairn_fail (-EIO, "corrupt free record (key %zu, value %zu bytes)",
+                       klen, vlen);
+  *id = get_be64 (key + 1);
+  range[0] = get_be64 (key + 9);
+  range[1] = get_le64 (val);
+  range[2] = get_be64 (key + 17);
+  range[3] = get_le64 (val + 8);
+  return 0;
+}
+
+/* Entries a step frees at most. */
+size_t
+reaper_budget (struct catalog *cat)
+{
+  return cat->reaper ? cat->reaper->budget : REAP_BUDGET;
+}
+
+/* Leave the rest of a removed pin's deadlist range to the background (in
+ * the freeze).  A range already waiting under the same key (a pin made
+ * again at a generation whose earlier pin is still being freed) is freed
+ * whole now instead.
+ */
+int
+reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
+                    uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+{
+  struct freerec f = { id, lo_d, hi_d, lo_b, hi_b };
+  uint8_t key[25], val[16];
+  size_t vlen;
+  int r;
+
+  freerec_key (key, &f);
+  r = cat_root_get (cat, key, 25, val, sizeof val, &vlen);
+  if (r == 0)
+    return reclaim_free_entries (cat, id, held, lo_d, hi_d, lo_b, hi_b, 0,
+                                 SIZE_MAX, NULL);
+  if (r != -ENOENT)
+    return r;
+  put_le64 (val, hi_d);
+  put_le64 (val + 8, hi_b);
+  return cat_root_put (cat, key, 25, val, 16);
 }
 
 /* ---------------------------------------------------------------- begin */
@@ -249,10 +379,26 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
 {
   struct reap_step *s = req->data;
   struct destrec now, d = s->rec;
-  uint8_t key[17], val[DESTREC_FIXED + BTREE_MAX_KEY];
+  uint8_t key[25], val[DESTREC_FIXED + BTREE_MAX_KEY];
   size_t vlen, drained;
   int r;
 
+  if (s->is_free) {
+    const struct freerec *f = &s->fr;
+    struct volstate *vs;
+    size_t removed;
+
+    pthread_mutex_lock (&cat->tlock);
+    vs = cat_find_id_locked (cat, f->id);
+    pthread_mutex_unlock (&cat->tlock);
+    r = reclaim_free_entries (cat, f->id, vs ? &vs->held : NULL, f->lo_d,
+                              f->hi_d, f->lo_b, f->hi_b, 0,
+                              cat->reaper->budget, &removed);
+    freerec_key (key, f);
+    if (r == 0 && removed < cat->reaper->budget)
+      r = cat_root_del (cat, key, 25);
+    return r;
+  }
   cat_key (key, RK_DESTROY, s->id, 0);
   r = cat_root_get (cat, key, 9, val, sizeof val, &vlen);
   if (r == 0)
@@ -285,19 +431,42 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   return destrec_store (cat, s->id, &d);
 }
 
-/* Gather and apply one step; *more when a destroy record is left. */
+/* Is there background work: a free or destroy record? */
+static int
+any_work (struct catalog *cat, bool *yes)
+{
+  struct freerec f;
+  struct destrec d;
+  uint64_t id;
+  int r = first_free (cat, &f, yes, NULL);
+
+  if (r == 0 && !*yes) {
+    r = first_record (cat, &id, &d, NULL);
+    *yes = id != 0;
+  }
+  return r;
+}
+
+/* Gather and apply one step; *more when work is left. */
 static int
 reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
 {
   struct reaper *rp = cat->reaper;
   struct reap_step s = { 0 };
   struct cat_request req = { .kind = REQ_REAP, .data = &s };
-  uint64_t count;
   int r;
 
   *more = false;
   pthread_mutex_lock (&rp->step_lock);
-  r = first_record (cat, &s.id, &s.rec, NULL);
+  r = first_free (cat, &s.fr, &s.is_free, NULL);
+  if (r == 0 && s.is_free) {
+    r = cat_submit (pool, &req);
+    if (r == 0)
+      r = any_work (cat, more);
+    goto out;
+  }
+  if (r == 0)
+    r = first_record (cat, &s.id, &s.rec, NULL);
   if (r < 0 || s.id == 0)
     goto out;
   s.node_blocks = nodecache_node_size (pool_cache (pool)) >> BLOCK_SHIFT;
@@ -317,9 +486,7 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   }
   r = cat_submit (pool, &req);
   if (r == 0)
-    r = first_record (cat, &s.id, &s.rec, &count);
-  if (r == 0)
-    *more = count > 0;
+    r = any_work (cat, more);
  out:
   pthread_mutex_unlock (&rp->step_lock);
   free (s.r);
@@ -381,12 +548,11 @@ void
 reaper_kick (struct catalog *cat)
 {
   struct reaper *rp = cat->reaper;
-  uint64_t id;
-  struct destrec d;
+  bool work;
 
   if (rp == NULL || !pool_background_allowed (cat->pool))
     return;
-  if (first_record (cat, &id, &d, NULL) < 0 || id == 0)
+  if (any_work (cat, &work) < 0 || !work)
     return;
   pthread_mutex_lock (&rp->lock);
   if (!rp->running && !rp->stopped) {
@@ -481,6 +647,12 @@ vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
     return r;
   memset (info, 0, sizeof *info);
   r = first_record (cat, &id, &d, &info->volumes);
+  if (r == 0) {
+    struct freerec f;
+    bool found;
+
+    r = first_free (cat, &f, &found, &info->ranges);
+  }
   if (r < 0)
     return r;
   info->freed_bytes = __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) *

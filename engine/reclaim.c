@@ -186,8 +186,8 @@ reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
  * NULL) drops by the blocks removed; *removedp (when not NULL) gets the
  * number of entries removed.
  */
-static int
-free_deadlist_range (struct catalog *cat, uint64_t id, int64_t *held,
+int
+reclaim_free_entries (struct catalog *cat, uint64_t id, int64_t *held,
                      uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
                      uint64_t keep_upto, size_t limit, size_t *removedp)
 {
@@ -261,7 +261,7 @@ int
 reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
                         size_t limit, size_t *removedp)
 {
-  return free_deadlist_range (cat, id, NULL, 0, UINT64_MAX, 0, UINT64_MAX,
+  return reclaim_free_entries (cat, id, NULL, 0, UINT64_MAX, 0, UINT64_MAX,
                               since, limit, removedp);
 }
 
@@ -276,8 +276,27 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   if (below < vs->origin_gen)
     below = vs->origin_gen;
-  return free_deadlist_range (cat, vs->id, &vs->held, gen, above, below, gen,
-                              0, SIZE_MAX, NULL);
+  return reclaim_free_range (cat, vs->id, &vs->held, gen, above, below, gen);
+}
+
+/* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
+ * (lo_b, hi_b]: up to a step's worth now, the rest in the background
+ * (reaper.c), so that deleting a snapshot that held much is as quick as
+ * one that held little.  No entry can join the range later (a block born
+ * in it and dying after it has no pin to keep it: RC-2), and ranges of
+ * different pins never overlap (RC-3), so the rest can wait.
+ */
+int
+reclaim_free_range (struct catalog *cat, uint64_t id, int64_t *held,
+                    uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+{
+  size_t limit = reaper_budget (cat), removed;
+  int r = reclaim_free_entries (cat, id, held, lo_d, hi_d, lo_b, hi_b, 0, limit,
+                               &removed);
+
+  if (r == 0 && removed == limit)
+    r = reaper_defer_range (cat, id, held, lo_d, hi_d, lo_b, hi_b);
+  return r;
 }
 
 /* Blocks that removing pin gen of vs would free (RC-3, without freeing):

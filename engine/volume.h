@@ -222,6 +222,8 @@ uint64_t vol_reclaimed_bytes (struct cairn_pool *pool);
  */
 struct vol_reclaim_info {
   uint64_t volumes;           /* deleted volumes whose space is coming back */
+  uint64_t ranges;            /* deleted snapshots' held data still being
+                                 freed */
   uint64_t freed_bytes;       /* freed by deletions since the pool opened */
   bool running;               /* the background thread is at work */
   char error[512];            /* why it stopped early, "" if it did not */

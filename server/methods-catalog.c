@@ -963,8 +963,9 @@ reclaim_status (struct cairn_pool *pool, json_t *status)
 
   if (r < 0)
     return r;
-  o = json_pack ("{s:I, s:I, s:b, s:s}",
+  o = json_pack ("{s:I, s:I, s:I, s:b, s:s}",
                  "volumes", (json_int_t) ri.volumes,
+                 "snapshots", (json_int_t) ri.ranges,
                  "freed", (json_int_t) ri.freed_bytes,
                  "running", (int) ri.running,
                  "error", ri.error);

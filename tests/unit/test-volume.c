@@ -837,6 +837,8 @@ do_delete_snapshot (struct world *w, struct state *s)
   }
   before = vol_reclaimed_bytes (w->pool);
   cr_assert_eq (snap_delete (w->pool, s->vol, at + 1), 0, "%s", cairn_errmsg ());
+  /* Small steps: a large delete finishes in the background. */
+  cr_assert_eq (vol_reclaim_wait (w->pool, NULL, NULL), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_reclaimed_bytes (w->pool) - before, sp.unique,
                 "deleting %s freed %" PRIu64 " bytes, its unique figure said %"
                 PRIu64, s->name, vol_reclaimed_bytes (w->pool) - before, sp.unique);
@@ -1293,4 +1295,58 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (crashed, "after finishing the deletes");
   dev_close (crashed);
+}
+
+/* A snapshot that holds much frees a step's worth at once and the rest in
+ * the background, across restarts, exactly what its dry run said (RP-6).
+ */
+Test (volume, snapshot_delete_finishes_in_the_background)
+{
+  struct cairn_dev *dev = mem_pool (128 << 20);
+  struct cairn_pool *pool = open_pool_stepped (dev);
+  struct cairn_volume *v;
+  struct vol_reclaim_info ri;
+  struct snap_space sp;
+  uint8_t block[4096];
+  uint64_t before, first;
+  unsigned steps = 0;
+  bool more = true;
+
+  cr_assert_eq (vol_create (pool, "v", 16 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  for (int pass = 0; pass < 3; pass++) {
+    /* Every other block, so each overwrite is its own deadlist entry. */
+    for (unsigned i = 0; i < 1024; i++) {
+      fill_pattern (block, sizeof block, pass * 4096 + i);
+      cr_assert_eq (vol_pwrite (v, block, 4096, 8192 * i, 0), 0);
+    }
+    if (pass < 2)
+      cr_assert_eq (snap_create (pool, "v", pass ? "s1" : "s0"), 0);
+  }
+  vol_close (v);
+  cr_assert_eq (snap_space (pool, "v", "s1", &sp), 0, "%s", cairn_errmsg ());
+  cr_assert_geq (sp.unique, 1024 * 4096);
+  before = vol_reclaimed_bytes (pool);
+  cr_assert_eq (snap_delete (pool, "v", "s1"), 0, "%s", cairn_errmsg ());
+  first = vol_reclaimed_bytes (pool) - before;
+  cr_assert_lt (first, sp.unique,
+                "with steps of 16 entries, most is left for the background");
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.ranges, 1);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "a snapshot delete half done");
+  pool = open_pool_stepped (dev);
+  before = vol_reclaimed_bytes (pool);     /* counted from the open */
+  while (more) {
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+    steps++;
+  }
+  cr_assert_gt (steps, 10);
+  cr_assert_eq (first + vol_reclaimed_bytes (pool) - before, sp.unique,
+                "freed what the dry run said");
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.ranges, 0);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the snapshot delete finished");
+  dev_close (dev);
 }
