@@ -84,6 +84,13 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
     memcpy (sb.uuid, opts->uuid, 16);
   else if (getrandom (sb.uuid, 16, 0) != 16)
     return cairn_fail (-errno, "getrandom: %m");
+  else {
+    /* A random (version 4) UUID as RFC 4122 spells it, so tools that
+     * parse UUIDs take the pool's.
+     */
+    sb.uuid[6] = (uint8_t) ((sb.uuid[6] & 0x0f) | 0x40);
+    sb.uuid[8] = (uint8_t) ((sb.uuid[8] & 0x3f) | 0x80);
+  }
   sb.generation = 1;
   sb.slot = 1;
   sb.node_size = node_size;

@@ -114,6 +114,8 @@ Test (pool, fresh_pool_opens_and_checks_clean)
   pool_info (pool, &info);
   cr_assert_eq (info.generation, 1);
   cr_assert_arr_eq (info.uuid, uuid, 16);
+  cr_assert_eq (uuid[6] >> 4, 4, "a random (version 4) UUID");
+  cr_assert_eq (uuid[8] >> 6, 2, "of the RFC 4122 variant");
   cr_assert_eq (info.node_size, NODE_SIZE_DEFAULT);
   cr_assert_eq (info.space.total, (64 << 20) / 4096 - 256);
   cr_assert_eq (pool_close (pool), 0);
