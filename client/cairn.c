@@ -113,6 +113,16 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_status, NULL, CMD_ONLINE },
+  { "stats", "show the I/O statistics of the server's exports",
+    "[EXPORT] [--json]",
+"Without EXPORT, list every export (VOL, VOL@SNAP, VOL@#GEN) that NBD\n"
+"clients used since the server started, with its bytes read and written,\n"
+"its requests by kind, its errors and its checksum failures, and a total.\n"
+"With EXPORT, show that export alone.  Statistics live in the running\n"
+"server only: there are none with --pool.\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_stats, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */

@@ -143,6 +143,8 @@ struct catalog {
   struct btree *deadlist;
   struct cat_request *req;    /* the change for the next freeze */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
+  struct xstats *xstats;      /* I/O statistics per export (volstats.c;
+                                 the pointer under tlock) */
 };
 
 /* catalog.c */
@@ -189,6 +191,12 @@ int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;
+
+/* volstats.c */
+struct xstats;
+void xstats_free (struct xstats *xs);
+/* Fold a closing handle's counters into its export's (vol_close). */
+void xstats_close (struct cairn_volume *v);
 
 /* volume.c */
 /* A run of mapped blocks, copied out of a volume tree. */
