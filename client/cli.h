@@ -34,14 +34,21 @@ enum command_kind {
  * names one.
  */
 #define CLI_DEFAULT_SOCKET "/run/cairn/control.sock"
-/* How long an online command waits for the server, in milliseconds. */
-#define CLI_TIMEOUT_MS (10 * 60 * 1000)
+/* How long an online command waits to connect to the server, and how
+ * often, while it waits for a reply, it checks that the server is alive,
+ * in milliseconds.  The reply itself has no time limit unless --timeout
+ * sets one: a long method takes as long as it needs, and a dead or hung
+ * server fails the call within two liveness intervals.
+ */
+#define CLI_CONNECT_TIMEOUT_MS (30 * 1000)
+#define CLI_LIVENESS_MS (10 * 1000)
 
 /* What every subcommand gets: its table entry and the global options. */
 struct cli {
   const struct command *cmd;
   const char *pool;               /* --pool PATH, or NULL */
   const char *socket;             /* --socket PATH, or NULL */
+  int timeout_ms;                 /* --timeout SECONDS; -1: none */
 };
 
 struct command {
