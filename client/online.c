@@ -965,6 +965,17 @@ cmd_status (const struct cli *cli, int argc, char **argv)
             jnum (cache, "nodes") == 1 ? "node" : "nodes",
             hits + misses ? hits * 100 / (hits + misses) : 100);
   field ("cache", buf);
+  /* I/O statistics exist only in a running server (cairn stats). */
+  if (!cli->pool) {
+    json_t *io = json_object_get (res, "io");
+    char w[UNITS_FORMAT_MAX];
+
+    snprintf (buf, sizeof buf, "%s read, %s written, %" PRIu64 " failed "
+              "requests (%" PRIu64 " checksum)", jsize (io, "bytes_read", s),
+              jsize (io, "bytes_written", w), jnum (io, "errors"),
+              jnum (io, "checksum_errors"));
+    field ("io", buf);
+  }
   if (json_is_true (json_object_get (res, "failed")))
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
            "the server); check the device");

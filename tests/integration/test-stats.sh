@@ -146,6 +146,8 @@ expect 0 "^EXPORT +READ +WRITTEN +READS +WRITES"
 grep -qE '^v +16K +16\.1K +4 +4 +1 +2 +1 +1 +1 +1 +1$' <<<"$out" || fail "no row for v: $out"
 grep -qE '^v@s1 +16K +0B +3 ' <<<"$out" || fail "no row for v@s1: $out"
 grep -qE '^TOTAL +32K +16\.1K +7 +4 ' <<<"$out" || fail "no total row: $out"
+run --socket "$CTL" status
+expect 0 "^io +32K read, 16\.1K written, 1 failed requests \(1 checksum\)"
 run --socket "$CTL" stats v
 expect 0 "^read +16K \(16394 bytes\) in 4 requests"
 grep -qE '^checksum err +1$' <<<"$out" || fail "no checksum line: $out"
