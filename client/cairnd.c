@@ -198,17 +198,41 @@ add_arg (char **argv, int *argc, char *arg)
   argv[*argc] = NULL;
 }
 
+/* The strings kv made, freed by finish. */
+static char *kv_strings[MAX_ARGS];
+static int n_kv_strings;
+
 /* Format "key=value" into a new string. */
 static char *
 kv (const char *key, const char *value)
 {
   char *s;
 
-  if (asprintf (&s, "%s=%s", key, value) == -1) {
+  if (n_kv_strings == MAX_ARGS || asprintf (&s, "%s=%s", key, value) == -1) {
     perror ("cairnd: asprintf");
     exit (1);
   }
+  kv_strings[n_kv_strings++] = s;
   return s;
+}
+
+/* Free the options and the strings of the command line; returns status. */
+static int
+finish (struct cairnd_opts *o, int status)
+{
+  char **strs[] = {
+    &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
+    &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
+    &o->create, &o->pidfile, &o->control_group,
+  };
+
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    free (*strs[i]);
+    *strs[i] = NULL;
+  }
+  while (n_kv_strings > 0)
+    free (kv_strings[--n_kv_strings]);
+  return status;
 }
 
 /* Make the directory a socket will live in (one level, like /run/cairn). */
@@ -411,7 +435,7 @@ main (int argc, char **argv)
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
-    case 'V': printf ("cairnd %s\n", PACKAGE_VERSION); return 0;
+    case 'V': printf ("cairnd %s\n", PACKAGE_VERSION); return finish (&o, 0);
     case 'h': usage (0);
     default: usage (2);
     }
@@ -423,7 +447,7 @@ main (int argc, char **argv)
   if (o.pool == NULL) {
     fprintf (stderr, "cairnd: no pool given: use --pool PATH "
              "(create one with 'cairn mkpool PATH --size SIZE')\n");
-    return 2;
+    return finish (&o, 2);
   }
   if (o.plugin == NULL)
     set_opt (&o.plugin, PLUGINDIR "/nbdkit-cairn-plugin.so");
@@ -432,7 +456,7 @@ main (int argc, char **argv)
   tls = tls_mode (&o, !o.dry_run);
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create) < 0)))
-    return 1;
+    return finish (&o, 1);
 
   add_arg (nargv, &nargc, NBDKIT);
   if (o.foreground)
@@ -485,10 +509,10 @@ main (int argc, char **argv)
       print_quoted (nargv[i]);
     }
     printf ("\n");
-    return 0;
+    return finish (&o, 0);
   }
   execv (NBDKIT, nargv);
   fprintf (stderr, "cairnd: cannot run %s: %s (install the Debian package 'nbdkit')\n",
            NBDKIT, strerror (errno));
-  return 1;
+  return finish (&o, 1);
 }

@@ -332,7 +332,7 @@ vol_stats_list (struct cairn_pool *pool,
   if (r < 0)
     return r;
   r = resolve_names (cat, x, n);
-  if (r == 0)
+  if (r == 0 && n > 1)
     qsort (x, n, sizeof *x, cmp_export);
   for (size_t i = 0; r == 0 && i < n; i++)
     r = fn (opaque, &x[i]);
