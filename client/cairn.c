@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,16 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_status, NULL, CMD_ONLINE },
+  { "stats", "show the I/O statistics of the server's exports",
+    "[EXPORT] [--json]",
+"Without EXPORT, list every export (VOL, VOL@SNAP, VOL@#GEN) that NBD\n"
+"clients used since the server started, with its bytes read and written,\n"
+"its requests by kind, its errors and its checksum failures, and a total.\n"
+"With EXPORT, show that export alone.  Statistics live in the running\n"
+"server only: there are none with --pool.\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_stats, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */
@@ -159,12 +170,14 @@ global_usage (FILE *fp)
   };
 
   fprintf (fp,
-"Usage: cairn [--pool PATH | --socket PATH] COMMAND [ARGS]\n"
+"Usage: cairn [--pool PATH | --socket PATH] [--timeout SECONDS] COMMAND [ARGS]\n"
 "\n"
 "  -p, --pool PATH       the pool: work on it in-process (it must not be in\n"
 "                        use), or the PATH of offline commands\n"
 "  -S, --socket PATH     the control socket of the server (default\n"
 "                        $CAIRN_SOCKET, else " CLI_DEFAULT_SOCKET ")\n"
+"  -T, --timeout SECONDS give up on the server's reply after SECONDS\n"
+"                        (default: wait as long as the server works on it)\n"
 "  -h, --help            show this help\n"
 "  -V, --version         print the version\n");
   for (size_t s = 0; s < ARRAY_SIZE (sections); s++) {
@@ -343,30 +356,56 @@ cmd_version (const struct cli *cli, int argc, char **argv)
   return EXIT_OK;
 }
 
+/* Parse --timeout SECONDS into milliseconds (0: none, -1).  -1 if it is
+ * not a number of seconds.
+ */
+static int
+parse_timeout (const char *arg, int *msp)
+{
+  char *end;
+  long secs;
+
+  errno = 0;
+  secs = strtol (arg, &end, 10);
+  if (errno || end == arg || *end || secs < 0 || secs > INT_MAX / 1000)
+    return -1;
+  *msp = secs == 0 ? -1 : (int) secs * 1000;
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
   static const struct option opts[] = {
     { "pool", required_argument, NULL, 'p' },
     { "socket", required_argument, NULL, 'S' },
+    { "timeout", required_argument, NULL, 'T' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
   };
   static char name[] = "cairn";
-  struct cli cli = { 0 };
+  struct cli cli = { .timeout_ms = -1 };
   char prog[64];
   int c, r;
 
   argv[0] = name;       /* getopt's messages start with it */
   /* "+": stop at the command name, whose options are its own. */
-  while ((c = getopt_long (argc, argv, "+p:S:hV", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "+p:S:T:hV", opts, NULL)) != -1) {
     switch (c) {
     case 'p':
       cli.pool = optarg;
       break;
     case 'S':
       cli.socket = optarg;
+      break;
+    case 'T':
+      if (parse_timeout (optarg, &cli.timeout_ms) < 0) {
+        fprintf (stderr, "cairn: --timeout %s: expected a whole number of "
+                 "seconds from 1 to %d, or 0 for no limit\n", optarg,
+                 INT_MAX / 1000);
+        return EXIT_USAGE;
+      }
       break;
     case 'h':
       global_usage (stdout);

@@ -5,7 +5,14 @@
  * never need nbdkit's own flags.  It creates the pool first when asked
  * (--create SIZE and the pool does not exist), and the directory of the
  * control socket.  `cairnd --dry-run` prints the command instead of
- * running it.
+ * running it, quoted for a shell.
+ *
+ * TLS is nbdkit's: cairnd checks that the options make sense together
+ * (--tls on or require needs certificates or a PSK file, and turns itself
+ * on when one is given; --tls-verify-peer needs certificates) and that the
+ * files are there, then hands them to nbdkit (--tls, --tls-certificates,
+ * --tls-psk, --tls-verify-peer).  The control socket is not affected: it
+ * is a local Unix socket guarded by its mode.
  */
 #include <config.h>
 
@@ -32,7 +39,10 @@ struct cairnd_opts {
   char *listen;       /* NBD TCP address */
   char *port;
   char *control;      /* control socket */
+  char *tls;          /* off, on or require (NULL: require with files) */
   char *tls_certs;    /* directory for nbdkit --tls-certificates */
+  char *tls_psk;      /* PSK file for nbdkit --tls-psk */
+  bool tls_verify_peer;
   char *threads;
   char *cache;
   char *plugin;       /* path of the plugin .so */
@@ -61,7 +71,13 @@ usage (int status)
 "      --control-group G group allowed to use the control socket\n"
 "      --create SIZE     create the pool (SIZE bytes, sparse) if it is missing\n"
 "      --pidfile PATH    write nbdkit's pid to PATH\n"
-"      --tls-certs DIR   enable TLS with the certificates in DIR\n"
+"      --tls MODE        NBD over TLS: off, on (TLS or plain), require\n"
+"                        (default: require when certificates or a PSK\n"
+"                        file are given, else off)\n"
+"      --tls-certs DIR   X.509 certificates for TLS (ca-cert.pem,\n"
+"                        server-cert.pem, server-key.pem)\n"
+"      --tls-psk FILE    pre-shared keys for TLS (lines: username:hexkey)\n"
+"      --tls-verify-peer require client certificates signed by the CA\n"
 "  -t, --threads N       NBD worker threads\n"
 "      --cache SIZE      metadata node cache (e.g. 256M)\n"
 "      --plugin PATH     plugin to load (default: the installed one)\n"
@@ -85,6 +101,14 @@ set_opt (char **dst, const char *value)
   }
 }
 
+/* A config file's boolean: yes, true or 1. */
+static bool
+is_yes (const char *value)
+{
+  return strcmp (value, "yes") == 0 || strcmp (value, "true") == 0 ||
+         strcmp (value, "1") == 0;
+}
+
 /* Apply one key = value setting from the config file. */
 static int
 apply_setting (struct cairnd_opts *o, const char *key, const char *value)
@@ -92,7 +116,8 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
   struct { const char *key; char **dst; } strs[] = {
     { "pool", &o->pool }, { "socket", &o->socket }, { "listen", &o->listen },
     { "port", &o->port }, { "control", &o->control },
-    { "tls-certs", &o->tls_certs }, { "threads", &o->threads },
+    { "tls", &o->tls }, { "tls-certs", &o->tls_certs },
+    { "tls-psk", &o->tls_psk }, { "threads", &o->threads },
     { "cache", &o->cache }, { "plugin", &o->plugin },
     { "create", &o->create }, { "pidfile", &o->pidfile },
     { "control-group", &o->control_group },
@@ -104,8 +129,11 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
       return 0;
     }
   if (strcmp (key, "foreground") == 0) {
-    o->foreground = strcmp (value, "yes") == 0 || strcmp (value, "true") == 0 ||
-                    strcmp (value, "1") == 0;
+    o->foreground = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "tls-verify-peer") == 0) {
+    o->tls_verify_peer = is_yes (value);
     return 0;
   }
   return -1;
@@ -170,17 +198,41 @@ add_arg (char **argv, int *argc, char *arg)
   argv[*argc] = NULL;
 }
 
+/* The strings kv made, freed by finish. */
+static char *kv_strings[MAX_ARGS];
+static int n_kv_strings;
+
 /* Format "key=value" into a new string. */
 static char *
 kv (const char *key, const char *value)
 {
   char *s;
 
-  if (asprintf (&s, "%s=%s", key, value) == -1) {
+  if (n_kv_strings == MAX_ARGS || asprintf (&s, "%s=%s", key, value) == -1) {
     perror ("cairnd: asprintf");
     exit (1);
   }
+  kv_strings[n_kv_strings++] = s;
   return s;
+}
+
+/* Free the options and the strings of the command line; returns status. */
+static int
+finish (struct cairnd_opts *o, int status)
+{
+  char **strs[] = {
+    &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
+    &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
+    &o->create, &o->pidfile, &o->control_group,
+  };
+
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    free (*strs[i]);
+    *strs[i] = NULL;
+  }
+  while (n_kv_strings > 0)
+    free (kv_strings[--n_kv_strings]);
+  return status;
 }
 
 /* Make the directory a socket will live in (one level, like /run/cairn). */
@@ -236,11 +288,98 @@ create_pool (const char *path, const char *size_text)
   return 0;
 }
 
+/* Replace a path that exists (or NULL) by its absolute form. */
+static void
+make_absolute (char **path)
+{
+  char *abs = *path ? realpath (*path, NULL) : NULL;
+
+  if (abs) {
+    free (*path);
+    *path = abs;
+  }
+}
+
+/* Check the TLS options (see the top) and return the mode: "off", "on" or
+ * "require"; exit with status 2 on a contradiction, and (check_files) 1
+ * when a file is missing.  Paths that exist are made absolute, since
+ * nbdkit may change directory before it reads them.
+ */
+static const char *
+tls_mode (struct cairnd_opts *o, bool check_files)
+{
+  const char *mode = o->tls;
+  struct stat st;
+
+  if (mode == NULL)
+    mode = o->tls_certs || o->tls_psk ? "require" : "off";
+  if (strcmp (mode, "off") != 0 && strcmp (mode, "on") != 0 &&
+      strcmp (mode, "require") != 0) {
+    fprintf (stderr, "cairnd: --tls %s: expected off, on or require\n", mode);
+    exit (2);
+  }
+  if (strcmp (mode, "off") == 0 && (o->tls_certs || o->tls_psk ||
+                                    o->tls_verify_peer)) {
+    fprintf (stderr, "cairnd: --tls off contradicts --tls-certs, --tls-psk "
+             "and --tls-verify-peer: drop one or the other\n");
+    exit (2);
+  }
+  if (strcmp (mode, "off") != 0 && !o->tls_certs && !o->tls_psk) {
+    fprintf (stderr, "cairnd: --tls %s needs keys: --tls-certs DIR (X.509 "
+             "certificates) or --tls-psk FILE (pre-shared keys)\n", mode);
+    exit (2);
+  }
+  if (o->tls_certs && o->tls_psk) {
+    fprintf (stderr, "cairnd: give --tls-certs or --tls-psk, not both (nbdkit "
+             "serves TLS with one kind of key)\n");
+    exit (2);
+  }
+  if (o->tls_verify_peer && !o->tls_certs) {
+    fprintf (stderr, "cairnd: --tls-verify-peer checks client certificates: "
+             "it needs --tls-certs DIR\n");
+    exit (2);
+  }
+  errno = 0;
+  if (o->tls_certs && check_files &&
+      (stat (o->tls_certs, &st) == -1 || !S_ISDIR (st.st_mode))) {
+    fprintf (stderr, "cairnd: --tls-certs %s: %s (give the directory holding "
+             "ca-cert.pem, server-cert.pem and server-key.pem)\n",
+             o->tls_certs, errno ? strerror (errno) : "not a directory");
+    exit (1);
+  }
+  if (o->tls_psk && check_files && access (o->tls_psk, R_OK) == -1) {
+    fprintf (stderr, "cairnd: --tls-psk %s: %s (a file of username:hexkey "
+             "lines, readable by the server)\n", o->tls_psk, strerror (errno));
+    exit (1);
+  }
+  make_absolute (&o->tls_certs);
+  make_absolute (&o->tls_psk);
+  return mode;
+}
+
+/* Print an argument so that a shell reads it back as it is. */
+static void
+print_quoted (const char *arg)
+{
+  if (*arg && strspn (arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789_-+=/.,:@%") == strlen (arg)) {
+    fputs (arg, stdout);
+    return;
+  }
+  putchar ('\'');
+  for (const char *p = arg; *p; p++)
+    if (*p == '\'')
+      fputs ("'\\''", stdout);
+    else
+      putchar (*p);
+  putchar ('\'');
+}
+
 int
 main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
-         OPT_PIDFILE, OPT_GROUP };
+         OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -248,7 +387,10 @@ main (int argc, char **argv)
     { "listen", required_argument, NULL, 'l' },
     { "port", required_argument, NULL, 'P' },
     { "control", required_argument, NULL, OPT_CONTROL },
+    { "tls", required_argument, NULL, OPT_TLS_MODE },
     { "tls-certs", required_argument, NULL, OPT_TLS },
+    { "tls-psk", required_argument, NULL, OPT_TLS_PSK },
+    { "tls-verify-peer", no_argument, NULL, OPT_TLS_VERIFY },
     { "threads", required_argument, NULL, 't' },
     { "cache", required_argument, NULL, OPT_CACHE },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
@@ -263,6 +405,7 @@ main (int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct cairnd_opts o = { 0 };
+  const char *tls;
   char *nargv[MAX_ARGS];
   int nargc = 0, c;
 
@@ -280,6 +423,9 @@ main (int argc, char **argv)
     case 'P': set_opt (&o.port, optarg); break;
     case OPT_CONTROL: set_opt (&o.control, optarg); break;
     case OPT_TLS: set_opt (&o.tls_certs, optarg); break;
+    case OPT_TLS_MODE: set_opt (&o.tls, optarg); break;
+    case OPT_TLS_PSK: set_opt (&o.tls_psk, optarg); break;
+    case OPT_TLS_VERIFY: o.tls_verify_peer = true; break;
     case 't': set_opt (&o.threads, optarg); break;
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
@@ -289,7 +435,7 @@ main (int argc, char **argv)
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
-    case 'V': printf ("cairnd %s\n", PACKAGE_VERSION); return 0;
+    case 'V': printf ("cairnd %s\n", PACKAGE_VERSION); return finish (&o, 0);
     case 'h': usage (0);
     default: usage (2);
     }
@@ -301,15 +447,16 @@ main (int argc, char **argv)
   if (o.pool == NULL) {
     fprintf (stderr, "cairnd: no pool given: use --pool PATH "
              "(create one with 'cairn mkpool PATH --size SIZE')\n");
-    return 2;
+    return finish (&o, 2);
   }
   if (o.plugin == NULL)
     set_opt (&o.plugin, PLUGINDIR "/nbdkit-cairn-plugin.so");
   if (o.control == NULL)
     set_opt (&o.control, DEFAULT_CONTROL);
+  tls = tls_mode (&o, !o.dry_run);
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create) < 0)))
-    return 1;
+    return finish (&o, 1);
 
   add_arg (nargv, &nargc, NBDKIT);
   if (o.foreground)
@@ -330,9 +477,14 @@ main (int argc, char **argv)
       add_arg (nargv, &nargc, o.port);
     }
   }
-  if (o.tls_certs) {
-    add_arg (nargv, &nargc, "--tls=require");
-    add_arg (nargv, &nargc, kv ("--tls-certificates", o.tls_certs));
+  if (strcmp (tls, "off") != 0) {
+    add_arg (nargv, &nargc, kv ("--tls", tls));
+    if (o.tls_certs)
+      add_arg (nargv, &nargc, kv ("--tls-certificates", o.tls_certs));
+    if (o.tls_psk)
+      add_arg (nargv, &nargc, kv ("--tls-psk", o.tls_psk));
+    if (o.tls_verify_peer)
+      add_arg (nargv, &nargc, "--tls-verify-peer");
   }
   if (o.pidfile) {
     add_arg (nargv, &nargc, "--pidfile");
@@ -351,13 +503,16 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
 
   if (o.dry_run) {
-    for (int i = 0; i < nargc; i++)
-      printf ("%s%s", i ? " " : "", nargv[i]);
+    for (int i = 0; i < nargc; i++) {
+      if (i)
+        putchar (' ');
+      print_quoted (nargv[i]);
+    }
     printf ("\n");
-    return 0;
+    return finish (&o, 0);
   }
   execv (NBDKIT, nargv);
   fprintf (stderr, "cairnd: cannot run %s: %s (install the Debian package 'nbdkit')\n",
            NBDKIT, strerror (errno));
-  return 1;
+  return finish (&o, 1);
 }

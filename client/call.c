@@ -49,7 +49,7 @@ call_server (const struct cli *cli, const char *method, json_t *params,
 {
   const char *path = socket_path (cli);
   struct control_client *c;
-  int r = control_client_connect (path, CLI_TIMEOUT_MS, &c);
+  int r = control_client_connect (path, CLI_CONNECT_TIMEOUT_MS, &c);
 
   if (r == -ENOENT || r == -ECONNREFUSED) {
     if (strcmp (path, CLI_DEFAULT_SOCKET) == 0)
@@ -63,6 +63,7 @@ call_server (const struct cli *cli, const char *method, json_t *params,
   }
   if (r < 0)
     return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  control_client_set_timeout (c, cli->timeout_ms, CLI_LIVENESS_MS);
   r = control_client_call (c, method, params, result);
   if (r < 0)
     r = call_failed (cli, control_client_error_code (c), cairn_errmsg ());

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "units.h"
 #include "util.h"
 
 /* Exit codes (cairn(8), EXIT STATUS). */
@@ -33,14 +34,21 @@ enum command_kind {
  * names one.
  */
 #define CLI_DEFAULT_SOCKET "/run/cairn/control.sock"
-/* How long an online command waits for the server, in milliseconds. */
-#define CLI_TIMEOUT_MS (10 * 60 * 1000)
+/* How long an online command waits to connect to the server, and how
+ * often, while it waits for a reply, it checks that the server is alive,
+ * in milliseconds.  The reply itself has no time limit unless --timeout
+ * sets one: a long method takes as long as it needs, and a dead or hung
+ * server fails the call within two liveness intervals.
+ */
+#define CLI_CONNECT_TIMEOUT_MS (30 * 1000)
+#define CLI_LIVENESS_MS (10 * 1000)
 
 /* What every subcommand gets: its table entry and the global options. */
 struct cli {
   const struct command *cmd;
   const char *pool;               /* --pool PATH, or NULL */
   const char *socket;             /* --socket PATH, or NULL */
+  int timeout_ms;                 /* --timeout SECONDS; -1: none */
 };
 
 struct command {
@@ -119,6 +127,28 @@ extern const struct command cli_snapshot_commands[];
 int cmd_clone (const struct cli *cli, int argc, char **argv);
 int cmd_diff (const struct cli *cli, int argc, char **argv);
 int cmd_status (const struct cli *cli, int argc, char **argv);
+
+/* Output helpers of online.c, for the other online subcommands. */
+#define TABLE_MAX_COLS 16
+/* A table of text cells, printed in aligned columns. */
+struct table {
+  size_t ncols, nrows, cap;
+  char **cells;                     /* row by row */
+  int width[TABLE_MAX_COLS];
+};
+int table_add (struct table *t, const char *const *row);
+void table_print (const struct table *t);
+void table_free (struct table *t);
+/* Print a method's result as JSON (null for none); returns the exit code. */
+int print_json (const struct cli *cli, json_t *result);
+/* A number member of obj (0 if absent), and one as a size in units. */
+uint64_t jnum (json_t *obj, const char *key);
+const char *jsize (json_t *obj, const char *key, char buf[UNITS_FORMAT_MAX]);
+/* Print "label  value" with the labels aligned. */
+void field (const char *label, const char *value);
+
+/* stats.c: the I/O statistics of a running server. */
+int cmd_stats (const struct cli *cli, int argc, char **argv);
 
 /* The subcommands of send-receive.c: streams in and out of a pool, in
  * process with --pool (the server's stream mode is not there yet).

@@ -2,6 +2,14 @@
  * control-client.h).  The socket is non-blocking and every wait is a
  * poll() bounded by the call's deadline, so a hung server costs the user
  * the timeout, never a hang.
+ *
+ * A call may also have no deadline (a long method takes as long as it
+ * takes) and a liveness interval instead: after each interval without a
+ * byte from the server, the client asks server.version on a second
+ * connection, which the server answers on its event loop whatever its
+ * workers are doing.  A server that died closes the connection (an
+ * immediate error); one that is hung or stopped fails the check, and the
+ * call fails after at most two intervals.
  */
 #include <config.h>
 
@@ -23,6 +31,7 @@ struct control_client {
   int fd;
   char *path;
   int timeout_ms;
+  int liveness_ms;              /* 0: no liveness checks */
   bool broken;                  /* a call failed mid-way: reconnect */
   json_int_t next_id;
   struct control_lines lines;
@@ -203,6 +212,62 @@ send_all (struct control_client *c, const char *buf, size_t len,
   return 0;
 }
 
+/* Check that the server still answers, on a second connection. */
+static int
+check_alive (struct control_client *c)
+{
+  struct control_client *probe;
+  json_t *res = NULL;
+  char why[512];
+  int r = control_client_connect (c->path, c->liveness_ms, &probe);
+
+  if (r == 0) {
+    r = control_client_call (probe, "server.version", NULL, &res);
+    /* Only silence means a hung server: an error reply, or a connection
+     * closed at once (too many clients, say), is an answer of its loop.
+     */
+    if (r != -ETIMEDOUT)
+      r = 0;
+    json_decref (res);
+    control_client_close (probe);
+  }
+  if (r == 0)
+    return 0;
+  snprintf (why, sizeof why, "%s", cairn_errmsg ());
+  return cairn_fail (-ETIMEDOUT, "the Cairn server at %s stopped answering "
+                     "while it worked on the request (%s): it may be hung, "
+                     "stopped or overloaded; the request may still take "
+                     "effect", c->path, why);
+}
+
+/* Wait until the reply's bytes come or the deadline passes, checking after
+ * each liveness interval of silence that the server is alive.
+ */
+static int
+wait_reply_bytes (struct control_client *c, int64_t deadline)
+{
+  for (;;) {
+    int64_t until = deadline;
+    int r;
+
+    if (c->liveness_ms > 0) {
+      int64_t next = now_ms () + c->liveness_ms;
+
+      if (deadline < 0 || next < deadline)
+        until = next;
+    }
+    r = wait_fd (c->fd, POLLIN, until);
+    if (r == -ETIMEDOUT && until == deadline)
+      return cairn_fail (r, "no reply from the Cairn server at %s within "
+                         "%d ms", c->path, c->timeout_ms);
+    if (r != -ETIMEDOUT)
+      return r;
+    r = check_alive (c);
+    if (r < 0)
+      return r;
+  }
+}
+
 /* Read the next line before the deadline. */
 static int
 read_line (struct control_client *c, char **line, size_t *len,
@@ -220,10 +285,9 @@ read_line (struct control_client *c, char **line, size_t *len,
       return cairn_fail (-EPROTO, "the Cairn server at %s sent a reply "
                          "longer than %d bytes", c->path,
                          CONTROL_CLIENT_MAX_REPLY);
-    r = wait_fd (c->fd, POLLIN, deadline);
+    r = wait_reply_bytes (c, deadline);
     if (r == -ETIMEDOUT)
-      return cairn_fail (r, "no reply from the Cairn server at %s within "
-                         "%d ms", c->path, c->timeout_ms);
+      return r;
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
     n = recv (c->fd, buf, sizeof buf, 0);
@@ -324,6 +388,15 @@ control_client_call (struct control_client *c, const char *method,
   if (r < 0 && c->last_code == 0)
     c->broken = true;
   return r;
+}
+
+/* Set the bound of later calls and the liveness interval. */
+void
+control_client_set_timeout (struct control_client *c, int timeout_ms,
+                            int liveness_ms)
+{
+  c->timeout_ms = timeout_ms;
+  c->liveness_ms = liveness_ms > 0 ? liveness_ms : 0;
 }
 
 /* The last error reply's code. */

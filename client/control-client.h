@@ -37,6 +37,15 @@ int control_client_connect (const char *path, int timeout_ms,
  */
 int control_client_call (struct control_client *c, const char *method,
                          json_t *params, json_t **result) CAIRN_WUR;
+/* Bound every later call by timeout_ms (negative: no bound, for methods
+ * that take as long as they need), and, when liveness_ms > 0, check after
+ * each liveness_ms without a byte from the server that it still answers
+ * (server.version on a second connection, bounded by liveness_ms): a call
+ * to a hung or stopped server then fails with -ETIMEDOUT after at most two
+ * intervals, while one to a busy server waits.
+ */
+void control_client_set_timeout (struct control_client *c, int timeout_ms,
+                                 int liveness_ms);
 /* The code of the last error reply, or 0 if the last call got none. */
 int control_client_error_code (const struct control_client *c);
 /* The symbolic name of the last error reply ("" if none or not given). */

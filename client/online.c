@@ -128,7 +128,7 @@ jstr (json_t *obj, const char *key)
 }
 
 /* A number member (0 if absent). */
-static uint64_t
+uint64_t
 jnum (json_t *obj, const char *key)
 {
   json_int_t v = json_integer_value (json_object_get (obj, key));
@@ -137,7 +137,7 @@ jnum (json_t *obj, const char *key)
 }
 
 /* A size member in units. */
-static const char *
+const char *
 jsize (json_t *obj, const char *key, char buf[UNITS_FORMAT_MAX])
 {
   return units_format (jnum (obj, key), buf);
@@ -162,7 +162,7 @@ jtime (json_t *obj, const char *key, char buf[32])
 }
 
 /* Print a result as JSON (null for none). */
-static int
+int
 print_json (const struct cli *cli, json_t *result)
 {
   if (result == NULL)
@@ -174,17 +174,8 @@ print_json (const struct cli *cli, json_t *result)
   return EXIT_OK;
 }
 
-#define TABLE_MAX_COLS 8
-
-/* A table of text cells, printed in aligned columns. */
-struct table {
-  size_t ncols, nrows, cap;
-  char **cells;                     /* row by row */
-  int width[TABLE_MAX_COLS];
-};
-
 /* Add a row of t->ncols cells.  Returns 0 or -1 (out of memory). */
-static int
+int
 table_add (struct table *t, const char *const *row)
 {
   if (t->nrows == t->cap) {
@@ -213,7 +204,7 @@ table_add (struct table *t, const char *const *row)
 }
 
 /* Print the table (the last column is not padded). */
-static void
+void
 table_print (const struct table *t)
 {
   for (size_t r = 0; r < t->nrows; r++)
@@ -228,7 +219,7 @@ table_print (const struct table *t)
 }
 
 /* Free the table's cells. */
-static void
+void
 table_free (struct table *t)
 {
   for (size_t i = 0; i < t->nrows * t->ncols; i++)
@@ -266,7 +257,7 @@ print_volume_table (const struct cli *cli, json_t *arr)
 }
 
 /* Print "label  value" with the labels aligned. */
-static void
+void
 field (const char *label, const char *value)
 {
   printf ("%-13s %s\n", label, value);
@@ -986,6 +977,17 @@ cmd_status (const struct cli *cli, int argc, char **argv)
                 err ? err : "");
       field ("reclaim", buf);
     }
+  }
+  /* I/O statistics exist only in a running server (cairn stats). */
+  if (!cli->pool) {
+    json_t *io = json_object_get (res, "io");
+    char w[UNITS_FORMAT_MAX];
+
+    snprintf (buf, sizeof buf, "%s read, %s written, %" PRIu64 " failed "
+              "requests (%" PRIu64 " checksum)", jsize (io, "bytes_read", s),
+              jsize (io, "bytes_written", w), jnum (io, "errors"),
+              jnum (io, "checksum_errors"));
+    field ("io", buf);
   }
   if (json_is_true (json_object_get (res, "failed")))
     field ("state", "FAILED: writes fail until the pool is reopened (restart "

@@ -173,6 +173,8 @@ struct catalog {
   struct reaper *reaper;      /* background deletes (reaper.c) */
   bool settle;                /* deletes deferred while open may be due:
                                  look at the next freeze (atomic) */
+  struct xstats *xstats;      /* I/O statistics per export (volstats.c;
+                                 the pointer under tlock) */
 };
 
 /* catalog.c */
@@ -292,6 +294,11 @@ int cat_root_del (struct catalog *cat, const uint8_t *key, size_t klen)
   CAIRN_WUR;
 int cat_root_get (struct catalog *cat, const uint8_t *key, size_t klen,
                   void *val, size_t vmax, size_t *vlen) CAIRN_WUR;
+/* volstats.c */
+struct xstats;
+void xstats_free (struct xstats *xs);
+/* Fold a closing handle's counters into its export's (vol_close). */
+void xstats_close (struct cairn_volume *v);
 
 /* volume.c */
 /* A run of mapped blocks, copied out of a volume tree. */

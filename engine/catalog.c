@@ -485,6 +485,7 @@ catalog_destroy (void *opaque)
     volstate_free (cat->vols[i]);
   free (cat->vols);
   free (cat->open_pins);
+  xstats_free (cat->xstats);
   pthread_mutex_destroy (&cat->oplock);
   pthread_mutex_destroy (&cat->tlock);
   free (cat);

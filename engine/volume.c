@@ -240,11 +240,13 @@ vol_partial_open (struct cairn_pool *pool, const char *name,
 void
 vol_close (struct cairn_volume *v)
 {
-  if (v == NULL)
-    return;
-  struct catalog *cat = v->cat;
+  struct catalog *cat;
   bool settle = false;
 
+  if (v == NULL)
+    return;
+  cat = v->cat;
+  xstats_close (v);
   pthread_mutex_lock (&cat->tlock);
   v->vs->opens--;
   if (v->own_tree) {
@@ -815,10 +817,8 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
     }
     pthread_mutex_unlock (&v->vs->rmw_lock);
   }
-  if (r == 0 && (flags & VOL_FUA)) {
+  if (r == 0 && (flags & VOL_FUA))
     r = pool_commit (v->cat->pool);
-    COUNT (v, flushes, 1);
-  }
  out:
   free (tmp);
   if (r < 0)
@@ -844,7 +844,7 @@ vol_zero (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 {
   int r = write_bytes (v, NULL, count, off, flags, true);
 
-  if (r == 0)
+  if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, zeros, 1);
   return r;
 }
@@ -854,7 +854,7 @@ vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 {
   int r = write_bytes (v, NULL, count, off, flags, true);
 
-  if (r == 0)
+  if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, trims, 1);
   return r;
 }
@@ -862,8 +862,31 @@ vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 int
 vol_flush (struct cairn_volume *v)
 {
-  COUNT (v, flushes, 1);
-  return pool_commit (v->cat->pool);
+  int r = pool_commit (v->cat->pool);
+
+  COUNT (v, flushes, r == 0);
+  COUNT (v, errors, r < 0);
+  return r;
+}
+
+/* Read and check a range, keeping no data (at most 1 MiB at a time). */
+int
+vol_cache (struct cairn_volume *v, uint32_t count, uint64_t off,
+           unsigned flags)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  const uint64_t chunk = (1u << 20) / BLOCK_SIZE;
+  uint8_t *buf = NULL;
+  int r = check_range (v, count, off);
+
+  if (r == 0 && count > 0 && (buf = malloc (chunk * BLOCK_SIZE)) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory caching '%s'", v->info.name);
+  for (; r == 0 && count > 0 && lbn < end; lbn += chunk)
+    r = read_blocks (v, lbn, MIN (chunk, end - lbn), buf);
+  free (buf);
+  COUNT (v, caches, r == 0 && !(flags & VOL_MORE));
+  COUNT (v, errors, r < 0);
+  return r;
 }
 
 /* Block status of [off, off + count). */
@@ -877,9 +900,8 @@ vol_extents (struct cairn_volume *v, uint32_t count, uint64_t off,
   struct map_vec mv = { NULL, 0, 0 };
   int r = check_range (v, count, off);
 
-  if (r < 0 || count == 0)
-    return r;
-  r = map_range (v, lbn, end - lbn, &mv);
+  if (r == 0 && count > 0)
+    r = map_range (v, lbn, end - lbn, &mv);
   for (size_t i = 0; r == 0 && i <= mv.n; i++) {
     uint64_t dstart = i < mv.n ? mv.m[i].lbn * BLOCK_SIZE : stop;
     uint64_t dend = i < mv.n ? (mv.m[i].lbn + mv.m[i].n) * BLOCK_SIZE : stop;
@@ -898,5 +920,7 @@ vol_extents (struct cairn_volume *v, uint32_t count, uint64_t off,
     pos = MAX (pos, dend);
   }
   map_vec_free (&mv);
+  COUNT (v, extents, r == 0);
+  COUNT (v, errors, r < 0);
   return r;
 }

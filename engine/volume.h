@@ -277,11 +277,58 @@ int vol_extents (struct cairn_volume *vol, uint32_t count, uint64_t off,
                             unsigned type),
                  void *opaque) CAIRN_WUR;
 
+/* Read [off, off + count) and check its checksums without returning the
+ * data (NBD's cache request): it warms the node cache along the path later
+ * reads take.  -EIO for a damaged block, as vol_pread.
+ */
+int vol_cache (struct cairn_volume *vol, uint32_t count, uint64_t off,
+               unsigned flags) CAIRN_WUR;
+
+/* ---- statistics (volstats.c)
+ *
+ * Every handle counts its own I/O, lock-free.  An operation is counted once
+ * when it succeeds, in errors when it fails; a failed read whose data did
+ * not match its checksum also counts in csum_errors.  A request that the
+ * caller splits into pieces of at most VOL_MAX_IO (a long zero, trim or
+ * cache) passes VOL_MORE on every piece but the last, so that it counts as
+ * the one operation it was.
+ */
+#define VOL_MORE 2u         /* a piece of a longer request, not its last */
+
 /* I/O counters of an open volume (for statistics). */
 struct vol_stats {
   uint64_t bytes_read, bytes_written, reads, writes, trims, zeros, flushes;
   uint64_t errors, csum_errors;
+  uint64_t extents, caches;
 };
 void vol_stats (struct cairn_volume *vol, struct vol_stats *st);
+
+/* Statistics per export, since the pool was opened: a handle registered
+ * with vol_stats_track (the plugin does it for every NBD connection) adds
+ * its counters to its export's, both while it is open and after it closed.
+ * Exports are named from the catalog as it is when listed (a renamed
+ * volume's statistics follow it); one whose volume or snapshot was deleted
+ * keeps its last name and is marked gone.  See volstats.c.
+ */
+#define VOL_EXPORT_NAME_MAX (2 * VOL_NAME_MAX + 2)
+struct vol_export_stats {
+  char name[VOL_EXPORT_NAME_MAX];   /* VOL, VOL@SNAP or VOL@#GEN */
+  uint64_t id;                      /* the volume's id */
+  uint64_t gen;                     /* a pinned state's generation; 0: live */
+  bool gone;                        /* deleted since */
+  unsigned opens;                   /* handles counting now */
+  struct vol_stats st;
+};
+int vol_stats_track (struct cairn_volume *vol, const char *export_name)
+  CAIRN_WUR;
+/* Call fn for each export with statistics, in name order. */
+int vol_stats_list (struct cairn_pool *pool,
+                    int (*fn) (void *opaque, const struct vol_export_stats *x),
+                    void *opaque) CAIRN_WUR;
+/* The statistics of one export (zero if it has done no I/O); -ENOENT when
+ * no such export exists now.
+ */
+int vol_stats_export (struct cairn_pool *pool, const char *export_name,
+                      struct vol_export_stats *out) CAIRN_WUR;
 
 #endif /* CAIRN_VOLUME_H */

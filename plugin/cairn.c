@@ -484,6 +484,15 @@ cairn_open (int readonly)
     free (h);
     return NULL;
   }
+  /* Count this connection's I/O in the export's statistics (stats.list). */
+  r = vol_stats_track (h->vol, name);
+  if (r < 0) {
+    nbdkit_error ("opening export '%s': %s", name, cairn_errmsg ());
+    vol_close (h->vol);
+    free (h->name);
+    free (h);
+    return NULL;
+  }
   h->readonly = readonly || pool_readonly || vol_is_readonly (h->vol);
   nbdkit_debug ("cairn: opened export '%s'%s, %" PRIu64 " bytes", name,
                 h->readonly ? " read-only" : "", vol_size (h->vol));
@@ -575,14 +584,14 @@ cairn_can_extents (void *handle)
   return 1;
 }
 
-/* Cache is emulated: nbdkit reads the range and drops the data, which
- * warms the node cache along the very path later reads take and checks
- * the data's checksums.
+/* Cache is native (vol_cache): the engine reads the range and drops the
+ * data, which warms the node cache along the very path later reads take
+ * and checks the data's checksums, and counts one cache request.
  */
 static int
 cairn_can_cache (void *handle)
 {
-  return NBDKIT_CACHE_EMULATE;
+  return NBDKIT_CACHE_NATIVE;
 }
 
 /* Several connections may share an export: a flush or FUA commits the
@@ -640,10 +649,11 @@ cairn_flush (void *handle, uint32_t flags)
   return r < 0 ? engine_error (h, "flush", r) : 0;
 }
 
-/* Trim or zero [offset, offset + count): both store nothing.  A zero or
- * trim may be up to 4 GiB, more than one engine call takes (VOL_MAX_IO),
- * so it goes in pieces; FUA rides on the last, whose commit covers the
- * pool and so every piece.
+/* Trim, zero or cache [offset, offset + count).  A request may be up to
+ * 4 GiB, more than one engine call takes (VOL_MAX_IO), so it goes in
+ * pieces: VOL_MORE on all but the last, so that the statistics count one
+ * request; FUA rides on the last, whose commit covers the pool and so
+ * every piece.
  */
 static int
 punch (struct handle *h, const char *what,
@@ -657,7 +667,7 @@ punch (struct handle *h, const char *what,
                   h->name, what, count, offset, fua ? " fua" : "");
   do {
     uint32_t n = count < VOL_MAX_IO ? count : VOL_MAX_IO;
-    int r = fn (h->vol, n, offset, n == count ? fua : 0);
+    int r = fn (h->vol, n, offset, n == count ? fua : VOL_MORE);
 
     if (r < 0)
       return engine_error (h, what, r);
@@ -681,6 +691,13 @@ static int
 cairn_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
   return punch (handle, "zero", vol_zero, count, offset, flags);
+}
+
+/* Cache: read and check the range, in pieces as punch does. */
+static int
+cairn_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return punch (handle, "cache", vol_cache, count, offset, 0);
 }
 
 /* vol_extents callback: one run of data or hole. */
@@ -758,6 +775,7 @@ static struct nbdkit_plugin plugin = {
   .trim = cairn_trim,
   .zero = cairn_zero,
   .extents = cairn_extents,
+  .cache = cairn_cache,
 };
 
 NBDKIT_REGISTER_PLUGIN (plugin)

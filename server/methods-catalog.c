@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "methods.h"
+#include "methods-int.h"
 #include "units.h"
 #include "volume.h"
 
@@ -41,22 +41,6 @@
 #define FULL_NAME_MAX (2 * VOL_NAME_MAX + 2)
 
 /* ---------------------------------------------------------------- params */
-
-enum param_type {
-  PARAM_STRING,             /* a string */
-  PARAM_BOOL,               /* true or false */
-  PARAM_SIZE,               /* bytes, or a string with a unit ("10G") */
-  PARAM_STRINGS,            /* a non-empty array of strings */
-  PARAM_COUNT,              /* a positive integer */
-  PARAM_OBJECT,             /* an object */
-};
-
-/* A member a method takes. */
-struct param {
-  const char *name;
-  enum param_type type;
-  bool required;
-};
 
 static const char *const param_type_words[] = {
   [PARAM_STRING] = "a string",
@@ -94,11 +78,8 @@ param_type_ok (enum param_type t, json_t *v)
   return false;
 }
 
-/* Check params against the members a method takes (spec, n), so that the
- * handler can then read them without further checks.  NULL params are an
- * empty object.
- */
-static int
+/* Check params against the members a method takes (methods-int.h). */
+int
 check_params (struct control_ctx *ctx, const char *method, json_t *params,
               const struct param *spec, size_t n)
 {
@@ -140,7 +121,7 @@ check_params (struct control_ctx *ctx, const char *method, json_t *params,
 }
 
 /* A string member (checked), or NULL when absent. */
-static const char *
+const char *
 param_str (json_t *params, const char *name)
 {
   return json_string_value (json_object_get (params, name));
@@ -187,7 +168,7 @@ check_volume_name (const char *what, const char *name)
 }
 
 /* The pool of the request. */
-static struct cairn_pool *
+struct cairn_pool *
 ctx_pool (struct control_ctx *ctx)
 {
   const struct cairn_methods_ctx *m = control_ctx_opaque (ctx);
@@ -196,7 +177,7 @@ ctx_pool (struct control_ctx *ctx)
 }
 
 /* The error for a result that could not be built. */
-static int
+int
 oom (void)
 {
   return cairn_fail (-ENOMEM, "out of memory building the reply");
@@ -974,7 +955,9 @@ reclaim_status (struct cairn_pool *pool, json_t *status)
   return 0;
 }
 
-/* pool.status {} → the pool's identity, space, cache and state */
+/* pool.status {} → the pool's identity, space, cache, I/O totals, state
+ * and background reclaim
+ */
 static int
 pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
 {
@@ -983,7 +966,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
   struct pool_info pi;
   uint64_t nvols = 0, nsnaps = 0;
   char uuid[37];
-  json_t *cache;
+  json_t *cache, *io;
   int r = check_params (ctx, "pool.status", params, NULL, 0);
 
   if (r == 0)
@@ -1012,8 +995,13 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                      "corrupt", (json_int_t) pi.cache.corrupt);
   if (cache == NULL)
     return oom ();
+  r = stats_pool_totals (pool, &io);
+  if (r < 0) {
+    json_decref (cache);
+    return r;
+  }
   *result = json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                       "s:I, s:I, s:I, s:I, s:b, s:b, s:o}",
+                       "s:I, s:I, s:I, s:I, s:b, s:b, s:o, s:o}",
                        "uuid", uuid,
                        "generation", (json_int_t) pi.generation,
                        "open_generation", (json_int_t) pi.open_generation,
@@ -1030,7 +1018,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "snapshots", (json_int_t) nsnaps,
                        "readonly", (int) pi.readonly,
                        "failed", (int) pi.failed,
-                       "cache", cache);
+                       "cache", cache,
+                       "io", io);
   if (*result && (r = reclaim_status (pool, *result)) < 0) {
     json_decref (*result);
     *result = NULL;
@@ -1048,6 +1037,8 @@ static const struct control_method catalog_methods[] = {
   { .name = "snapshot.list", .handler = snapshot_list, .blocking = true },
   { .name = "snapshot.rename", .handler = snapshot_rename, .blocking = true },
   { .name = "snapshot.space", .handler = snapshot_space, .blocking = true },
+  { .name = "stats.list", .handler = stats_list, .blocking = true },
+  { .name = "stats.show", .handler = stats_show, .blocking = true },
   { .name = "volume.clone", .handler = volume_clone, .blocking = true },
   { .name = "volume.create", .handler = volume_create, .blocking = true },
   { .name = "volume.delete", .handler = volume_delete, .blocking = true },

@@ -75,3 +75,20 @@ start_nbdkit () {
   done
   fail "nbdkit did not create $SOCK within 30 s"
 }
+
+# Run cairn (or $RUN_CMD, such as $CAIRND) with the arguments; its exit
+# status goes to rc, stdout and stderr together to out (for the CLI tests).
+run () {
+  args=("$(basename "${RUN_CMD:-$CAIRN}")" "$@")
+  rc=0
+  out=$("${RUN_CMD:-$CAIRN}" "$@" 2>&1) || rc=$?
+}
+
+# The last run exited with status $1 and printed something matching the
+# extended regular expression $2 (if given).
+expect () {
+  [ "$rc" -eq "$1" ] || fail "${args[*]}: exit $rc, expected $1; it said: $out"
+  if [ $# -ge 2 ]; then
+    grep -qE -- "$2" <<<"$out" || fail "${args[*]}: no '$2' in: $out"
+  fi
+}

@@ -6,23 +6,6 @@
 . "$top_srcdir/tests/integration/functions.sh"
 require python3
 
-# Run cairn with the arguments; its exit status goes to rc, stdout and
-# stderr together to out.
-run () {
-  args=("$@")
-  rc=0
-  out=$("$CAIRN" "$@" 2>&1) || rc=$?
-}
-
-# The last run exited with status $1 and printed something matching the
-# extended regular expression $2 (if given).
-expect () {
-  [ "$rc" -eq "$1" ] || fail "cairn ${args[*]}: exit $rc, expected $1; it said: $out"
-  if [ $# -ge 2 ]; then
-    grep -qE -- "$2" <<<"$out" || fail "cairn ${args[*]}: no '$2' in: $out"
-  fi
-}
-
 # The value of field $2 in the JSON object held in $1.
 json_field () {
   python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"

@@ -8,26 +8,9 @@
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require python3
 
-# Run cairn with the arguments; its exit status goes to rc, stdout and
-# stderr together to out.
-run () {
-  args=("$@")
-  rc=0
-  out=$("$CAIRN" "$@" 2>&1) || rc=$?
-}
-
 # Run cairn --pool $POOL with the arguments.
 runp () {
   run --pool "$POOL" "$@"
-}
-
-# The last run exited with status $1 and printed something matching the
-# extended regular expression $2 (if given).
-expect () {
-  [ "$rc" -eq "$1" ] || fail "cairn ${args[*]}: exit $rc, expected $1; it said: $out"
-  if [ $# -ge 2 ]; then
-    grep -qE -- "$2" <<<"$out" || fail "cairn ${args[*]}: no '$2' in: $out"
-  fi
 }
 
 # Run cairn --pool $POOL ARGS --json (stdout only) and check the Python

@@ -19,22 +19,6 @@ PID_B=
 # test ends.
 trap 'rc=$?; [ -n "$PID_B" ] && kill "$PID_B" 2>/dev/null; (exit $rc); cleanup' EXIT
 
-# Run cairn with the arguments; its exit status goes to rc, stdout and
-# stderr together to out.
-run () {
-  args=("$@")
-  rc=0
-  out=$("$CAIRN" "$@" 2>&1) || rc=$?
-}
-
-# The last run exited with status $1 and said something matching $2.
-expect () {
-  [ "$rc" -eq "$1" ] || fail "cairn ${args[*]}: exit $rc, expected $1; it said: $out"
-  if [ $# -ge 2 ]; then
-    grep -qE -- "$2" <<<"$out" || fail "cairn ${args[*]}: no '$2' in: $out"
-  fi
-}
-
 # Write to an export of pool A with qemu-io commands (-c CMD ...).
 qio () {
   local export=$1

@@ -236,7 +236,8 @@ write_data (const char *name, uint64_t off, uint32_t len, int fill)
 
 static const char *const all_methods[] = {
   "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
-  "snapshot.rename", "snapshot.space", "volume.clone", "volume.create",
+  "snapshot.rename", "snapshot.space", "stats.list", "stats.show",
+  "volume.clone", "volume.create",
   "volume.delete", "volume.diff", "volume.list", "volume.rename",
   "volume.resize", "volume.rollback", "volume.set", "volume.show",
 };
@@ -829,4 +830,167 @@ Test (faults, io_error_changes_nothing)
   assert_names (true, "a");
   cr_assert_eq (pool_close (pool), 0);
   dev_close (mem);
+}
+
+/* ---------------------------------------------------------------- stats */
+
+/* vol_extents callback that keeps nothing. */
+static int
+no_extent (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  return 0;
+}
+
+/* The statistics methods: zeros before any I/O, exactly what tracked
+ * handles did (live and after they close), untracked handles (send, diff)
+ * not counted, snapshots by either name as one export, pool.status's "io"
+ * equal to the total, and their errors.
+ */
+Test (methods, stats)
+{
+  struct cairn_volume *v, *s1, *s2, *other;
+  uint8_t buf[8192] = { 7 };
+  json_t *res, *x, *io;
+  char params[128];
+  uint64_t gen;
+
+  ok_ ("volume.create", "{'name':'db','size':1048576}");
+  res = ok ("stats.list", NULL);
+  cr_assert_eq (json_array_size (json_object_get (res, "exports")), 0);
+  cr_assert_eq (jint (json_object_get (res, "total"), "writes"), 0);
+  json_decref (res);
+  res = ok ("stats.show", "{'export':'db'}");
+  cr_assert_str_eq (jstr (res, "name"), "db");
+  cr_assert_eq (jint (res, "reads"), 0);
+  cr_assert_eq (jint (res, "connections"), 0);
+  cr_assert (!jbool (res, "gone"));
+  json_decref (res);
+
+  cr_assert_eq (vol_open (pool, "db", &v), 0);
+  cr_assert_eq (vol_stats_track (v, "db"), 0);
+  cr_assert_eq (vol_open (pool, "db", &other), 0);      /* not tracked */
+  cr_assert_eq (vol_pwrite (v, buf, 8192, 0, VOL_FUA), 0);
+  cr_assert_eq (vol_pwrite (v, buf, 100, 10000, 0), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_eq (vol_zero (v, 4096, 65536, VOL_MORE), 0);
+  cr_assert_eq (vol_zero (v, 4096, 69632, 0), 0);
+  cr_assert_eq (vol_trim (v, 4096, 131072, 0), 0);
+  cr_assert_eq (vol_flush (v), 0);
+  cr_assert_eq (vol_cache (v, 8192, 0, 0), 0);
+  cr_assert_eq (vol_pread (other, buf, 4096, 0), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 1048576), -EINVAL);
+
+  res = ok ("stats.show", "{'export':'db'}");
+  cr_assert_eq (jint (res, "connections"), 1);
+  cr_assert_eq (jint (res, "writes"), 2);
+  cr_assert_eq (jint (res, "bytes_written"), 8192 + 100);
+  cr_assert_eq (jint (res, "reads"), 1);
+  cr_assert_eq (jint (res, "bytes_read"), 4096);
+  cr_assert_eq (jint (res, "zeros"), 1, "one request in two pieces");
+  cr_assert_eq (jint (res, "trims"), 1);
+  cr_assert_eq (jint (res, "flushes"), 1, "FUA is no flush request");
+  cr_assert_eq (jint (res, "caches"), 1);
+  cr_assert_eq (jint (res, "extents"), 0);
+  cr_assert_eq (jint (res, "errors"), 1);
+  cr_assert_eq (jint (res, "checksum_errors"), 0);
+  json_decref (res);
+  vol_close (v);
+  vol_close (other);
+  res = ok ("stats.show", "{'export':'db'}");
+  cr_assert_eq (jint (res, "connections"), 0);
+  cr_assert_eq (jint (res, "writes"), 2, "folded when the handle closed");
+  json_decref (res);
+
+  /* A snapshot opened by its name and by its generation is one export. */
+  ok_ ("snapshot.create", "{'volume':'db','name':'s1'}");
+  res = ok ("volume.show", "{'name':'db@s1'}");
+  gen = (uint64_t) jint (res, "generation");
+  json_decref (res);
+  snprintf (params, sizeof params, "db@#%" PRIu64, gen);
+  cr_assert_eq (vol_open (pool, "db@s1", &s1), 0);
+  cr_assert_eq (vol_stats_track (s1, "db@s1"), 0);
+  cr_assert_eq (vol_open (pool, params, &s2), 0);
+  cr_assert_eq (vol_stats_track (s2, params), 0);
+  cr_assert_eq (vol_pread (s1, buf, 4096, 0), 0);
+  cr_assert_eq (vol_pread (s2, buf, 8192, 0), 0);
+  cr_assert_eq (vol_extents (s2, 8192, 0, no_extent, NULL), 0);
+  vol_close (s1);
+  res = ok ("stats.list", "{}");
+  x = json_array_get (json_object_get (res, "exports"), 1);
+  cr_assert_eq (json_array_size (json_object_get (res, "exports")), 2);
+  cr_assert_str_eq (jstr (x, "name"), "db@s1");
+  cr_assert_eq (jint (x, "generation"), (json_int_t) gen);
+  cr_assert_eq (jint (x, "reads"), 2);
+  cr_assert_eq (jint (x, "bytes_read"), 4096 + 8192);
+  cr_assert_eq (jint (x, "extents"), 1);
+  cr_assert_eq (jint (x, "connections"), 1);
+  cr_assert_eq (jint (json_object_get (res, "total"), "reads"), 3);
+  cr_assert_eq (jint (json_object_get (res, "total"), "writes"), 2);
+  io = ok ("pool.status", NULL);
+  cr_assert (json_equal (json_object_get (io, "io"),
+                         json_object_get (res, "total")),
+             "pool.status io is not the total");
+  json_decref (io);
+  json_decref (res);
+  vol_close (s2);
+
+  /* Renamed, it keeps its statistics; deleted, it is marked gone. */
+  ok_ ("volume.rename", "{'name':'db','to':'db2'}");
+  res = ok ("stats.show", "{'export':'db2'}");
+  cr_assert_eq (jint (res, "writes"), 2);
+  json_decref (res);
+  ok_ ("volume.delete", "{'name':'db2','recursive':true}");
+  res = ok ("stats.list", NULL);
+  x = json_array_get (json_object_get (res, "exports"), 0);
+  cr_assert_str_eq (jstr (x, "name"), "db2");
+  cr_assert (jbool (x, "gone"));
+  cr_assert_eq (jint (json_object_get (res, "total"), "reads"), 3);
+  json_decref (res);
+
+  fails ("stats.show", "{'export':'db2'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'db2'");
+  fails ("stats.show", "{'export':'nosuch@snap'}", CAIRN_E_NOT_FOUND,
+         "no volume named 'nosuch'");
+  fails ("stats.show", "{}", CONTROL_E_INVALID_PARAMS,
+         "missing member \"export\"");
+  fails ("stats.show", "{'export':1}", CONTROL_E_INVALID_PARAMS,
+         "\"export\" must be a string");
+  fails ("stats.list", "{'export':'x'}", CONTROL_E_INVALID_PARAMS,
+         "takes no params");
+}
+
+/* A checksum failure counts one error and one checksum error, not a read. */
+Test (methods, stats_checksum_failure)
+{
+  struct cairn_volume *v;
+  uint8_t data[4096], buf[4096];
+  uint64_t addr = 0;
+  json_t *res;
+
+  memset (data, 0x5c, sizeof data);
+  ok_ ("volume.create", "{'name':'db','size':1048576}");
+  cr_assert_eq (vol_open (pool, "db", &v), 0);
+  cr_assert_eq (vol_stats_track (v, "db"), 0);
+  cr_assert_eq (vol_pwrite (v, data, 4096, 0, VOL_FUA), 0);
+  for (uint64_t off = POOL_DATA_START; off < POOL_SIZE; off += 4096) {
+    cr_assert_eq (dev_pread (dev, buf, 4096, off), 0);
+    if (memcmp (buf, data, 4096) == 0) {
+      addr = off;
+      break;
+    }
+  }
+  cr_assert_neq (addr, 0);
+  buf[7] ^= 0x80;
+  cr_assert_eq (dev_pwrite (dev, buf, 4096, addr), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), -EIO);
+  cr_assert_eq (vol_cache (v, 4096, 0, 0), -EIO);
+  res = ok ("stats.show", "{'export':'db'}");
+  cr_assert_eq (jint (res, "reads"), 0);
+  cr_assert_eq (jint (res, "caches"), 0);
+  cr_assert_eq (jint (res, "errors"), 2);
+  cr_assert_eq (jint (res, "checksum_errors"), 2);
+  json_decref (res);
+  /* Put the block back so that the pool is clean for fsck. */
+  cr_assert_eq (dev_pwrite (dev, data, 4096, addr), 0);
+  vol_close (v);
 }

@@ -1178,3 +1178,102 @@ Test (local, same_methods_without_a_server)
               &rep, false);
   local_call (&cfg, "", &rep, false);
 }
+
+/* ------------------------------------------------------------ timeouts */
+
+/* Call server.ping with a delay on c; returns the call's result and the
+ * time it took in *msp.
+ */
+static int
+timed_ping (struct control_client *c, int delay_ms, int64_t *msp)
+{
+  int64_t t0 = now_ms ();
+  json_t *res = NULL;
+  int r = control_client_call (c, "server.ping",
+                               json_pack ("{s:i}", "delay_ms", delay_ms),
+                               &res);
+
+  *msp = now_ms () - t0;
+  json_decref (res);
+  return r;
+}
+
+/* No deadline: a call waits for a long method, checking meanwhile that the
+ * server is alive (on a second connection).
+ */
+Test (server, long_call_waits_with_liveness_checks)
+{
+  struct control_client *c = client ();
+  int64_t ms;
+
+  control_client_set_timeout (c, -1, 100);
+  cr_assert_eq (timed_ping (c, 1200, &ms), 0, "%s", cairn_errmsg ());
+  cr_assert_geq (ms, 1150);           /* clocks in whole ms */
+  check_version (c);
+  control_client_close (c);
+}
+
+/* A deadline still bounds the call, liveness checks or not. */
+Test (server, deadline_bounds_a_call)
+{
+  struct control_client *c = client ();
+  int64_t ms;
+
+  control_client_set_timeout (c, 300, 100);
+  cr_assert_eq (timed_ping (c, 3000, &ms), -ETIMEDOUT);
+  cr_assert_not_null (strstr (cairn_errmsg (), "no reply from the Cairn "
+                              "server"), "%s", cairn_errmsg ());
+  cr_assert_geq (ms, 300);
+  cr_assert_lt (ms, 2000);
+  control_client_close (c);
+}
+
+/* A server that refuses the check's connection (too many clients) still
+ * answered it: the call goes on.
+ */
+Test (server_start, busy_server_is_alive, .init = make_dir,
+      .fini = remove_dir)
+{
+  struct control_config cfg = test_config ();
+  struct control_client *c;
+  int64_t ms;
+
+  cfg.max_clients = 1;
+  cr_assert_eq (control_server_start (&cfg, &srv), 0, "%s", cairn_errmsg ());
+  c = client ();
+  control_client_set_timeout (c, -1, 100);
+  cr_assert_eq (timed_ping (c, 600, &ms), 0, "%s", cairn_errmsg ());
+  control_client_close (c);
+  control_server_stop (srv);
+}
+
+/* A hung server (here a socket that nobody accepts on: the kernel queues
+ * the connections, nothing ever answers) fails a call with no deadline
+ * within two liveness intervals, with a message that says so.
+ */
+Test (server_start, hung_server_fails_the_liveness_check, .init = make_dir,
+      .fini = remove_dir)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  struct control_client *c;
+  json_t *res = NULL;
+  int64_t t0;
+  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+
+  cr_assert_geq (fd, 0);
+  strcpy (sa.sun_path, sock_path);
+  cr_assert_eq (bind (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+  cr_assert_eq (listen (fd, 8), 0);
+  cr_assert_eq (control_client_connect (sock_path, TIMEOUT_MS, &c), 0,
+                "%s", cairn_errmsg ());
+  control_client_set_timeout (c, -1, 200);
+  t0 = now_ms ();
+  cr_assert_eq (control_client_call (c, "server.version", NULL, &res),
+                -ETIMEDOUT);
+  cr_assert_lt (now_ms () - t0, 2000);
+  cr_assert_not_null (strstr (cairn_errmsg (), "stopped answering"), "%s",
+                      cairn_errmsg ());
+  control_client_close (c);
+  close (fd);
+  unlink (sock_path);
+}
