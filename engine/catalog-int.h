@@ -173,6 +173,8 @@ struct catalog {
   struct reaper *reaper;      /* background deletes (reaper.c) */
   bool settle;                /* deletes deferred while open may be due:
                                  look at the next freeze (atomic) */
+  bool kick;                  /* this freeze left background work: start
+                                 the reaper at its end */
   struct xstats *xstats;      /* I/O statistics per export (volstats.c;
                                  the pointer under tlock) */
 };

@@ -432,6 +432,14 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
   if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL) &&
       settle (cat, gen) < 0)
     __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);   /* next time */
+  /* Work this freeze left for the background (a commit by the timer may
+   * settle a delete: no request follows to start the reaper).  It starts
+   * now and waits for the commit before its first step.
+   */
+  if (cat->kick) {
+    cat->kick = false;
+    reaper_kick (cat);
+  }
   pthread_mutex_lock (&cat->tlock);
   for (size_t i = 0; i < cat->nvols; i++)
     if (__atomic_load_n (&cat->vols[i]->rec_dirty, __ATOMIC_RELAXED) &&

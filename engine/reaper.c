@@ -74,6 +74,7 @@ struct reaper {
   pthread_cond_t cond;        /* the thread is idle */
   pthread_t thread;
   bool running, joinable, stopped;
+  bool again;                 /* kicked while running: look once more */
   size_t budget;
   char error[512];            /* the last step's failure, "" when none */
 };
@@ -298,6 +299,7 @@ reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
     return r;
   put_le64 (val, hi_d);
   put_le64 (val + 8, hi_b);
+  cat->kick = true;
   return cat_root_put (cat, key, 25, val, 16);
 }
 
@@ -318,6 +320,7 @@ reaper_begin (struct catalog *cat, struct volstate *vs, uint64_t gen)
   if (r < 0)
     return r;
   btree_get_root (vs->tree, &d.root);
+  cat->kick = true;
   r = destrec_store (cat, vs->id, &d);
   if (r == 0)
     r = pool_tree_remove (cat->pool, vs->id);
@@ -501,30 +504,27 @@ reaper_thread (void *arg)
 {
   struct catalog *cat = arg;
   struct reaper *rp = cat->reaper;
-  bool more = true;
 
-  while (more) {
+  for (;;) {
+    bool more = false;
     int r;
 
-    pthread_mutex_lock (&rp->lock);
-    more = !rp->stopped;
-    pthread_mutex_unlock (&rp->lock);
-    if (!more)
-      break;
     cairn_error_clear ();
     r = reap_step (cat->pool, cat, &more);
-    if (r < 0) {
-      pthread_mutex_lock (&rp->lock);
+    pthread_mutex_lock (&rp->lock);
+    if (r < 0)
       snprintf (rp->error, sizeof rp->error, "%s", cairn_errmsg ());
-      pthread_mutex_unlock (&rp->lock);
-      break;
+    /* A kick while this step ran may have brought work it did not see. */
+    more = r == 0 && (more || rp->again) && !rp->stopped;
+    rp->again = false;
+    if (!more) {
+      rp->running = false;
+      pthread_cond_broadcast (&rp->cond);
     }
+    pthread_mutex_unlock (&rp->lock);
+    if (!more)
+      return NULL;
   }
-  pthread_mutex_lock (&rp->lock);
-  rp->running = false;
-  pthread_cond_broadcast (&rp->cond);
-  pthread_mutex_unlock (&rp->lock);
-  return NULL;
 }
 
 /* Make the reaper state. */
@@ -555,6 +555,7 @@ reaper_kick (struct catalog *cat)
   if (any_work (cat, &work) < 0 || !work)
     return;
   pthread_mutex_lock (&rp->lock);
+  rp->again = rp->running;
   if (!rp->running && !rp->stopped) {
     if (rp->joinable)
       pthread_join (rp->thread, NULL);
