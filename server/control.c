@@ -82,7 +82,8 @@ struct control_server {
   uv_pipe_t unix_listener;
   uv_tcp_t tcp_listener;
   uv_async_t stop_async;
-  bool loop_inited, unix_inited, tcp_inited, async_inited;
+  uv_async_t wake_async;           /* a worker queued on a channel */
+  bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
   pthread_t thread;
   atomic_bool stopping;            /* set by control_server_stop */
 
@@ -95,12 +96,14 @@ struct control_server {
 
   struct conn *conns;              /* open connections */
   unsigned nconns;
+  struct control_jobs jobs;
 };
 
 struct job {
   uv_work_t work;
   struct conn *conn;
   struct control_ctx *ctx;
+  struct chan *chan;               /* to the worker (stream mode, progress) */
 };
 
 struct conn {
@@ -114,6 +117,10 @@ struct conn {
   struct conn *prev, *next;        /* in srv->conns while open */
   unsigned refs;
   bool reading, eof, shutting, closing;
+  enum chan_mode smode;            /* stream mode, as the loop sees it */
+  bool discarding;                 /* reading a stream nobody takes */
+  bool in_paused;                  /* stopped reading: the worker is behind */
+  struct control_frames frames;    /* the client's stream frames */
   atomic_bool cancel;              /* the client is gone */
   struct job *job;                 /* the request running, or NULL */
   uv_shutdown_t shutdown_req;
@@ -125,9 +132,12 @@ struct out {
   uv_write_t req;
   struct conn *conn;
   char *data;
+  struct chan *chan;               /* a message of a worker's, or NULL */
+  size_t len;
 };
 
 static void conn_pump (struct conn *conn);
+static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
@@ -158,6 +168,28 @@ conn_unref (struct conn *conn)
   free (conn);
 }
 
+/* Drop the loop's reference to a channel (loop thread only). */
+static void
+chan_unref (struct chan *ch)
+{
+  if (ch && --ch->refs == 0)
+    chan_free (ch);
+}
+
+/* Drop what a worker queued for a closed conn. */
+static void
+free_msgs (struct chan *ch)
+{
+  struct chan_msg *m = chan_take (ch), *next;
+
+  for (; m; m = next) {
+    next = m->next;
+    chan_written (ch, m->len);
+    free (m->data);
+    free (m);
+  }
+}
+
 /* The handle is closed: drop its reference. */
 static void
 on_conn_close (uv_handle_t *handle)
@@ -184,8 +216,11 @@ conn_close (struct conn *conn)
   if (conn->next)
     conn->next->prev = conn->prev;
   srv->nconns--;
-  if (conn->job)
+  if (conn->job) {
     uv_cancel ((uv_req_t *) &conn->job->work); /* fails once it runs: fine */
+    if (conn->job->chan)
+      chan_gone (conn->job->chan);
+  }
   uv_close (&conn->h.handle, on_conn_close);
 }
 
@@ -224,8 +259,44 @@ on_write (uv_write_t *req, int status)
   /* The conn outlives its write callbacks: uv_close calls them first. */
   if (status < 0 && status != UV_ECANCELED)
     conn_close (out->conn);
+  if (out->chan) {
+    chan_written (out->chan, out->len);
+    chan_unref (out->chan);
+  }
   free (out->data);
   free (out);
+}
+
+/* Write bytes (taking them); ch: a worker's message, counted against its
+ * channel's limit until written.
+ */
+static void
+conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+{
+  struct out *out = conn->closing ? NULL : malloc (sizeof *out);
+  uv_buf_t buf;
+  int r = -1;
+
+  if (out) {
+    out->conn = conn;
+    out->data = data;
+    out->chan = ch;
+    out->len = len;
+    out->req.data = out;
+    buf = uv_buf_init (data, (unsigned) len);
+    r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
+    if (r == 0) {
+      if (ch)
+        ch->refs++;
+      return;
+    }
+  }
+  if (ch)
+    chan_written (ch, len);
+  free (data);
+  free (out);
+  if (!conn->closing)
+    conn_close (conn);
 }
 
 /* Queue a reply line (taking ownership of it). */
@@ -233,10 +304,7 @@ static void
 conn_send (struct conn *conn, char *line, size_t len)
 {
   struct control_server *srv = conn->srv;
-  struct out *out;
-  uv_buf_t buf;
   size_t queued;
-  int r;
 
   if (conn->closing) {
     free (line);
@@ -250,21 +318,137 @@ conn_send (struct conn *conn, char *line, size_t len)
     conn_close (conn);
     return;
   }
-  out = malloc (sizeof *out);
-  if (out == NULL) {
-    free (line);
-    conn_close (conn);
+  conn_write (conn, line, len, NULL);
+}
+
+/* Start or stop reading as the conn wants. */
+static void
+conn_set_reading (struct conn *conn, bool want_read)
+{
+  int r;
+
+  if (want_read == conn->reading || conn->closing)
     return;
-  }
-  out->conn = conn;
-  out->data = line;
-  out->req.data = out;
-  buf = uv_buf_init (line, len);
-  r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
-  if (r < 0) {
-    free (line);
-    free (out);
+  if (want_read)
+    r = uv_read_start (&conn->h.stream, on_alloc, on_read);
+  else
+    r = uv_read_stop (&conn->h.stream);
+  if (r < 0)
     conn_close (conn);
+  else
+    conn->reading = want_read;
+}
+
+/* Write what the worker queued on its channel (loop thread).  The first
+ * message of stream mode switches the conn: for a receive, bytes that
+ * came after the request line are the start of the stream.
+ */
+static void
+conn_drain (struct conn *conn, struct chan *ch)
+{
+  struct chan_msg *m = chan_take (ch), *next;
+
+  for (; m; m = next) {
+    next = m->next;
+    if (m->begin) {
+      pthread_mutex_lock (&ch->lock);
+      conn->smode = ch->mode;
+      pthread_mutex_unlock (&ch->lock);
+      memset (&conn->frames, 0, sizeof conn->frames);
+    }
+    conn_write (conn, m->data, m->len, ch);
+    if (m->begin && conn->smode == CHAN_RECV && !conn->closing) {
+      char buf[4096];
+      size_t n;
+
+      while (conn->smode == CHAN_RECV &&
+             (n = control_lines_take (&conn->lines, buf, sizeof buf)) > 0)
+        conn_stream_input (conn, buf, n);
+      if (conn->eof && conn->smode == CHAN_RECV) {
+        chan_gone (ch);         /* the stream ended without its end frame */
+        conn->smode = CHAN_LINES;
+      }
+      conn_pump (conn);
+    }
+    free (m);
+  }
+  if (conn->in_paused && chan_resume (ch)) {
+    conn->in_paused = false;
+    conn_pump (conn);
+  }
+}
+
+/* A worker queued something (loop thread): drain every running request's
+ * channel.
+ */
+static void
+on_wake (uv_async_t *async)
+{
+  struct control_server *srv = async->data;
+  struct conn *conn, *next;
+
+  for (conn = srv->conns; conn; conn = next) {
+    next = conn->next;
+    if (conn->job && conn->job->chan)
+      conn_drain (conn, conn->job->chan);
+  }
+}
+
+/* Wake the loop (any thread). */
+static void
+wake_loop (void *opaque)
+{
+  struct control_server *srv = opaque;
+
+  uv_async_send (&srv->wake_async);
+}
+
+/* Stream bytes from the client (stream mode "receive", or discarding the
+ * rest of a stream whose request has ended).
+ */
+static void
+conn_stream_input (struct conn *conn, const char *data, size_t n)
+{
+  struct chan *ch = conn->job ? conn->job->chan : NULL;
+  bool pause = false;
+
+  while (n > 0 && !conn->closing) {
+    const void *d;
+    size_t used, dlen;
+    bool last;
+    int k = control_frames_next (&conn->frames, data, n, &used, &d, &dlen,
+                                 &last);
+
+    data += used;
+    n -= used;
+    if (k < 0 || k == CONTROL_FRAME_MSG) {
+      srv_log (conn->srv, "control: %s", k < 0 ? cairn_errmsg ()
+               : "a client sent a message frame: closing it");
+      conn_close (conn);
+      return;
+    }
+    if (k == CONTROL_FRAME_DATA && !conn->discarding && ch)
+      pause |= chan_push (ch, d, dlen);
+    else if (k == CONTROL_FRAME_END) {
+      if (!conn->discarding && ch)
+        chan_end (ch);
+      conn->smode = CHAN_LINES;
+      conn->discarding = false;
+      conn->in_paused = false;
+      /* What follows is request lines again. */
+      if (n > 0 && control_lines_feed (&conn->lines, data, n) == -ENOMEM) {
+        conn_close (conn);
+        return;
+      }
+      conn_pump (conn);
+      return;
+    }
+    else if (k == CONTROL_FRAME_NONE)
+      break;
+  }
+  if (pause && conn->smode == CHAN_RECV) {
+    conn->in_paused = true;
+    conn_set_reading (conn, false);
   }
 }
 
@@ -307,6 +491,34 @@ job_work (uv_work_t *work)
   control_ctx_run (job->ctx);
 }
 
+/* The request has finished: end its stream mode (loop thread).  A stream
+ * to the client gets its end frame; a stream from the client that has not
+ * ended yet is read and dropped up to its end frame, so the connection can
+ * carry requests again.
+ */
+static void
+conn_stream_done (struct conn *conn, struct chan *ch)
+{
+  static const uint8_t end[CONTROL_FRAME_HEADER];
+  char *frame;
+
+  conn_drain (conn, ch);
+  if (conn->smode == CHAN_SEND) {
+    frame = malloc (sizeof end);
+    if (frame) {
+      memcpy (frame, end, sizeof end);
+      conn_write (conn, frame, sizeof end, NULL);
+    }
+    else
+      conn_close (conn);
+  }
+  else if (conn->smode == CHAN_RECV) {
+    conn->discarding = true;
+    conn->in_paused = false;
+  }
+  conn->smode = CHAN_LINES;
+}
+
 /* A blocking request is done (loop thread): answer it, go on. */
 static void
 job_done (uv_work_t *work, int status)
@@ -318,6 +530,13 @@ job_done (uv_work_t *work, int status)
   if (status == UV_ECANCELED)
     control_ctx_fail (job->ctx, -ECANCELED, "the request was cancelled "
                       "before it started: the server is stopping");
+  if (job->chan) {
+    if (!conn->closing)
+      conn_stream_done (conn, job->chan);
+    else
+      free_msgs (job->chan);
+    chan_unref (job->chan);
+  }
   conn_finish (conn, job->ctx);
   free (job);
   conn_pump (conn);
@@ -348,6 +567,7 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
 
   ctx->cancel[0] = &srv->stopping;
   ctx->cancel[1] = &conn->cancel;
+  ctx->jobs = &srv->jobs;
   if (!ctx->method->blocking) {
     control_ctx_run (ctx);
     conn_finish (conn, ctx);
@@ -363,6 +583,13 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
   job->conn = conn;
   job->ctx = ctx;
   job->work.data = job;
+  if (chan_new (wake_loop, srv, &job->chan) < 0) {
+    control_ctx_fail (ctx, -ENOMEM, "out of memory");
+    conn_finish (conn, ctx);
+    free (job);
+    return;
+  }
+  ctx->chan = job->chan;
   r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
   if (r < 0) {
     char msg[128];
@@ -371,6 +598,7 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
               uv_strerror (r));
     control_ctx_fail (ctx, -EIO, msg);
     conn_finish (conn, ctx);
+    chan_unref (job->chan);
     free (job);
     return;
   }
@@ -389,6 +617,12 @@ conn_pump (struct conn *conn)
   bool want_read;
   int r;
 
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    /* Stream bytes, not lines: read unless the worker is behind. */
+    if (!conn->closing && !conn->shutting)
+      conn_set_reading (conn, !conn->eof && !conn->in_paused);
+    return;
+  }
   while (!conn->closing && !conn->shutting && conn->job == NULL) {
     r = control_lines_next (&conn->lines, &line, &len);
     if (r == 0)
@@ -414,16 +648,7 @@ conn_pump (struct conn *conn)
   }
   want_read = !conn->eof &&
               control_lines_pending (&conn->lines) <= CONTROL_MAX_LINE;
-  if (want_read == conn->reading)
-    return;
-  if (want_read)
-    r = uv_read_start (&conn->h.stream, on_alloc, on_read);
-  else
-    r = uv_read_stop (&conn->h.stream);
-  if (r < 0)
-    conn_close (conn);
-  else
-    conn->reading = want_read;
+  conn_set_reading (conn, want_read);
 }
 
 /* Lend libuv the conn's read buffer (a read is consumed before the next). */
@@ -449,6 +674,13 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     conn->eof = true;
     uv_read_stop (stream);
     conn->reading = false;
+    if (conn->smode == CHAN_RECV || conn->discarding) {
+      /* The stream ended without its end frame: it is cut short. */
+      if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
+        chan_gone (conn->job->chan);
+      conn->smode = CHAN_LINES;
+      conn->discarding = false;
+    }
     r = control_lines_finish (&conn->lines);
     if (r == -ENOMEM) {
       conn_close (conn);
@@ -459,6 +691,10 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   }
   if (nread < 0) {
     conn_close (conn);
+    return;
+  }
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    conn_stream_input (conn, buf->base, (size_t) nread);
     return;
   }
   /* -E2BIG is reported by control_lines_next after the lines before it. */
@@ -548,6 +784,7 @@ on_stop (uv_async_t *async)
   struct control_server *srv = async->data;
 
   close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
+  close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
   close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
   close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
   while (srv->conns)
@@ -575,6 +812,7 @@ server_destroy (struct control_server *srv)
 
   if (srv->loop_inited) {
     close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
+    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
     close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
     close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
     uv_run (&srv->loop, UV_RUN_DEFAULT);
@@ -587,6 +825,7 @@ server_destroy (struct control_server *srv)
     }
   }
   control_registry_free (srv->reg);
+  control_jobs_destroy (&srv->jobs);
   free (srv);
 }
 
@@ -792,6 +1031,7 @@ control_server_start (const struct control_config *cfg,
   if (srv == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
   atomic_init (&srv->stopping, false);
+  control_jobs_init (&srv->jobs);
   srv->opaque = cfg->opaque;
   srv->log = cfg->log;
   srv->max_output = cfg->max_output ? cfg->max_output
@@ -823,6 +1063,13 @@ control_server_start (const struct control_config *cfg,
   }
   srv->async_inited = true;
   srv->stop_async.data = srv;
+  r = uv_async_init (&srv->loop, &srv->wake_async, on_wake);
+  if (r < 0) {
+    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
+    goto fail;
+  }
+  srv->wake_inited = true;
+  srv->wake_async.data = srv;
   r = start_thread (srv);
   if (r < 0)
     goto fail;

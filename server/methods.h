@@ -27,5 +27,9 @@ struct cairn_methods_ctx {
 };
 
 extern const struct control_method_table cairn_catalog_methods;
+/* "stream.*": send and receive in stream mode (methods-stream.c); these
+ * need a connection, so they answer over a server only.
+ */
+extern const struct control_method_table cairn_stream_methods;
 
 #endif /* CAIRN_SERVER_METHODS_H */
