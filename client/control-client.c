@@ -697,8 +697,9 @@ pump_incoming (struct control_client *c)
   return 0;
 }
 
-/* Send stream bytes, watching for the server's early reply: 0, 1 if the
- * server replied (stop sending), or an error.
+/* Send stream bytes, reading what the server sends meanwhile (it may
+ * reply early, and then reads and drops the rest of the stream up to the
+ * end frame, so a frame once begun is always completed): 0 or an error.
  */
 static int
 send_stream_bytes (struct control_client *c, const void *buf, size_t len)
@@ -718,11 +719,9 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
         continue;
       return cairn_fail (-errno, "poll: %s", strerror (errno));
     }
-    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (!c->replied && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
       r = pump_incoming (c);
-      if (c->replied)
-        return 1;
-      if (r < 0)
+      if (r < 0 && !c->replied)
         return r;
     }
     if (!(pfd.revents & POLLOUT))
@@ -732,9 +731,9 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
       if (errno == EINTR || errno == EAGAIN)
         continue;
       r = -errno;
-      (void) pump_incoming (c);
-      if (c->replied)
-        return 1;
+      if (!c->replied && pump_incoming (c) == 0 && c->replied)
+        return cairn_fail (r, "the Cairn server at %s stopped reading the "
+                           "stream after its reply", c->path);
       return cairn_fail (r, "sending the stream to the Cairn server at %s: "
                          "%s", c->path, strerror (-r));
     }
@@ -763,11 +762,12 @@ control_client_stream_write (struct control_client *c, const void *buf,
     r = send_stream_bytes (c, hdr, sizeof hdr);
     if (r == 0)
       r = send_stream_bytes (c, p, n);
-    if (r != 0) {
-      if (r < 0)
-        c->broken = true;
+    if (r < 0) {
+      c->broken = true;
       return r;
     }
+    if (c->replied)
+      return 1;
     p += n;
     len -= n;
   }
@@ -785,7 +785,7 @@ control_client_stream_finish (struct control_client *c, bool send_end,
   *result = NULL;
   if (c->stream_id == NULL)
     return cairn_fail (-EPIPE, "no stream is open");
-  if (send_end && !c->replied && !c->broken) {
+  if (send_end && !c->broken) {
     r = send_stream_bytes (c, end, sizeof end);
     if (r < 0)
       c->broken = true;

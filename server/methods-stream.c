@@ -288,6 +288,11 @@ pump_stream (struct control_ctx *ctx, struct repl_recv *rr, uint64_t *got)
   while (r == 0) {
     size_t n, used;
 
+    /* Checked first: a cancel must win over a stream that ends now. */
+    if (control_ctx_cancelled (ctx)) {
+      r = cairn_fail (-ECANCELED, "cancelled");
+      break;
+    }
     r = control_stream_read (ctx, buf, RECV_BUF, &n);
     if (r < 0 || n == 0)
       break;
