@@ -13,8 +13,15 @@
  *                           client that goes away mid-request leaves a
  *                           closed conn behind until the work is done, and
  *                           the reply is dropped.
- *   struct job              a blocking request on the threadpool.
- *   struct out              one queued reply (uv_write).
+ *   struct job              a blocking request on the threadpool, with its
+ *                           channel (chan.h) to the worker.
+ *   struct chan             worker ⇄ loop messages and stream bytes;
+ *                           reference counted on the loop thread: one for
+ *                           the job (dropped in the after-work callback),
+ *                           one per write of its messages in flight.
+ *   struct out              one queued write (uv_write): a reply, or a
+ *                           worker's message (then it holds the chan and
+ *                           counts against its limit until written).
  *
  * Invariants:
  *
@@ -34,12 +41,31 @@
  *     requests are still answered; then the server shuts down its side and
  *     closes.  So a client that vanishes while its request runs cannot be
  *     told from one that half-closed: its request runs to the end, the
- *     reply fails to write, and the connection is closed then.
- *
+ *     reply fails to write, and the connection is closed then.  (In
+ *     stream mode, end of input before the end frame cuts the stream
+ *     short: the receive stops there, see below.)
+ *  6. Stream mode (cairn-protocol(7)) is entered only by the worker's
+ *     first channel message (stream.ready), so the mode changes in the
+ *     order the client sees it; it is left by the end frame (receive) or
+ *     when the request finishes (send: the loop writes the end frame after
+ *     the worker's last message and before the reply).  Worker output is
+ *     bounded by CHAN_OUT_LIMIT (the worker waits); client input by
+ *     CHAN_IN_LIMIT (the loop stops reading until the worker has taken it).
+ *  7. A receive whose request finished before the client's end frame
+ *     (refused mid-stream, cancelled) leaves the conn "discarding": frames
+ *     are read and dropped up to the end frame, then lines resume, so the
+ *     client can finish its frame and go on.  A frame the codec refuses
+ *     closes the connection.
+ *  8. A closed conn marks its request's channel gone: a worker blocked on
+ *     it wakes and fails (-EPIPE), and what it queued is dropped. *
  * Connection states, with the function behind each transition:
  *
  *   reading ⇄ paused       conn_pump (invariant 3, a request running)
  *   reading → eof          on_read (UV_EOF): answer what is buffered
+ *   reading → streaming    conn_drain sees stream.ready (smode SEND/RECV)
+ *   streaming → reading    the end frame (RECV), job_done (SEND)
+ *   streaming → discarding job_done before the end frame (RECV)
+ *   discarding → reading   the end frame
  *   any → shutting         conn_shutdown: flush replies, then close
  *   any → closing          conn_close: uv_close, cancel the request
  *   closing → freed        on_conn_close and job_done drop references

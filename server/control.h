@@ -15,8 +15,10 @@
  * control_call_local.
  *
  * Requests on one connection run one at a time, in order, and are answered
- * in order; connections run in parallel.  Long jobs (send, scrub, GC) will
- * return at once with a job id and report progress as notifications.
+ * in order; connections run in parallel.  Long requests (send, receive)
+ * register as jobs (job.list, job.cancel) and report progress as
+ * notifications to their connection while they run; the stream methods
+ * switch their connection to stream mode (see the end of this file).
  */
 #ifndef CAIRN_SERVER_CONTROL_H
 #define CAIRN_SERVER_CONTROL_H
