@@ -322,13 +322,14 @@ list_snapshots (const struct cli *cli, const struct server *s, const char *vol,
                 json_t **snaps)
 {
   struct control_client *c;
-  json_t *result = NULL;
+  json_t *result = NULL, *params;
   int r;
 
   if (server_connect (cli, s, &c) < 0)
     return -1;
-  r = control_client_call (c, "snapshot.list",
-                           json_pack ("{s:s}", "volume", vol), &result);
+  params = json_pack ("{s:s}", "volume", vol);
+  r = control_client_call (c, "snapshot.list", params, &result);
+  json_decref (params);
   if (r == -ENOENT)
     *snaps = json_array ();
   else if (r < 0) {

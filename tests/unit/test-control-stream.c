@@ -241,6 +241,17 @@ push (struct control_client *c, const uint8_t *p, size_t len)
   return 0;
 }
 
+/* Call method with params (consumed). */
+static int
+call (struct control_client *c, const char *method, json_t *params,
+      json_t **res)
+{
+  int r = control_client_call (c, method, params, res);
+
+  json_decref (params);
+  return r;
+}
+
 /* The number of running jobs on the server. */
 static size_t
 njobs (struct control_client *c, json_int_t *first)
@@ -280,7 +291,7 @@ token_of (const char *vol)
   json_t *res;
   char *tok;
 
-  cr_assert_eq (control_client_call (c, "stream.token",
+  cr_assert_eq (call (c, "stream.token",
                                      json_pack ("{s:s}", "volume", vol), &res),
                 0, "%s", cairn_errmsg ());
   tok = strdup (json_string_value (json_object_get (res, "token")));
@@ -561,11 +572,11 @@ Test (stream, cancelled_receive_keeps_a_resumable_partial)
   cr_assert_eq (push (c, full.p, 25 * MIB), 0, "%s", cairn_errmsg ());
   cr_assert_eq (njobs (ctl, &id), 1);
   cr_assert_eq (id, json_integer_value (json_object_get (ready, "job")));
-  cr_assert_eq (control_client_call (ctl, "job.show",
+  cr_assert_eq (call (ctl, "job.show",
                                      json_pack ("{s:I}", "job", id), &res), 0);
   cr_assert_str_eq (json_string_value (json_object_get (res, "what")), "v");
   json_decref (res);
-  cr_assert_eq (control_client_call (ctl, "job.cancel",
+  cr_assert_eq (call (ctl, "job.cancel",
                                      json_pack ("{s:I}", "job", id), &res), 0);
   json_decref (res);
   cr_assert_eq (control_client_stream_finish (c, true, &res), -ECANCELED,
@@ -574,7 +585,7 @@ Test (stream, cancelled_receive_keeps_a_resumable_partial)
   cr_assert (json_is_string (json_object_get (control_client_error_data (c),
                                               "token")));
   cr_assert_eq (njobs (ctl, NULL), 0);
-  cr_assert_eq (control_client_call (ctl, "job.cancel",
+  cr_assert_eq (call (ctl, "job.cancel",
                                      json_pack ("{s:I}", "job", id), &res),
                 -ENOENT);
   json_decref (ready);
@@ -611,7 +622,7 @@ Test (stream, cancelled_send_ends_the_stream)
   /* Not reading: the sender waits on its queue; its job is listed. */
   usleep (200000);
   cr_assert_eq (njobs (ctl, &id), 1);
-  cr_assert_eq (control_client_call (ctl, "job.cancel",
+  cr_assert_eq (call (ctl, "job.cancel",
                                      json_pack ("{s:I}", "job", id), &res), 0);
   json_decref (res);
   for (;;) {
@@ -630,5 +641,26 @@ Test (stream, cancelled_send_ends_the_stream)
   json_decref (ready);
   control_client_close (c);
   control_client_close (ctl);
+  free (full.p);
+}
+
+/* The server stops in the middle of a receive (nbdkit shutting down): the
+ * stop does not wait for the client, and the receive keeps its progress.
+ */
+Test (stream, server_stop_mid_stream_keeps_the_partial)
+{
+  struct buf full = stream_of ("v@s1", NULL, NULL);
+  struct control_client *c = client ();
+  char tok[STREAM_TOKEN_MAX];
+  json_t *ready = start_receive (c, "v"), *res;
+
+  cr_assert_eq (push (c, full.p, 20 * MIB), 0, "%s", cairn_errmsg ());
+  control_server_stop (srv);
+  srv = NULL;
+  cr_assert_lt (control_client_stream_finish (c, true, &res), 0);
+  cr_assert_eq (repl_recv_token (pool_b, "v", tok), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool_b, "v", &(struct vol_info) { 0 }), -ENOENT);
+  json_decref (ready);
+  control_client_close (c);
   free (full.p);
 }
