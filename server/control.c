@@ -123,6 +123,7 @@ struct control_server {
   struct conn *conns;              /* open connections */
   unsigned nconns;
   struct control_jobs jobs;
+  struct job *threads;             /* jobs on threads of their own */
 };
 
 struct job {
@@ -130,6 +131,12 @@ struct job {
   struct conn *conn;
   struct control_ctx *ctx;
   struct chan *chan;               /* to the worker (stream mode, progress) */
+  /* A long-running method's job runs on a thread of its own (see
+   * conn_dispatch), listed here until the loop has finished it:
+   */
+  bool own_thread;
+  struct job *next_thread;
+  atomic_bool finished;            /* the thread's handler returned */
 };
 
 struct conn {
@@ -243,7 +250,8 @@ conn_close (struct conn *conn)
     conn->next->prev = conn->prev;
   srv->nconns--;
   if (conn->job) {
-    uv_cancel ((uv_req_t *) &conn->job->work); /* fails once it runs: fine */
+    if (!conn->job->own_thread)   /* fails once it runs: fine */
+      uv_cancel ((uv_req_t *) &conn->job->work);
     if (conn->job->chan)
       chan_gone (conn->job->chan);
   }
@@ -404,20 +412,36 @@ conn_drain (struct conn *conn, struct chan *ch)
   }
 }
 
-/* A worker queued something (loop thread): drain every running request's
- * channel.
+static void job_done (uv_work_t *work, int status);
+
+/* A worker queued something or a job thread finished (loop thread): drain
+ * every running request's channel, finish the jobs whose thread is done.
+ * Once the server is stopping and no job thread is left, the wake handle
+ * closes: it is what keeps the loop running for them.
  */
 static void
 on_wake (uv_async_t *async)
 {
   struct control_server *srv = async->data;
   struct conn *conn, *next;
+  struct job **pp = &srv->threads, *job;
 
   for (conn = srv->conns; conn; conn = next) {
     next = conn->next;
     if (conn->job && conn->job->chan)
       conn_drain (conn, conn->job->chan);
   }
+  while ((job = *pp) != NULL) {
+    if (atomic_load (&job->finished)) {
+      *pp = job->next_thread;
+      job_done (&job->work, 0);
+    }
+    else
+      pp = &job->next_thread;
+  }
+  if (atomic_load (&srv->stopping) && srv->threads == NULL &&
+      !uv_is_closing ((uv_handle_t *) &srv->wake_async))
+    uv_close ((uv_handle_t *) &srv->wake_async, NULL);
 }
 
 /* Wake the loop (any thread). */
@@ -515,6 +539,44 @@ job_work (uv_work_t *work)
   struct job *job = work->data;
 
   control_ctx_run (job->ctx);
+}
+
+/* A long-running request's own thread: run it, then have the loop finish
+ * it.  The wake is the thread's last touch of anything shared.
+ */
+static void *
+job_thread (void *arg)
+{
+  struct job *job = arg;
+  struct control_server *srv = job->conn->srv;
+
+  control_ctx_run (job->ctx);
+  atomic_store (&job->finished, true);
+  uv_async_send (&srv->wake_async);
+  return NULL;
+}
+
+/* Start a long-running request on a thread of its own (detached, with the
+ * loop thread's signal mask: every signal blocked).
+ */
+static int
+start_job_thread (struct control_server *srv, struct job *job)
+{
+  pthread_attr_t attr;
+  pthread_t tid;
+  int r;
+
+  atomic_init (&job->finished, false);
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  r = pthread_create (&tid, &attr, job_thread, job);
+  pthread_attr_destroy (&attr);
+  if (r != 0)
+    return -r;
+  job->own_thread = true;
+  job->next_thread = srv->threads;
+  srv->threads = job;
+  return 0;
 }
 
 /* The request has finished: end its stream mode (loop thread).  A stream
@@ -616,7 +678,13 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
     return;
   }
   ctx->chan = job->chan;
-  r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
+  /* The threadpool has 4 threads: a stream that lasts hours, or waits for
+   * a slow client, must not hold one of them.
+   */
+  if (ctx->method->long_running)
+    r = start_job_thread (srv, job);
+  else
+    r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
   if (r < 0) {
     char msg[128];
 
@@ -810,11 +878,15 @@ on_stop (uv_async_t *async)
   struct control_server *srv = async->data;
 
   close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
-  close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
   close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
   close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
   while (srv->conns)
     conn_close (srv->conns);
+  /* Job threads see their conn gone and end; the last one's wake closes
+   * the wake handle (on_wake).
+   */
+  if (srv->threads == NULL)
+    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
 }
 
 /* The loop thread. */

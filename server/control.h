@@ -50,6 +50,8 @@ struct control_method {
   const char *name;          /* "module.verb" */
   int (*handler) (struct control_ctx *ctx, json_t *params, json_t **result);
   bool blocking;             /* run on the threadpool, not the loop */
+  bool long_running;         /* with blocking: on a thread of its own (a
+                                stream, a job that may last hours) */
 };
 
 /* A method table handed in by a module. */

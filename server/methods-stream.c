@@ -408,8 +408,10 @@ stream_abort (struct control_ctx *ctx, json_t *params, json_t **result)
 
 static const struct control_method stream_methods[] = {
   { .name = "stream.abort", .handler = stream_abort, .blocking = true },
-  { .name = "stream.receive", .handler = stream_receive, .blocking = true },
-  { .name = "stream.send", .handler = stream_send, .blocking = true },
+  { .name = "stream.receive", .handler = stream_receive, .blocking = true,
+    .long_running = true },
+  { .name = "stream.send", .handler = stream_send, .blocking = true,
+    .long_running = true },
   { .name = "stream.token", .handler = stream_token, .blocking = true },
 };
 

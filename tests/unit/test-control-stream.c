@@ -664,3 +664,36 @@ Test (stream, server_stop_mid_stream_keeps_the_partial)
   control_client_close (c);
   free (full.p);
 }
+
+/* Streams run on threads of their own: more idle streams than libuv's
+ * threadpool has threads (4) leave the engine methods answering.
+ */
+Test (stream, idle_streams_do_not_starve_other_requests)
+{
+  struct control_client *c[6], *ctl = client ();
+  json_t *ready[6], *res;
+  char vol[16], *cat;
+
+  for (int i = 0; i < 6; i++) {
+    c[i] = client ();
+    snprintf (vol, sizeof vol, "idle%d", i);
+    ready[i] = start_receive (c[i], vol);
+  }
+  cr_assert_eq (njobs (ctl, NULL), 6);
+  cr_assert_eq (call (ctl, "server.ping", json_pack ("{s:i}", "delay_ms", 1),
+                      &res), 0, "%s", cairn_errmsg ());
+  json_decref (res);
+  cr_assert_eq (call (ctl, "volume.list", json_object (), &res), 0, "%s",
+                cairn_errmsg ());
+  json_decref (res);
+  for (int i = 0; i < 6; i++) {
+    /* No byte came: the receive fails and nothing is kept or shown. */
+    cr_assert_lt (control_client_stream_finish (c[i], true, &res), 0);
+    json_decref (ready[i]);
+    control_client_close (c[i]);
+  }
+  cat = catalog_b ();
+  cr_assert_str_eq (cat, "");
+  free (cat);
+  control_client_close (ctl);
+}
