@@ -68,6 +68,18 @@ struct control_ctx {
   bool streaming;               /* control_stream_begin succeeded */
 };
 
+/* Bind and listen (control-listen.c): the Unix socket of cfg, or its TCP
+ * address (the bound port in *port_out).  *inited is set once the handle
+ * needs closing; its data is set to data.
+ */
+#include <uv.h>
+int control_listen_unix (uv_loop_t *loop, uv_pipe_t *listener, bool *inited,
+                         const struct control_config *cfg, void *data,
+                         uv_connection_cb cb) CAIRN_WUR;
+int control_listen_tcp (uv_loop_t *loop, uv_tcp_t *listener, bool *inited,
+                        const struct control_config *cfg, void *data,
+                        uv_connection_cb cb, unsigned *port_out) CAIRN_WUR;
+
 /* The jobs registry (jobs.c). */
 void control_jobs_init (struct control_jobs *jobs);
 void control_jobs_destroy (struct control_jobs *jobs);
