@@ -325,6 +325,9 @@ wait_reply (struct control_client *c, json_t *id, json_t **result,
       if (c->notify)
         c->notify (c->notify_opaque, rep.method, rep.params);
       control_reply_free (&rep);
+      /* A server that reports progress is not hung. */
+      if (deadline >= 0)
+        deadline = deadline_after (c->timeout_ms);
       continue;
     }
     return take_reply (c, &rep, id, result);

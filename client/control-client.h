@@ -26,7 +26,8 @@ typedef void (*control_client_notify_fn) (void *opaque, const char *method,
                                           json_t *params);
 
 /* Connect to the server at a Unix socket path.  timeout_ms bounds the
- * connect and every later call (negative: wait for ever).  When nobody
+ * connect and every later call (negative: wait for ever); a notification
+ * (job progress) starts the call's time afresh.  When nobody
  * serves the path, the message says how to start a server.
  */
 int control_client_connect (const char *path, int timeout_ms,

@@ -6,25 +6,12 @@
  * carries the stream (cairn-protocol(7) STREAM MODE): standard output and
  * standard input on this side.
  *
- * `cairn replicate` (push) and `cairn pull` move streams between two
- * servers: the local one (control socket) and a remote one (its control
- * port on TCP, control-tcp=).  Design choice: this command pumps the
- * stream between its two connections, rather than the local server
- * connecting out as a job of its own.  Both servers run their half as a job
- * (job.list and job.cancel work on either side), the bytes cross one TCP
- * connection to the remote's control port as the design asks, and the
- * client needs no new trust between servers (the remote control port is
- * reached only by whoever may run this command).  The cost: the stream
- * passes through this process, so it must stay up; a server job that
- * connects out is the later step (it would reuse stream.send/receive as
- * they are).
- *
- * Resuming: the receiving server says in its stream.ready whether the
- * target has an interrupted receive and, if so, its token and the GUIDs of
- * the snapshots it joins; the sender is then asked for that stream resumed
- * from the token.  So running the same command again after a dropped
- * connection, a killed client or a restarted server continues where the
- * receiver's last saved point was, and nobody copies tokens by hand.
+ * `cairn replicate` (push) and `cairn pull` ask the running server for the
+ * job replicate.push or replicate.pull (server/methods-replicate.c): the
+ * server connects to the other one's control port and moves the stream
+ * itself; this command shows the progress it reports and the outcome.
+ * Closing the connection cancels the job (the receiver keeps what it has,
+ * and the same command resumes it).
  */
 #include <config.h>
 
@@ -44,8 +31,6 @@
 #include "units.h"
 
 #define READ_SIZE (1024 * 1024)
-/* The remote control port when HOST has none. */
-#define DEFAULT_CONTROL_PORT 10810
 
 /* Report the failure of a call on c: exit code from its error code. */
 static int
@@ -103,13 +88,6 @@ pump_from (struct control_client *c,
     if (*sink_r != 0)
       return 0;
   }
-}
-
-/* A sink into another server's receive. */
-static int
-stream_to (void *opaque, const void *buf, size_t len)
-{
-  return control_client_stream_write (opaque, buf, len);
 }
 
 /* ---------------------------------------------------------------- send */
@@ -246,215 +224,29 @@ cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
 
 /* ---------------------------------------------------------------- servers */
 
-/* A server: the local one (host NULL: the control socket) or a remote one
- * (its control port on TCP).
- */
-struct server {
-  const char *host;
-  unsigned port;
-  char name[300];               /* for messages */
-};
-
-/* Parse HOST[:PORT] or [V6ADDR][:PORT] into s (host points into buf). */
-static int
-parse_server (const struct cli *cli, const char *arg, char *buf, size_t size,
-              struct server *s)
-{
-  char *colon;
-  unsigned long port = DEFAULT_CONTROL_PORT;
-
-  snprintf (buf, size, "%s", arg);
-  s->host = buf;
-  if (buf[0] == '[') {
-    char *end = strchr (buf, ']');
-
-    if (end == NULL)
-      return cli_usage_error (cli, "'%s': an IPv6 address is written "
-                              "[ADDR] or [ADDR]:PORT", arg);
-    *end = '\0';
-    s->host = buf + 1;
-    colon = end[1] == ':' ? end + 1 : NULL;
-    if (end[1] && !colon)
-      return cli_usage_error (cli, "'%s' is not HOST[:PORT]", arg);
-  }
-  else {
-    colon = strchr (buf, ':');
-    if (colon && strchr (colon + 1, ':'))
-      return cli_usage_error (cli, "'%s': write an IPv6 address as "
-                              "[ADDR]:PORT", arg);
-  }
-  if (colon) {
-    char *end;
-
-    *colon = '\0';
-    port = strtoul (colon + 1, &end, 10);
-    if (*end || end == colon + 1 || port == 0 || port > 65535)
-      return cli_usage_error (cli, "'%s': the port must be 1 to 65535", arg);
-  }
-  if (*s->host == '\0')
-    return cli_usage_error (cli, "'%s' names no host", arg);
-  s->port = (unsigned) port;
-  snprintf (s->name, sizeof s->name, strchr (s->host, ':') ? "[%s]:%u"
-            : "%s:%u", s->host, s->port);
-  return 0;
-}
-
-/* Connect to a server. */
-static int
-server_connect (const struct cli *cli, const struct server *s,
-                struct control_client **cp)
-{
-  int r;
-
-  if (s->host == NULL)
-    return cli_connect (cli, cp) == EXIT_OK ? 0 : -1;
-  r = control_client_connect_tcp (s->host, s->port, CLI_TIMEOUT_MS, cp);
-  if (r < 0)
-    cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
-  return r < 0 ? -1 : 0;
-}
-
-/* The snapshots of vol on a server, oldest first (an empty array when vol
- * does not exist).  Returns 0, or -1 after saying what went wrong.
+/* Call a replication method on the server, with progress from its
+ * job.progress notifications; *result on success.
  */
 static int
-list_snapshots (const struct cli *cli, const struct server *s, const char *vol,
-                json_t **snaps)
+call_job (const struct cli *cli, const char *method, json_t *params,
+          struct progress *prog, json_t **result)
 {
   struct control_client *c;
-  json_t *result = NULL, *params;
-  int r;
+  int r = cli_connect (cli, &c);
 
-  if (server_connect (cli, s, &c) < 0)
-    return -1;
-  params = json_pack ("{s:s}", "volume", vol);
-  r = control_client_call (c, "snapshot.list", params, &result);
-  json_decref (params);
-  if (r == -ENOENT)
-    *snaps = json_array ();
-  else if (r < 0) {
-    call_error (cli, c, s->host ? s->name : NULL);
-    control_client_close (c);
-    return -1;
+  *result = NULL;
+  if (r != EXIT_OK) {
+    json_decref (params);
+    return r;
   }
-  else
-    *snaps = json_incref (json_object_get (result, "snapshots"));
-  json_decref (result);
-  control_client_close (c);
-  return *snaps ? 0 : -1;
-}
-
-/* The snapshot of snaps with this GUID, or NULL. */
-static json_t *
-find_guid (json_t *snaps, const char *guid)
-{
-  size_t i;
-  json_t *v;
-
-  json_array_foreach (snaps, i, v)
-    if (guid && jstr (v, "guid") && strcmp (jstr (v, "guid"), guid) == 0)
-      return v;
-  return NULL;
-}
-
-/* End a receive that will get no stream (it keeps what it had). */
-static void
-abandon (struct control_client *dc)
-{
-  json_t *result = NULL;
-
-  if (control_client_stream_finish (dc, true, &result) == 0)
-    json_decref (result);
-}
-
-/* One stream from src to dst: snapshot snap ("VOL@SNAP"), from base (NULL:
- * full; "SNAP") with guid to_guid, into volume vol.  Returns EXIT_OK or
- * an exit code after saying what went wrong.
- */
-static int
-transfer (const struct cli *cli, const struct server *src,
-          const struct server *dst, const char *snap, const char *base,
-          const char *to_guid, const char *vol, struct progress *prog)
-{
-  struct control_client *sc = NULL, *dc = NULL;
-  json_t *ready = NULL, *sready = NULL, *result = NULL, *sresult = NULL;
-  json_t *resume, *params;
-  const char *token = NULL;
-  int r, sr = 0, ret = EXIT_FAIL;
-
-  if (server_connect (cli, dst, &dc) < 0)
-    return EXIT_FAIL;
-  control_client_set_notify (dc, NULL, NULL);
-  params = json_pack ("{s:s}", "volume", vol);
-  r = control_client_stream_start (dc, "stream.receive", params, &ready,
-                                   &result);
-  json_decref (params);
-  if (r < 0) {
-    ret = call_error (cli, dc, dst->host ? dst->name : NULL);
-    goto out;
-  }
-  resume = json_object_get (ready, "resume");
-  if (json_is_object (resume)) {
-    if (strcmp (jstr (resume, "to_guid"), to_guid) != 0) {
-      abandon (dc);
-      ret = cli_error (cli, EXIT_FAIL, "'%s' on %s has an interrupted receive "
-                       "of another snapshot (GUID %s) than %s (GUID %s): "
-                       "finish it with the command that started it, or "
-                       "discard it with 'cairn receive --abort %s' there",
-                       vol, dst->host ? dst->name : "this server",
-                       jstr (resume, "to_guid"), snap, to_guid, vol);
-      goto out;
-    }
-    token = jstr (resume, "token");
-    fprintf (stderr, "cairn %s: resuming %s at byte %" PRIu64 " of its "
-             "data\n", cli->cmd->name, snap, juint (resume, "next_offset"));
-  }
-
-  if (server_connect (cli, src, &sc) < 0) {
-    abandon (dc);
-    goto out;
-  }
-  control_client_set_notify (sc, on_notify, prog);
-  params = json_pack ("{s:s, s:s*, s:s*}", "snapshot", snap, "from", base,
-                      "resume", token);
-  r = control_client_stream_start (sc, "stream.send", params, &sready,
-                                   &sresult);
-  json_decref (params);
-  if (r < 0) {
-    ret = call_error (cli, sc, src->host ? src->name : NULL);
-    abandon (dc);
-    goto out;
-  }
-
-  /* r: 0, 1 the receiver replied early, or its error. */
-  sr = pump_from (sc, stream_to, dc, &r);
-  if (r == 0 && sr == 0)
-    sr = control_client_stream_finish (sc, false, &sresult);
-  if (sr < 0)
-    call_error (cli, sc, src->host ? src->name : "sending");
+  control_client_set_notify (c, on_notify, prog);
+  r = params ? control_client_call (c, method, params, result)
+             : cairn_fail (-ENOMEM, "out of memory");
   progress_end (prog);
-  /* After a sender's failure, the end frame makes the receiver keep what
-   * it has (the stream is cut short).
-   */
-  r = r < 0 ? r : control_client_stream_finish (dc, true, &result);
-  if (r < 0) {
-    ret = call_error (cli, dc, dst->host ? dst->name : "receiving");
-    goto out;
-  }
-  if (sr == 0) {
-    cli_print_received (jstr (result, "snapshot"), base != NULL,
-                        json_is_true (json_object_get (result, "resumed")),
-                        juint (result, "data_bytes"));
-    ret = EXIT_OK;
-  }
- out:
-  json_decref (ready);
-  json_decref (sready);
-  json_decref (result);
-  json_decref (sresult);
-  control_client_close (sc);
-  control_client_close (dc);
-  return ret;
+  json_decref (params);
+  r = r < 0 ? call_error (cli, c, NULL) : EXIT_OK;
+  control_client_close (c);
+  return r;
 }
 
 /* Options shared by replicate and pull. */
@@ -492,9 +284,22 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
     }
   }
   if (cli->pool)
-    return cli_usage_error (cli, "'%s' works between running servers: leave "
+    return cli_usage_error (cli, "'%s' is a job of a running server: leave "
                             "out --pool", cli->cmd->name);
   return -1;
+}
+
+/* Print one received (or sent) snapshot. */
+static void
+print_transfer (const char *verb, json_t *t, const char *where)
+{
+  char d[UNITS_FORMAT_MAX];
+
+  printf ("%s %s %s %s (%s%s stream, %s of data)\n", verb,
+          jstr (t, "snapshot"), verb[0] == 's' ? "to" : "from", where,
+          json_is_true (json_object_get (t, "incremental")) ? "incremental"
+          : "full", json_is_true (json_object_get (t, "resumed"))
+          ? ", resumed" : "", units_format (juint (t, "data_bytes"), d));
 }
 
 /* cairn replicate VOL@SNAP --to HOST[:PORT] [--from SNAP] */
@@ -502,11 +307,9 @@ int
 cmd_replicate (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
-  const char *to = NULL, *from = NULL, *snap, *at, *base = NULL;
-  struct server local = { .name = "this server" }, remote;
-  json_t *lsnaps = NULL, *rsnaps = NULL, *mine, *newest;
-  char hostbuf[300], vol[VOL_NAME_MAX + 1];
+  const char *to = NULL, *from = NULL;
   struct progress prog;
+  json_t *result;
   int r = parse_common (cli, argc, argv, &to, &from, &pmode);
 
   if (r >= 0)
@@ -518,58 +321,21 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
   if (to == NULL)
     return cli_usage_error (cli, "missing --to HOST[:PORT], the server to "
                             "send to");
-  snap = argv[optind];
-  at = strchr (snap, '@');
-  if (at == NULL || at == snap || at[1] == '\0' ||
-      (size_t) (at - snap) > VOL_NAME_MAX)
+  if (strchr (argv[optind], '@') == NULL)
     return cli_usage_error (cli, "'%s' is not a snapshot: write VOL@SNAP",
-                            snap);
-  snprintf (vol, sizeof vol, "%.*s", (int) (at - snap), snap);
-  if (parse_server (cli, to, hostbuf, sizeof hostbuf, &remote) != 0)
-    return EXIT_USAGE;
-  if (list_snapshots (cli, &local, vol, &lsnaps) < 0 ||
-      list_snapshots (cli, &remote, vol, &rsnaps) < 0) {
-    r = EXIT_FAIL;
-    goto out;
-  }
-  mine = NULL;
-  for (size_t i = 0; i < json_array_size (lsnaps); i++)
-    if (strcmp (jstr (json_array_get (lsnaps, i), "snapshot"), at + 1) == 0)
-      mine = json_array_get (lsnaps, i);
-  if (mine == NULL) {
-    r = cli_error (cli, EXIT_NOT_FOUND, "there is no snapshot '%s' here",
-                   snap);
-    goto out;
-  }
-  newest = json_array_size (rsnaps)
-           ? json_array_get (rsnaps, json_array_size (rsnaps) - 1) : NULL;
-  if (find_guid (rsnaps, jstr (mine, "guid"))) {
-    printf ("%s has %s already\n", remote.name, snap);
-    r = EXIT_OK;
-    goto out;
-  }
-  if (from)
-    base = from;
-  else if (newest) {
-    json_t *common = find_guid (lsnaps, jstr (newest, "guid"));
-
-    if (common == NULL) {
-      r = cli_error (cli, EXIT_FAIL, "the newest snapshot of '%s' on %s "
-                     "('%s') is not one of this server's: there is no base "
-                     "for an incremental stream (give --from, or delete '%s' "
-                     "there to send it whole)", vol, remote.name,
-                     jstr (newest, "snapshot"), vol);
-      goto out;
-    }
-    base = jstr (common, "snapshot");
-  }
+                            argv[optind]);
   progress_init (&prog, pmode, "sent");
-  r = transfer (cli, &local, &remote, snap, base, jstr (mine, "guid"), vol,
-                &prog);
- out:
-  json_decref (lsnaps);
-  json_decref (rsnaps);
-  return r;
+  r = call_job (cli, "replicate.push",
+                json_pack ("{s:s, s:s, s:s*}", "snapshot", argv[optind],
+                           "to", to, "from", from), &prog, &result);
+  if (r != EXIT_OK)
+    return r;
+  if (json_is_true (json_object_get (result, "already")))
+    printf ("%s has %s already\n", to, argv[optind]);
+  else
+    print_transfer ("sent", result, to);
+  json_decref (result);
+  return EXIT_OK;
 }
 
 /* cairn pull HOST[:PORT] VOL */
@@ -577,11 +343,9 @@ int
 cmd_pull (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
-  struct server local = { .name = "this server" }, remote;
-  json_t *lsnaps = NULL, *rsnaps = NULL;
-  const char *vol, *base = NULL;
-  char hostbuf[300], snap[2 * VOL_NAME_MAX + 2];
-  size_t start = 0, n;
+  struct progress prog;
+  json_t *result, *list, *t;
+  size_t i;
   int r = parse_common (cli, argc, argv, NULL, NULL, &pmode);
 
   if (r >= 0)
@@ -592,60 +356,20 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
                             ? argv[optind + 2] : argc - optind
                             ? "VOL, the volume to pull"
                             : "HOST[:PORT], the server to pull from");
-  vol = argv[optind + 1];
-  if (parse_server (cli, argv[optind], hostbuf, sizeof hostbuf, &remote) != 0)
-    return EXIT_USAGE;
-  if (list_snapshots (cli, &remote, vol, &rsnaps) < 0 ||
-      list_snapshots (cli, &local, vol, &lsnaps) < 0) {
-    r = EXIT_FAIL;
-    goto out;
-  }
-  n = json_array_size (rsnaps);
-  if (n == 0) {
-    r = cli_error (cli, EXIT_NOT_FOUND, "%s has no snapshot of '%s' (or no "
-                   "volume '%s'): there is nothing to pull", remote.name, vol,
-                   vol);
-    goto out;
-  }
-  /* The newest snapshot both sides have: the chain starts after it. */
-  for (size_t i = json_array_size (lsnaps); i-- > 0; ) {
-    json_t *common = find_guid (rsnaps, jstr (json_array_get (lsnaps, i),
-                                              "guid"));
-
-    if (common) {
-      base = jstr (common, "snapshot");
-      while (json_array_get (rsnaps, start) != common)
-        start++;
-      start++;
-      break;
-    }
-  }
-  if (base == NULL && json_array_size (lsnaps) > 0) {
-    r = cli_error (cli, EXIT_FAIL, "'%s' here and on %s have no snapshot in "
-                   "common: pull into another volume, or delete '%s' here",
-                   vol, remote.name, vol);
-    goto out;
-  }
-  if (start == n) {
-    printf ("'%s' is up to date with %s (newest snapshot: %s)\n", vol,
-            remote.name, base);
-    r = EXIT_OK;
-    goto out;
-  }
-  for (r = EXIT_OK; r == EXIT_OK && start < n; start++) {
-    json_t *s = json_array_get (rsnaps, start);
-    struct progress prog;
-
-    snprintf (snap, sizeof snap, "%s@%s", vol, jstr (s, "snapshot"));
-    progress_init (&prog, pmode, "received");
-    r = transfer (cli, &remote, &local, snap, base, jstr (s, "guid"), vol,
-                  &prog);
-    base = jstr (s, "snapshot");
-  }
- out:
-  json_decref (lsnaps);
-  json_decref (rsnaps);
-  return r;
+  progress_init (&prog, pmode, "received");
+  r = call_job (cli, "replicate.pull",
+                json_pack ("{s:s, s:s}", "from", argv[optind],
+                           "volume", argv[optind + 1]), &prog, &result);
+  if (r != EXIT_OK)
+    return r;
+  list = json_object_get (result, "received");
+  if (json_array_size (list) == 0)
+    printf ("'%s' is up to date with %s (newest snapshot: %s)\n",
+            argv[optind + 1], argv[optind], jstr (result, "newest"));
+  json_array_foreach (list, i, t)
+    print_transfer ("received", t, argv[optind]);
+  json_decref (result);
+  return EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- jobs */

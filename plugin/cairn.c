@@ -333,7 +333,7 @@ cairn_after_fork (void)
     }
   }
   if (control_path) {
-    static struct control_method_table tables[2];
+    static struct control_method_table tables[3];
     struct control_config cfg = {
       .unix_path = control_path,
       .unix_group = control_group,
@@ -347,6 +347,7 @@ cairn_after_fork (void)
 
     tables[0] = cairn_catalog_methods;
     tables[1] = cairn_stream_methods;
+    tables[2] = cairn_replicate_methods;
     methods_ctx.pool = pool;
     r = control_server_start (&cfg, &control);
     if (r < 0) {

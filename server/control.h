@@ -35,6 +35,10 @@
 #define CONTROL_DEFAULT_MAX_OUTPUT (4 * 1024 * 1024)
 /* Connections served at once; more are told "busy" and closed. */
 #define CONTROL_DEFAULT_MAX_CLIENTS 128
+/* The TCP port of another server's control protocol when none is given
+ * (replicate.push/pull, cairn replicate/pull).
+ */
+#define CONTROL_DEFAULT_TCP_PORT 10810
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
 

@@ -220,8 +220,8 @@ resume_info (struct cairn_pool *pool, const char *target)
 /* Mark target as receiving, waiting a while for another receive into it
  * to end.  Returns the slot, or -EBUSY.
  */
-static int
-recv_claim (const char *target)
+int
+stream_recv_claim (const char *target)
 {
   for (int waited = 0; ; waited += 50) {
     int slot = -1;
@@ -255,8 +255,8 @@ recv_claim (const char *target)
   }
 }
 
-static void
-recv_release (int slot)
+void
+stream_recv_release (int slot)
 {
   pthread_mutex_lock (&recv_lock);
   free (receiving[slot]);
@@ -323,12 +323,12 @@ stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
   if (r < 0)
     return r;
   target = str (params, "volume");
-  slot = recv_claim (target);
+  slot = stream_recv_claim (target);
   if (slot < 0)
     return slot;
   r = repl_recv_new (pool, target, &ro, &rr);
   if (r < 0) {
-    recv_release (slot);
+    stream_recv_release (slot);
     return r;
   }
   info = json_pack ("{s:I, s:s, s:o}", "job",
@@ -342,7 +342,7 @@ stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
     snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
   r = repl_recv_finish (rr, &res);
   repl_recv_free (rr);
-  recv_release (slot);
+  stream_recv_release (slot);
   if (r < 0) {
     /* Say why the stream stopped when the receive only saw it stop. */
     if (pr == -EPIPE || pr == -ECANCELED) {
@@ -395,11 +395,11 @@ stream_abort (struct control_ctx *ctx, json_t *params, json_t **result)
 
   if (r < 0)
     return r;
-  slot = recv_claim (str (params, "volume"));
+  slot = stream_recv_claim (str (params, "volume"));
   if (slot < 0)
     return slot;
   r = repl_recv_abort (ctx_pool (ctx), str (params, "volume"));
-  recv_release (slot);
+  stream_recv_release (slot);
   if (r < 0)
     return r;
   *result = json_object ();
