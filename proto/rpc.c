@@ -85,6 +85,15 @@ static const struct {
   { ENAMETOOLONG, CAIRN_E_INVALID },
   { EFBIG, CAIRN_E_TOO_LARGE },
   { EACCES, CAIRN_E_PERMISSION },
+  /* Send streams: a corrupted or refused one, a diverged target. */
+  { EBADMSG, CAIRN_E_INVALID },
+  { ESTALE, CAIRN_E_INVALID },
+  /* A stream cut short, another server out of reach. */
+  { EPIPE, CAIRN_E_IO },
+  { ECONNRESET, CAIRN_E_IO },
+  { ECONNABORTED, CAIRN_E_IO },
+  { ECONNREFUSED, CAIRN_E_IO },
+  { EHOSTUNREACH, CAIRN_E_IO },
 #if EOPNOTSUPP != ENOTSUP
   { EOPNOTSUPP, CAIRN_E_UNSUPPORTED },
 #endif

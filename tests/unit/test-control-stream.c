@@ -450,6 +450,7 @@ Test (stream, corrupted_stream_changes_nothing)
   cr_assert_lt (r, 0);
   cr_assert (strstr (cairn_errmsg (), "byte") != NULL,
              "the error does not say where: %s", cairn_errmsg ());
+  cr_assert_eq (control_client_error_code (c), CAIRN_E_INVALID);
   after = catalog_b ();
   cr_assert_str_eq (before, after);
   cr_assert_eq (control_client_call (c, "server.version", NULL, &result), 0,
@@ -478,6 +479,7 @@ Test (stream, truncated_stream_keeps_a_resumable_partial)
   cr_assert_lt (control_client_stream_finish (c, true, &result), 0);
   cr_assert (strstr (cairn_errmsg (), "truncated at byte") != NULL, "%s",
              cairn_errmsg ());
+  cr_assert_eq (control_client_error_code (c), CAIRN_E_IO);
   data = control_client_error_data (c);
   cr_assert (json_is_string (json_object_get (data, "token")),
              "no token in the error's data");
