@@ -197,7 +197,8 @@ local_snapshots (struct cairn_pool *pool, const char *vol, json_t **snaps)
   }
   for (size_t i = 0; i < n; i++)
     v[i] = json_incref (json_array_get (l.arr, i));
-  qsort (v, n, sizeof *v, by_generation);
+  if (n > 1)
+    qsort (v, n, sizeof *v, by_generation);
   json_array_clear (l.arr);
   for (size_t i = 0; i < n; i++)
     json_array_append_new (l.arr, v[i]);
