@@ -32,6 +32,8 @@ struct control_client {
   int last_code;
   char last_name[32];
   json_t *last_data;            /* the last error reply's data, or NULL */
+  bool (*cancelled) (void *opaque);   /* polled while waiting */
+  void *cancel_opaque;
   control_client_notify_fn notify;
   void *notify_opaque;
   /* Stream mode (the client's half of cairn-protocol(7) STREAM MODE): */
@@ -63,11 +65,16 @@ deadline_after (int timeout_ms)
   return timeout_ms < 0 ? -1 : now_ms () + timeout_ms;
 }
 
+/* Waits are cut in slices this long when the client can be cancelled. */
+#define CANCEL_SLICE_MS 200
+
 /* Wait until fd is ready for events or the deadline passes: 0 or
- * -ETIMEDOUT.
+ * -ETIMEDOUT, or -ECANCELED (with a message) when c (may be NULL) is
+ * cancelled.
  */
 static int
-wait_fd (int fd, short events, int64_t deadline)
+wait_fd (const struct control_client *c, int fd, short events,
+         int64_t deadline)
 {
   struct pollfd pfd = { .fd = fd, .events = events };
   int r, wait;
@@ -80,6 +87,12 @@ wait_fd (int fd, short events, int64_t deadline)
       if (left <= 0)
         return -ETIMEDOUT;
       wait = (int) MIN (left, (int64_t) 1000000);
+    }
+    if (c && c->cancelled) {
+      if (c->cancelled (c->cancel_opaque))
+        return cairn_fail (-ECANCELED, "cancelled while waiting for the "
+                           "Cairn server at %s", c->path);
+      wait = wait < 0 ? CANCEL_SLICE_MS : MIN (wait, CANCEL_SLICE_MS);
     }
     r = poll (&pfd, 1, wait);
     if (r > 0)
@@ -134,7 +147,7 @@ connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
     }
     if (err != EINPROGRESS)
       return -err;
-    err = -wait_fd (fd, POLLOUT, deadline);
+    err = -wait_fd (NULL, fd, POLLOUT, deadline);
     if (err)
       return -err;
     errlen = sizeof err;
@@ -210,7 +223,9 @@ send_all (struct control_client *c, const char *buf, size_t len,
     if (errno != EAGAIN)
       return cairn_fail (-errno, "sending to the Cairn server at %s: %s",
                          c->path, strerror (errno));
-    r = wait_fd (c->fd, POLLOUT, deadline);
+    r = wait_fd (c, c->fd, POLLOUT, deadline);
+    if (r == -ECANCELED)
+      return r;
     if (r == -ETIMEDOUT)
       return cairn_fail (r, "the Cairn server at %s did not take the "
                          "request within %d ms", c->path, c->timeout_ms);
@@ -237,7 +252,9 @@ read_line (struct control_client *c, char **line, size_t *len,
       return cairn_fail (-EPROTO, "the Cairn server at %s sent a reply "
                          "longer than %d bytes", c->path,
                          CONTROL_CLIENT_MAX_REPLY);
-    r = wait_fd (c->fd, POLLIN, deadline);
+    r = wait_fd (c, c->fd, POLLIN, deadline);
+    if (r == -ECANCELED)
+      return r;
     if (r == -ETIMEDOUT)
       return cairn_fail (r, "no reply from the Cairn server at %s within "
                          "%d ms", c->path, c->timeout_ms);
@@ -381,6 +398,15 @@ const char *
 control_client_error_name (const struct control_client *c)
 {
   return c->last_name;
+}
+
+/* Set the cancellation test. */
+void
+control_client_set_cancel (struct control_client *c,
+                           bool (*cancelled) (void *opaque), void *opaque)
+{
+  c->cancelled = cancelled;
+  c->cancel_opaque = opaque;
 }
 
 /* Set the notification callback. */
@@ -562,7 +588,9 @@ fill_raw (struct control_client *c, int64_t deadline)
   c->rpos = 0;
   c->rlen = control_lines_take (&c->lines, c->rbuf, STREAM_RBUF);
   while (c->rlen == 0) {
-    r = wait_fd (c->fd, POLLIN, deadline);
+    r = wait_fd (c, c->fd, POLLIN, deadline);
+    if (r == -ECANCELED)
+      return r;
     if (r == -ETIMEDOUT)
       return cairn_fail (r, "the Cairn server at %s sent nothing for %d ms "
                          "in the middle of the stream", c->path,
@@ -708,15 +736,19 @@ static int
 send_stream_bytes (struct control_client *c, const void *buf, size_t len)
 {
   const char *p = buf;
+  int64_t deadline = deadline_after (c->timeout_ms);
 
   while (len > 0) {
     struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLOUT };
     ssize_t n;
-    int r = poll (&pfd, 1, c->timeout_ms);
+    int r = wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
 
-    if (r == 0)
+    if (r == -ECANCELED)
+      return r;
+    if (r == -ETIMEDOUT)
       return cairn_fail (-ETIMEDOUT, "the Cairn server at %s took no stream "
                          "bytes for %d ms", c->path, c->timeout_ms);
+    r = poll (&pfd, 1, 0);
     if (r < 0) {
       if (errno == EINTR)
         continue;
@@ -742,6 +774,7 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
     }
     p += n;
     len -= (size_t) n;
+    deadline = deadline_after (c->timeout_ms);
   }
   return 0;
 }

@@ -90,6 +90,14 @@ int control_client_stream_write (struct control_client *c, const void *buf,
 int control_client_stream_finish (struct control_client *c, bool send_end,
                                   json_t **result) CAIRN_WUR;
 
+/* Have every wait check cancelled(opaque) at least 5 times a second, and
+ * fail with -ECANCELED once it is true (NULL: never).  For a server job
+ * that talks to another server: it must stop soon when cancelled.
+ */
+void control_client_set_cancel (struct control_client *c,
+                                 bool (*cancelled) (void *opaque),
+                                 void *opaque);
+
 /* Close the connection and free the client (NULL is allowed). */
 void control_client_close (struct control_client *c);
 

@@ -103,6 +103,12 @@ remote_connect (struct control_ctx *ctx, const char *arg, struct remote *rm)
   r = control_client_connect_tcp (h, (unsigned) port, REMOTE_TIMEOUT_MS,
                                   &rm->c);
   if (r == 0)
+    /* A job stops soon when cancelled, even while the remote is silent
+     * (a server that stops waits for its jobs).
+     */
+    control_client_set_cancel (rm->c, (bool (*) (void *))
+                               control_ctx_cancelled, ctx);
+  if (r == 0)
     snprintf (rm->name, sizeof rm->name, strchr (h, ':') ? "[%s]:%lu"
               : "%s:%lu", h, port);
   return r;

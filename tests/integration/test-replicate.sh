@@ -240,6 +240,28 @@ expect 3 "no job $id"
 run --socket "$CTL_A" job list
 expect 0 "no jobs are running"
 
+# A pull whose source has stalled (stopped) is still cancelled at once;
+# the same pull then resumes.
+head -c 60M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+ca snapshot create w@f3 >/dev/null
+"$CAIRN" --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w --progress=none \
+  >/dev/null 2>"$TMPDIR_TEST/err" &
+CLIENT=$!
+pace_until "$PID_A" "$CTL_B" $((20 * 1024 * 1024))
+id=$(cb job list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["jobs"][0]["job"])')
+run --socket "$CTL_B" job cancel "$id"
+expect 0 "cancelling job $id \(replicate.pull w\)"
+for _ in $(seq 50); do kill -0 "$CLIENT" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$CLIENT" 2>/dev/null && fail "the cancelled pull still runs after 5 s"
+rc=0; wait "$CLIENT" || rc=$?; CLIENT=
+kill -CONT "$PID_A"
+[ $rc -eq 1 ] || fail "the cancelled pull exited $rc"
+grep -q "cancelled" "$TMPDIR_TEST/err" || fail "the cancelled pull said: $(cat "$TMPDIR_TEST/err")"
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w
+expect 0 "received w@f3 from .* \(incremental, resumed"
+same w@f3
+
 # Both pools are clean after all this.
 kill "$PID_A"; wait "$PID_A" || fail "nbdkit A did not exit cleanly"; PID_A=
 kill "$PID_B"; wait "$PID_B" || fail "nbdkit B did not exit cleanly"; PID_B=
