@@ -139,7 +139,6 @@ cairn_unload (void)
   free (default_export);
 }
 
-/* Parse one key=value parameter. */
 /* control-tcp=[ADDR:]PORT ([V6ADDR]:PORT for IPv6); ADDR defaults to
  * 127.0.0.1: the control protocol has no authentication, so reaching it
  * from other hosts must be asked for by naming an address.
@@ -147,6 +146,7 @@ cairn_unload (void)
 static int
 parse_control_tcp (const char *value)
 {
+  const char *arg = value;
   const char *colon = strrchr (value, ':');
   const char *port = colon ? colon + 1 : value;
   size_t alen = colon ? (size_t) (colon - value) : 0;
@@ -158,7 +158,7 @@ parse_control_tcp (const char *value)
   if (nbdkit_parse_unsigned ("control-tcp", port, &control_tcp_port) == -1)
     return -1;
   if (control_tcp_port > 65535) {
-    nbdkit_error ("control-tcp=%s: the port must be 0 to 65535", value);
+    nbdkit_error ("control-tcp=%s: the port must be 0 to 65535", arg);
     return -1;
   }
   free (control_tcp_addr);
@@ -170,6 +170,7 @@ parse_control_tcp (const char *value)
   return 0;
 }
 
+/* Parse one key=value parameter. */
 static int
 cairn_config (const char *key, const char *value)
 {

@@ -125,6 +125,16 @@ pace_until () {
 
 "$CAIRN" mkpool "$POOL_A" --size 768M >/dev/null || fail "mkpool A"
 "$CAIRN" mkpool "$POOL_B" --size 768M >/dev/null || fail "mkpool B"
+
+# control-tcp= needs control=, and a port that is one.  (timeout: a
+# sanitizer build of nbdkit can hang in its exit handlers.)
+for params in "control-tcp=$PORT_A" "control=$CTL_A control-tcp=127.0.0.1:70000"; do
+  # shellcheck disable=SC2086
+  msg=$(nbdkit_env timeout -s KILL 20 "$NBDKIT" --foreground \
+        --unix "$NBD_A" "$PLUGIN" pool="$POOL_A" $params 2>&1) &&
+    fail "nbdkit accepted $params"
+  grep -qE "needs control=|0 to 65535" <<<"$msg" || fail "nbdkit $params said: $msg"
+done
 start_server a
 start_server b
 
