@@ -126,6 +126,13 @@ pace_until () {
 "$CAIRN" mkpool "$POOL_A" --size 768M >/dev/null || fail "mkpool A"
 "$CAIRN" mkpool "$POOL_B" --size 768M >/dev/null || fail "mkpool B"
 
+# cairnd passes --control-tcp (or the config key) to the plugin.
+"$CAIRND" --pool "$POOL_A" --control-tcp "127.0.0.1:$PORT_A" --dry-run |
+  grep -q " control-tcp=127.0.0.1:$PORT_A" || fail "cairnd --control-tcp"
+printf 'pool = %s\ncontrol-tcp = %s\n' "$POOL_A" "$PORT_A" >"$TMPDIR_TEST/cairnd.conf"
+"$CAIRND" --config "$TMPDIR_TEST/cairnd.conf" --dry-run |
+  grep -q " control-tcp=$PORT_A\$" || fail "cairnd: control-tcp in the config file"
+
 # control-tcp= needs control=, and a port that is one.  (timeout: a
 # sanitizer build of nbdkit can hang in its exit handlers.)
 for params in "control-tcp=$PORT_A" "control=$CTL_A control-tcp=127.0.0.1:70000"; do
