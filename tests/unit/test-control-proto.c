@@ -848,7 +848,9 @@ Test (frames, random_pieces)
   for (size_t i = 0; i < sizeof data; i++)
     data[i] = (uint8_t) rng_next (&r);
   while (dlen < sizeof data) {
-    size_t n = MIN (rng_below (&r, 300000) + 1, sizeof data - dlen);
+    size_t n = rng_below (&r, 300000) + 1;   /* MIN evaluates twice */
+
+    n = MIN (n, sizeof data - dlen);
 
     control_frame_header ((uint32_t) n, wire + wlen);
     memcpy (wire + wlen + 4, data + dlen, n);
@@ -868,7 +870,9 @@ Test (frames, random_pieces)
   wlen += 5;
 
   while (k != CONTROL_FRAME_END) {
-    size_t n = MIN (rng_below (&r, 70000) + 1, wlen - off), used;
+    size_t n = rng_below (&r, 70000) + 1, used;
+
+    n = MIN (n, wlen - off);
 
     while (n > 0 && k != CONTROL_FRAME_END) {
       const void *d;
