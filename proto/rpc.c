@@ -540,10 +540,25 @@ control_format_error_data (json_t *id, int code, const char *message,
                            json_t *data, size_t *len)
 {
   const char *name = control_error_name (code);
-  json_t *err, *d = NULL;
+  json_t *err, *d = NULL, *probe;
+  char safe[1024];
 
   if (message == NULL || message[0] == '\0')
     message = control_error_message (code);
+  /* A message quoting the request may hold invalid UTF-8 (a name cut in
+   * the middle of a character), which JSON cannot carry: mask the bytes
+   * that are not ASCII.
+   */
+  probe = json_string (message);
+  if (probe == NULL) {
+    size_t i;
+
+    for (i = 0; message[i] && i < sizeof safe - 1; i++)
+      safe[i] = (unsigned char) message[i] < 0x80 ? message[i] : '?';
+    safe[i] = '\0';
+    message = safe;
+  }
+  json_decref (probe);
   if (name || data) {
     d = data ? json_deep_copy (data) : json_object ();
     if (d == NULL || (name && json_object_set_new (d, "name",

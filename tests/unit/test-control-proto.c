@@ -948,3 +948,21 @@ Test (lines, take_after_a_line)
   cr_assert_str_eq (line, "after");
   control_lines_free (&l);
 }
+
+/* A message with invalid UTF-8 (a quoted name cut inside a character)
+ * still makes an error reply, with the odd bytes masked.
+ */
+Test (messages, error_with_invalid_utf8)
+{
+  struct control_reply rep;
+  size_t len;
+  char *s = control_format_error (NULL, CONTROL_E_METHOD_NOT_FOUND,
+                                  "no method \"caf\xc3\"", &len);
+
+  cr_assert_not_null (s);
+  cr_assert_eq (control_parse_reply (s, len - 1, &rep), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_str_eq (rep.message, "no method \"caf?\"");
+  control_reply_free (&rep);
+  free (s);
+}
