@@ -61,31 +61,59 @@ static const struct command commands[] = {
 "  -j, --json            print one JSON object\n",
     cmd_info, NULL, CMD_OFFLINE },
   { "send", "write a snapshot to standard output as a stream",
-    "VOL@SNAP [--from SNAP] [--resume TOKEN] [--dry-run]",
+    "VOL@SNAP [--from SNAP] [--resume TOKEN] [--dry-run] [--progress WHEN]",
 "Write snapshot VOL@SNAP as a send stream (cairn-stream(5)) to standard\n"
 "output, which must not be a terminal: all of its data, or with --from the\n"
-"changes since an older snapshot of the same volume.  Needs --pool PATH for\n"
-"now (the pool must not be in use).\n"
+"changes since an older snapshot of the same volume.  Through the running\n"
+"server, or with --pool PATH in-process on a stopped pool.\n"
 "\n"
 "  -f, --from SNAP       send the changes since SNAP (or VOL@SNAP): an\n"
 "                        incremental stream\n"
 "  -r, --resume TOKEN    continue the stream whose receive was interrupted\n"
 "                        and gave out TOKEN\n"
-"  -n, --dry-run         write nothing: print the size the stream would have\n",
-    cmd_send, NULL, CMD_OFFLINE },
+"  -n, --dry-run         write nothing: print the size the stream would have\n"
+"      --progress WHEN   auto (text on a terminal), text, json or none:\n"
+"                        progress on standard error\n",
+    cmd_send, NULL, CMD_ONLINE },
   { "receive", "make a snapshot from a stream on standard input",
-    "VOL [--abort | --token]",
+    "VOL [--abort | --token] [--progress WHEN]",
 "Read a send stream from standard input into volume VOL: a full stream\n"
 "creates VOL (which must not exist); an incremental one applies to VOL,\n"
 "whose newest snapshot must be the stream's base and which must not have\n"
 "been written since.  Nothing changes until the whole stream has been\n"
 "verified; then VOL@SNAP appears (named as on the sender) and VOL holds it.\n"
 "A receive cut short keeps its progress and prints a token: 'cairn send\n"
-"--resume TOKEN' continues it.  Needs --pool PATH for now.\n"
+"--resume TOKEN' continues it.  Through the running server, or with --pool\n"
+"PATH in-process on a stopped pool.\n"
 "\n"
 "  -a, --abort           discard VOL's interrupted receive\n"
-"  -t, --token           print the token of VOL's interrupted receive\n",
-    cmd_receive, NULL, CMD_OFFLINE },
+"  -t, --token           print the token of VOL's interrupted receive\n"
+"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+    cmd_receive, NULL, CMD_ONLINE },
+  { "replicate", "send a snapshot to another server",
+    "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--progress WHEN]",
+"Send snapshot VOL@SNAP from this server to the server at HOST (its\n"
+"control port, control-tcp=; default port 10810) into its volume VOL: an\n"
+"incremental stream from the newest snapshot HOST has (or from --from),\n"
+"or a full one when HOST has no VOL.  Run it again after an interruption:\n"
+"it resumes where the receiver stopped.\n"
+"\n"
+"  -t, --to HOST[:PORT]  the receiving server ([ADDR]:PORT for IPv6)\n"
+"  -f, --from SNAP       the base snapshot (default: the newest on HOST)\n"
+"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+    cmd_replicate, NULL, CMD_ONLINE },
+  { "pull", "bring a volume's new snapshots from another server",
+    "HOST[:PORT] VOL [--progress WHEN]",
+"Bring every snapshot of VOL on the server at HOST (its control port,\n"
+"control-tcp=; default port 10810) that is newer than the newest one both\n"
+"servers have, as a chain of incremental streams (or a full stream of the\n"
+"oldest first, when this server has no VOL).  Run it again after an\n"
+"interruption: it resumes where this server stopped.\n"
+"\n"
+"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+    cmd_pull, NULL, CMD_ONLINE },
+  { "job", "list and cancel the server's running jobs", "SUBCOMMAND [ARGS]",
+    "", cli_run_group, cli_job_commands, CMD_ONLINE },
   { "volume", "create, list, show, change and delete volumes",
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_volume_commands, CMD_ONLINE },
   { "snapshot", "create, list, rename and delete snapshots",

@@ -49,6 +49,7 @@ struct cairnd_opts {
   char *create;       /* size of the pool to create when it is missing */
   char *pidfile;
   char *control_group;
+  char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -69,6 +70,8 @@ usage (int status)
 "  -P, --port PORT       TCP port (default 10809)\n"
 "      --control PATH    control socket (default " DEFAULT_CONTROL ")\n"
 "      --control-group G group allowed to use the control socket\n"
+"      --control-tcp [ADDR:]PORT  also serve the control protocol on TCP\n"
+"                        (ADDR defaults to 127.0.0.1), for other servers\n"
 "      --create SIZE     create the pool (SIZE bytes, sparse) if it is missing\n"
 "      --pidfile PATH    write nbdkit's pid to PATH\n"
 "      --tls MODE        NBD over TLS: off, on (TLS or plain), require\n"
@@ -121,6 +124,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
     { "cache", &o->cache }, { "plugin", &o->plugin },
     { "create", &o->create }, { "pidfile", &o->pidfile },
     { "control-group", &o->control_group },
+    { "control-tcp", &o->control_tcp },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -223,7 +227,7 @@ finish (struct cairnd_opts *o, int status)
   char **strs[] = {
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
-    &o->create, &o->pidfile, &o->control_group,
+    &o->create, &o->pidfile, &o->control_group, &o->control_tcp,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -379,7 +383,8 @@ int
 main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
-         OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY };
+         OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
+         OPT_CONTROL_TCP };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -397,6 +402,7 @@ main (int argc, char **argv)
     { "create", required_argument, NULL, OPT_CREATE },
     { "pidfile", required_argument, NULL, OPT_PIDFILE },
     { "control-group", required_argument, NULL, OPT_GROUP },
+    { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -432,6 +438,7 @@ main (int argc, char **argv)
     case OPT_CREATE: set_opt (&o.create, optarg); break;
     case OPT_PIDFILE: set_opt (&o.pidfile, optarg); break;
     case OPT_GROUP: set_opt (&o.control_group, optarg); break;
+    case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -499,6 +506,8 @@ main (int argc, char **argv)
   add_arg (nargv, &nargc, kv ("control", o.control));
   if (o.control_group)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));
+  if (o.control_tcp)
+    add_arg (nargv, &nargc, kv ("control-tcp", o.control_tcp));
   if (o.cache)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
 

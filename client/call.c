@@ -24,8 +24,8 @@
 #include "volume.h"
 
 /* The socket path of a server. */
-static const char *
-socket_path (const struct cli *cli)
+const char *
+cli_socket_path (const struct cli *cli)
 {
   const char *env = getenv ("CAIRN_SOCKET");
 
@@ -42,14 +42,12 @@ call_failed (const struct cli *cli, int code, const char *message)
                     "%s", message);
 }
 
-/* Call a method of the server at the control socket. */
-static int
-call_server (const struct cli *cli, const char *method, json_t *params,
-             json_t **result)
+/* Connect to the server at the control socket. */
+int
+cli_connect (const struct cli *cli, struct control_client **cp)
 {
-  const char *path = socket_path (cli);
-  struct control_client *c;
-  int r = control_client_connect (path, CLI_CONNECT_TIMEOUT_MS, &c);
+  const char *path = cli_socket_path (cli);
+  int r = control_client_connect (path, CLI_CONNECT_TIMEOUT_MS, cp);
 
   if (r == -ENOENT || r == -ECONNREFUSED) {
     if (strcmp (path, CLI_DEFAULT_SOCKET) == 0)
@@ -63,7 +61,20 @@ call_server (const struct cli *cli, const char *method, json_t *params,
   }
   if (r < 0)
     return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
-  control_client_set_timeout (c, cli->timeout_ms, CLI_LIVENESS_MS);
+  control_client_set_timeout (*cp, cli->timeout_ms, CLI_LIVENESS_MS);
+  return EXIT_OK;
+}
+
+/* Call a method of the server at the control socket. */
+static int
+call_server (const struct cli *cli, const char *method, json_t *params,
+             json_t **result)
+{
+  struct control_client *c;
+  int r = cli_connect (cli, &c);
+
+  if (r != EXIT_OK)
+    return r;
   r = control_client_call (c, method, params, result);
   if (r < 0)
     r = call_failed (cli, control_client_error_code (c), cairn_errmsg ());

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -151,9 +152,42 @@ void field (const char *label, const char *value);
 int cmd_stats (const struct cli *cli, int argc, char **argv);
 
 /* The subcommands of send-receive.c: streams in and out of a pool, in
- * process with --pool (the server's stream mode is not there yet).
+ * process with --pool, else through a server (stream-online.c).
  */
 int cmd_send (const struct cli *cli, int argc, char **argv);
 int cmd_receive (const struct cli *cli, int argc, char **argv);
+/* Read from standard input: bytes read, 0 at the end, -1 after saying
+ * why not.
+ */
+#include <sys/types.h>
+ssize_t cli_read_stdin (const struct cli *cli, void *buf, size_t size);
+/* Write all of buf to standard output (a stream_sink_fn). */
+int cli_write_stdout (void *opaque, const void *buf, size_t len);
+void cli_print_dry_run (const char *snap, bool incremental,
+                        uint64_t stream_bytes, uint64_t data_bytes);
+void cli_print_received (const char *name, bool incremental, bool resumed,
+                         uint64_t data_bytes);
+void cli_explain_kept (const struct cli *cli, const char *target,
+                       const char *snap, bool incremental, const char *token);
+
+/* stream-online.c: send and receive through a server's stream mode,
+ * replication between servers, and jobs.
+ */
+struct progress;
+struct repl_send_opts;
+int cli_send_online (const struct cli *cli, const char *snap,
+                     const struct repl_send_opts *so, struct progress *prog);
+int cli_receive_online (const struct cli *cli, const char *target,
+                        bool abort_it, bool token, struct progress *prog);
+int cmd_replicate (const struct cli *cli, int argc, char **argv);
+int cmd_pull (const struct cli *cli, int argc, char **argv);
+extern const struct command cli_job_commands[];
+/* The control socket of the server (--socket, $CAIRN_SOCKET, default). */
+const char *cli_socket_path (const struct cli *cli);
+/* Connect to it: EXIT_OK, or the exit code after saying what is wrong
+ * (how to start a server when none answers).
+ */
+struct control_client;
+int cli_connect (const struct cli *cli, struct control_client **cp);
 
 #endif /* CAIRN_CLI_H */

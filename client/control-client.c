@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -37,8 +40,21 @@ struct control_client {
   struct control_lines lines;
   int last_code;
   char last_name[32];
+  json_t *last_data;            /* the last error reply's data, or NULL */
+  bool (*cancelled) (void *opaque);   /* polled while waiting */
+  void *cancel_opaque;
   control_client_notify_fn notify;
   void *notify_opaque;
+  /* Stream mode (the client's half of cairn-protocol(7) STREAM MODE): */
+  json_t *stream_id;            /* the stream request's id, or NULL */
+  struct control_frames frames; /* frames from the server (send) */
+  char *rbuf;                   /* raw bytes read: rbuf[rpos, rlen) */
+  size_t rpos, rlen;
+  char *msg;                    /* a message frame being read */
+  size_t msg_len;
+  bool replied;                 /* the final reply came during the stream */
+  char *reply_line;             /* ... this one */
+  size_t reply_len;
 };
 
 /* Milliseconds on the monotonic clock. */
@@ -58,11 +74,16 @@ deadline_after (int timeout_ms)
   return timeout_ms < 0 ? -1 : now_ms () + timeout_ms;
 }
 
+/* Waits are cut in slices this long when the client can be cancelled. */
+#define CANCEL_SLICE_MS 200
+
 /* Wait until fd is ready for events or the deadline passes: 0 or
- * -ETIMEDOUT.
+ * -ETIMEDOUT, or -ECANCELED (with a message) when c (may be NULL) is
+ * cancelled.
  */
 static int
-wait_fd (int fd, short events, int64_t deadline)
+wait_fd (const struct control_client *c, int fd, short events,
+         int64_t deadline)
 {
   struct pollfd pfd = { .fd = fd, .events = events };
   int r, wait;
@@ -75,6 +96,12 @@ wait_fd (int fd, short events, int64_t deadline)
       if (left <= 0)
         return -ETIMEDOUT;
       wait = (int) MIN (left, (int64_t) 1000000);
+    }
+    if (c && c->cancelled) {
+      if (c->cancelled (c->cancel_opaque))
+        return cairn_fail (-ECANCELED, "cancelled while waiting for the "
+                           "Cairn server at %s", c->path);
+      wait = wait < 0 ? CANCEL_SLICE_MS : MIN (wait, CANCEL_SLICE_MS);
     }
     r = poll (&pfd, 1, wait);
     if (r > 0)
@@ -106,15 +133,14 @@ connect_error (const char *path, int err)
 
 /* Connect with a deadline. */
 static int
-connect_socket (int fd, const char *path, int64_t deadline)
+connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
+              int64_t deadline)
 {
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
   socklen_t errlen;
   int err;
 
-  memcpy (sa.sun_path, path, strlen (path) + 1);
   for (;;) {
-    if (connect (fd, (struct sockaddr *) &sa, sizeof sa) == 0)
+    if (connect (fd, sa, salen) == 0)
       return 0;
     err = errno;
     if (err == EINTR)
@@ -130,7 +156,7 @@ connect_socket (int fd, const char *path, int64_t deadline)
     }
     if (err != EINPROGRESS)
       return -err;
-    err = -wait_fd (fd, POLLOUT, deadline);
+    err = -wait_fd (NULL, fd, POLLOUT, deadline);
     if (err)
       return -err;
     errlen = sizeof err;
@@ -167,7 +193,11 @@ control_client_connect (const char *path, int timeout_ms,
   c->timeout_ms = timeout_ms;
   c->next_id = 1;
   control_lines_init (&c->lines, CONTROL_CLIENT_MAX_REPLY);
-  r = connect_socket (c->fd, path, deadline_after (timeout_ms));
+  memset (&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy (sa.sun_path, path, strlen (path) + 1);
+  r = connect_addr (c->fd, (struct sockaddr *) &sa, sizeof sa,
+                    deadline_after (timeout_ms));
   if (r < 0) {
     r = connect_error (path, -r);
     goto fail;
@@ -202,7 +232,9 @@ send_all (struct control_client *c, const char *buf, size_t len,
     if (errno != EAGAIN)
       return cairn_fail (-errno, "sending to the Cairn server at %s: %s",
                          c->path, strerror (errno));
-    r = wait_fd (c->fd, POLLOUT, deadline);
+    r = wait_fd (c, c->fd, POLLOUT, deadline);
+    if (r == -ECANCELED)
+      return r;
     if (r == -ETIMEDOUT)
       return cairn_fail (r, "the Cairn server at %s did not take the "
                          "request within %d ms", c->path, c->timeout_ms);
@@ -256,7 +288,7 @@ wait_reply_bytes (struct control_client *c, int64_t deadline)
       if (deadline < 0 || next < deadline)
         until = next;
     }
-    r = wait_fd (c->fd, POLLIN, until);
+    r = wait_fd (c, c->fd, POLLIN, until);
     if (r == -ETIMEDOUT && until == deadline)
       return cairn_fail (r, "no reply from the Cairn server at %s within "
                          "%d ms", c->path, c->timeout_ms);
@@ -286,6 +318,8 @@ read_line (struct control_client *c, char **line, size_t *len,
                          "longer than %d bytes", c->path,
                          CONTROL_CLIENT_MAX_REPLY);
     r = wait_reply_bytes (c, deadline);
+    if (r == -ECANCELED)
+      return r;
     if (r == -ETIMEDOUT)
       return r;
     if (r < 0)
@@ -307,6 +341,51 @@ read_line (struct control_client *c, char **line, size_t *len,
   }
 }
 
+/* Parse a line from the server into rep. */
+static int
+parse_line (struct control_client *c, const char *line, size_t len,
+            struct control_reply *rep)
+{
+  int r = control_parse_reply (line, len, rep);
+
+  if (r < 0) {
+    char why[256];
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    control_reply_free (rep);
+    return cairn_fail (-EPROTO, "the Cairn server at %s sent a bad reply: %s",
+                       c->path, why);
+  }
+  return 0;
+}
+
+/* Turn the reply to request id into the call's outcome (freeing rep). */
+static int
+take_reply (struct control_client *c, struct control_reply *rep, json_t *id,
+            json_t **result)
+{
+  int r;
+
+  /* A null id answers a request the server could not read: ours. */
+  if (!json_is_null (rep->id) && !json_equal (rep->id, id))
+    r = cairn_fail (-EPROTO, "the Cairn server at %s answered another "
+                    "request than the one sent", c->path);
+  else if (rep->kind == CONTROL_REPLY_ERROR) {
+    c->last_code = rep->code;
+    snprintf (c->last_name, sizeof c->last_name, "%s",
+              rep->name ? rep->name : "");
+    json_decref (c->last_data);
+    c->last_data = rep->data ? json_incref (rep->data) : NULL;
+    r = cairn_fail (control_error_errno (rep->code), "%s", rep->message);
+  }
+  else {
+    *result = json_incref (rep->result);
+    r = 0;
+  }
+  control_reply_free (rep);
+  return r;
+}
+
 /* Wait for the reply to request id; hand notifications to the callback. */
 static int
 wait_reply (struct control_client *c, json_t *id, json_t **result,
@@ -319,42 +398,21 @@ wait_reply (struct control_client *c, json_t *id, json_t **result,
 
   for (;;) {
     r = read_line (c, &line, &len, deadline);
+    if (r == 0)
+      r = parse_line (c, line, len, &rep);
     if (r < 0)
       return r;
-    r = control_parse_reply (line, len, &rep);
-    if (r < 0) {
-      char why[256];
-
-      snprintf (why, sizeof why, "%s", cairn_errmsg ());
-      r = cairn_fail (-EPROTO, "the Cairn server at %s sent a bad reply: %s",
-                      c->path, why);
-      break;
-    }
     if (rep.kind == CONTROL_REPLY_NOTIFICATION) {
       if (c->notify)
         c->notify (c->notify_opaque, rep.method, rep.params);
       control_reply_free (&rep);
+      /* A server that reports progress is not hung. */
+      if (deadline >= 0)
+        deadline = deadline_after (c->timeout_ms);
       continue;
     }
-    /* A null id answers a request the server could not read: ours. */
-    if (!json_is_null (rep.id) && !json_equal (rep.id, id)) {
-      r = cairn_fail (-EPROTO, "the Cairn server at %s answered another "
-                      "request than the one sent", c->path);
-      break;
-    }
-    if (rep.kind == CONTROL_REPLY_ERROR) {
-      c->last_code = rep.code;
-      snprintf (c->last_name, sizeof c->last_name, "%s",
-                rep.name ? rep.name : "");
-      r = cairn_fail (control_error_errno (rep.code), "%s", rep.message);
-      break;
-    }
-    *result = json_incref (rep.result);
-    r = 0;
-    break;
+    return take_reply (c, &rep, id, result);
   }
-  control_reply_free (&rep);
-  return r;
 }
 
 /* Call a method and wait for the reply. */
@@ -370,6 +428,8 @@ control_client_call (struct control_client *c, const char *method,
 
   c->last_code = 0;
   c->last_name[0] = '\0';
+  json_decref (c->last_data);
+  c->last_data = NULL;
   if (c->broken)
     return cairn_fail (-EPIPE, "the connection to the Cairn server at %s "
                        "failed earlier: reconnect", c->path);
@@ -413,6 +473,15 @@ control_client_error_name (const struct control_client *c)
   return c->last_name;
 }
 
+/* Set the cancellation test. */
+void
+control_client_set_cancel (struct control_client *c,
+                           bool (*cancelled) (void *opaque), void *opaque)
+{
+  c->cancelled = cancelled;
+  c->cancel_opaque = opaque;
+}
+
 /* Set the notification callback. */
 void
 control_client_set_notify (struct control_client *c,
@@ -430,6 +499,423 @@ control_client_close (struct control_client *c)
     return;
   close (c->fd);
   control_lines_free (&c->lines);
+  json_decref (c->last_data);
+  json_decref (c->stream_id);
+  free (c->rbuf);
+  free (c->msg);
+  free (c->reply_line);
   free (c->path);
   free (c);
+}
+
+/* The data of the last error reply. */
+json_t *
+control_client_error_data (const struct control_client *c)
+{
+  return c->last_data;
+}
+
+/* ------------------------------------------------------------ TCP */
+
+/* Connect to a server's control port. */
+int
+control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
+                            struct control_client **out)
+{
+  struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                            .ai_socktype = SOCK_STREAM,
+                            .ai_flags = AI_NUMERICSERV };
+  struct addrinfo *res = NULL, *ai;
+  struct control_client *c;
+  char portstr[16], name[300];
+  int64_t deadline = deadline_after (timeout_ms);
+  int r, one = 1;
+
+  snprintf (portstr, sizeof portstr, "%u", port);
+  snprintf (name, sizeof name, strchr (host, ':') ? "[%s]:%u" : "%s:%u",
+            host, port);
+  r = getaddrinfo (host, portstr, &hints, &res);
+  if (r != 0)
+    return cairn_fail (-EHOSTUNREACH, "cannot find the Cairn server %s: %s",
+                       name, gai_strerror (r));
+  c = calloc (1, sizeof *c);
+  if (c == NULL || (c->path = strdup (name)) == NULL) {
+    free (c);
+    freeaddrinfo (res);
+    return cairn_fail (-ENOMEM, "out of memory");
+  }
+  c->fd = -1;
+  c->timeout_ms = timeout_ms;
+  c->next_id = 1;
+  control_lines_init (&c->lines, CONTROL_CLIENT_MAX_REPLY);
+  r = -ECONNREFUSED;
+  for (ai = res; ai; ai = ai->ai_next) {
+    c->fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
+                    SOCK_NONBLOCK, ai->ai_protocol);
+    if (c->fd == -1) {
+      r = -errno;
+      continue;
+    }
+    r = connect_addr (c->fd, ai->ai_addr, ai->ai_addrlen, deadline);
+    if (r == 0)
+      break;
+    close (c->fd);
+    c->fd = -1;
+  }
+  freeaddrinfo (res);
+  if (r < 0) {
+    free (c->path);
+    free (c);
+    if (r == -ECONNREFUSED)
+      return cairn_fail (r, "no Cairn server listens at %s: start it with "
+                         "control-tcp=ADDR:%u (cairnd --control-tcp)", name,
+                         port);
+    return cairn_fail (r, "cannot connect to the Cairn server at %s: %s",
+                       name, strerror (-r));
+  }
+  setsockopt (c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  *out = c;
+  return 0;
+}
+
+/* ------------------------------------------------------------ stream mode */
+
+#define STREAM_RBUF (256 * 1024)
+
+/* Is this the stream.ready of request id? */
+static bool
+is_ready (const struct control_reply *rep, json_t *id)
+{
+  return rep->kind == CONTROL_REPLY_NOTIFICATION &&
+         strcmp (rep->method, "stream.ready") == 0 &&
+         json_is_object (rep->params) &&
+         json_equal (json_object_get (rep->params, "id"), id);
+}
+
+int
+control_client_stream_start (struct control_client *c, const char *method,
+                             json_t *params, json_t **ready, json_t **result)
+{
+  int64_t deadline = deadline_after (c->timeout_ms);
+  struct control_reply rep;
+  char *line;
+  size_t len;
+  int r;
+
+  *ready = *result = NULL;
+  c->last_code = 0;
+  c->last_name[0] = '\0';
+  if (c->broken || c->stream_id)
+    return cairn_fail (-EPIPE, "the connection to the Cairn server at %s "
+                       "cannot start a stream now: reconnect", c->path);
+  c->stream_id = json_integer (c->next_id++);
+  line = c->stream_id ? control_format_request (c->stream_id, method, params,
+                                                &len) : NULL;
+  if (line == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  if (c->rbuf == NULL && (c->rbuf = malloc (STREAM_RBUF)) == NULL) {
+    free (line);
+    return cairn_fail (-ENOMEM, "out of memory");
+  }
+  memset (&c->frames, 0, sizeof c->frames);
+  c->rpos = c->rlen = 0;
+  c->replied = false;
+  r = send_all (c, line, len, deadline);
+  free (line);
+  for (; r == 0; ) {
+    r = read_line (c, &line, &len, deadline);
+    if (r == 0)
+      r = parse_line (c, line, len, &rep);
+    if (r < 0)
+      break;
+    if (is_ready (&rep, c->stream_id)) {
+      *ready = json_incref (rep.params);
+      control_reply_free (&rep);
+      return 0;
+    }
+    if (rep.kind == CONTROL_REPLY_NOTIFICATION) {
+      if (c->notify)
+        c->notify (c->notify_opaque, rep.method, rep.params);
+      control_reply_free (&rep);
+      continue;
+    }
+    /* A reply without a stream: an error, or a dry run. */
+    r = take_reply (c, &rep, c->stream_id, result);
+    json_decref (c->stream_id);
+    c->stream_id = NULL;
+    if (r < 0 && c->last_code == 0)
+      c->broken = true;
+    return r < 0 ? r : 1;
+  }
+  c->broken = true;
+  return r;
+}
+
+/* Fill rbuf with what the line reader buffered, else from the socket. */
+static int
+fill_raw (struct control_client *c, int64_t deadline)
+{
+  ssize_t n;
+  int r;
+
+  c->rpos = 0;
+  c->rlen = control_lines_take (&c->lines, c->rbuf, STREAM_RBUF);
+  while (c->rlen == 0) {
+    r = wait_fd (c, c->fd, POLLIN, deadline);
+    if (r == -ECANCELED)
+      return r;
+    if (r == -ETIMEDOUT)
+      return cairn_fail (r, "the Cairn server at %s sent nothing for %d ms "
+                         "in the middle of the stream", c->path,
+                         c->timeout_ms);
+    if (r < 0)
+      return cairn_fail (r, "poll: %s", strerror (-r));
+    n = recv (c->fd, c->rbuf, STREAM_RBUF, 0);
+    if (n == 0 || (n == -1 && errno == ECONNRESET))
+      return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
+                         "connection in the middle of the stream", c->path);
+    if (n == -1 && errno != EINTR && errno != EAGAIN)
+      return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
+                         c->path, strerror (errno));
+    if (n > 0)
+      c->rlen = (size_t) n;
+  }
+  return 0;
+}
+
+/* A whole message frame arrived: hand the notification on. */
+static void
+message_frame (struct control_client *c)
+{
+  struct control_reply rep;
+
+  if (parse_line (c, c->msg, c->msg_len, &rep) == 0) {
+    if (rep.kind == CONTROL_REPLY_NOTIFICATION && c->notify)
+      c->notify (c->notify_opaque, rep.method, rep.params);
+    control_reply_free (&rep);
+  }
+  c->msg_len = 0;
+}
+
+int
+control_client_stream_read (struct control_client *c, const void **data,
+                            size_t *n)
+{
+  *n = 0;
+  if (c->stream_id == NULL || c->broken)
+    return cairn_fail (-EPIPE, "no stream is open");
+  for (;;) {
+    const void *d;
+    size_t used, dlen;
+    bool last;
+    int k, r;
+
+    if (c->rpos == c->rlen) {
+      r = fill_raw (c, deadline_after (c->timeout_ms));
+      if (r < 0) {
+        c->broken = true;
+        return r;
+      }
+    }
+    k = control_frames_next (&c->frames, c->rbuf + c->rpos, c->rlen - c->rpos,
+                             &used, &d, &dlen, &last);
+    c->rpos += used;
+    if (k < 0) {
+      c->broken = true;
+      return k;
+    }
+    if (k == CONTROL_FRAME_DATA) {
+      *data = d;
+      *n = dlen;
+      return 0;
+    }
+    if (k == CONTROL_FRAME_MSG) {
+      char *p = realloc (c->msg, c->msg_len + dlen + 1);
+
+      if (p == NULL) {
+        c->broken = true;
+        return cairn_fail (-ENOMEM, "out of memory");
+      }
+      c->msg = p;
+      memcpy (c->msg + c->msg_len, d, dlen);
+      c->msg_len += dlen;
+      if (last)
+        message_frame (c);
+      continue;
+    }
+    if (k == CONTROL_FRAME_END) {
+      /* What follows is lines again: the reply. */
+      r = control_lines_feed (&c->lines, c->rbuf + c->rpos,
+                              c->rlen - c->rpos);
+      c->rpos = c->rlen = 0;
+      if (r == -ENOMEM) {
+        c->broken = true;
+        return cairn_fail (r, "out of memory");
+      }
+      return 0;
+    }
+  }
+}
+
+/* Read what the server sent while we stream to it: notifications go to the
+ * callback, the final reply is kept (c->replied).  Never blocks.
+ */
+static int
+pump_incoming (struct control_client *c)
+{
+  char buf[16 * 1024], *line;
+  struct control_reply rep;
+  size_t len;
+  ssize_t n;
+  int r;
+
+  for (;;) {
+    n = recv (c->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      if (control_lines_feed (&c->lines, buf, (size_t) n) == -ENOMEM)
+        return cairn_fail (-ENOMEM, "out of memory");
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+      break;
+    if (errno == EAGAIN)
+      break;
+  }
+  while (!c->replied && (r = control_lines_next (&c->lines, &line, &len)) == 1) {
+    if (parse_line (c, line, len, &rep) < 0)
+      return -EPROTO;
+    if (rep.kind == CONTROL_REPLY_NOTIFICATION) {
+      if (c->notify)
+        c->notify (c->notify_opaque, rep.method, rep.params);
+    }
+    else {
+      c->reply_line = strndup (line, len);
+      c->reply_len = len;
+      c->replied = c->reply_line != NULL;
+    }
+    control_reply_free (&rep);
+  }
+  if (n == 0 && !c->replied)
+    return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
+                       "connection in the middle of the stream", c->path);
+  return 0;
+}
+
+/* Send stream bytes, reading what the server sends meanwhile (it may
+ * reply early, and then reads and drops the rest of the stream up to the
+ * end frame, so a frame once begun is always completed): 0 or an error.
+ */
+static int
+send_stream_bytes (struct control_client *c, const void *buf, size_t len)
+{
+  const char *p = buf;
+  int64_t deadline = deadline_after (c->timeout_ms);
+
+  while (len > 0) {
+    struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLOUT };
+    ssize_t n;
+    int r = wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
+
+    if (r == -ECANCELED)
+      return r;
+    if (r == -ETIMEDOUT)
+      return cairn_fail (-ETIMEDOUT, "the Cairn server at %s took no stream "
+                         "bytes for %d ms", c->path, c->timeout_ms);
+    r = poll (&pfd, 1, 0);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return cairn_fail (-errno, "poll: %s", strerror (errno));
+    }
+    if (!c->replied && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+      r = pump_incoming (c);
+      if (r < 0 && !c->replied)
+        return r;
+    }
+    if (!(pfd.revents & POLLOUT))
+      continue;
+    n = send (c->fd, p, len, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN)
+        continue;
+      r = -errno;
+      if (!c->replied && pump_incoming (c) == 0 && c->replied)
+        return cairn_fail (r, "the Cairn server at %s stopped reading the "
+                           "stream after its reply", c->path);
+      return cairn_fail (r, "sending the stream to the Cairn server at %s: "
+                         "%s", c->path, strerror (-r));
+    }
+    p += n;
+    len -= (size_t) n;
+    deadline = deadline_after (c->timeout_ms);
+  }
+  return 0;
+}
+
+int
+control_client_stream_write (struct control_client *c, const void *buf,
+                             size_t len)
+{
+  const char *p = buf;
+
+  if (c->stream_id == NULL || c->broken)
+    return cairn_fail (-EPIPE, "no stream is open");
+  if (c->replied)
+    return 1;
+  while (len > 0) {
+    size_t n = MIN (len, (size_t) CONTROL_FRAME_MAX);
+    uint8_t hdr[CONTROL_FRAME_HEADER];
+    int r;
+
+    control_frame_header ((uint32_t) n, hdr);
+    r = send_stream_bytes (c, hdr, sizeof hdr);
+    if (r == 0)
+      r = send_stream_bytes (c, p, n);
+    if (r < 0) {
+      c->broken = true;
+      return r;
+    }
+    if (c->replied)
+      return 1;
+    p += n;
+    len -= n;
+  }
+  return 0;
+}
+
+int
+control_client_stream_finish (struct control_client *c, bool send_end,
+                              json_t **result)
+{
+  static const uint8_t end[CONTROL_FRAME_HEADER];
+  struct control_reply rep;
+  int r = 0;
+
+  *result = NULL;
+  if (c->stream_id == NULL)
+    return cairn_fail (-EPIPE, "no stream is open");
+  if (send_end && !c->broken) {
+    r = send_stream_bytes (c, end, sizeof end);
+    if (r < 0)
+      c->broken = true;
+  }
+  if (c->replied) {
+    r = parse_line (c, c->reply_line, c->reply_len, &rep);
+    free (c->reply_line);
+    c->reply_line = NULL;
+    c->replied = false;
+    if (r == 0)
+      r = take_reply (c, &rep, c->stream_id, result);
+  }
+  else if (!c->broken)
+    r = wait_reply (c, c->stream_id, result,
+                    deadline_after (c->timeout_ms));
+  else if (r == 0)
+    r = cairn_fail (-EPIPE, "the connection to the Cairn server at %s broke "
+                    "in the middle of the stream", c->path);
+  json_decref (c->stream_id);
+  c->stream_id = NULL;
+  if (r < 0 && c->last_code == 0)
+    c->broken = true;
+  return r;
 }

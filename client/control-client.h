@@ -10,6 +10,8 @@
 #ifndef CAIRN_CLIENT_CONTROL_CLIENT_H
 #define CAIRN_CLIENT_CONTROL_CLIENT_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "util.h"
@@ -24,7 +26,8 @@ typedef void (*control_client_notify_fn) (void *opaque, const char *method,
                                           json_t *params);
 
 /* Connect to the server at a Unix socket path.  timeout_ms bounds the
- * connect and every later call (negative: wait for ever).  When nobody
+ * connect and every later call (negative: wait for ever); a notification
+ * (job progress) starts the call's time afresh.  When nobody
  * serves the path, the message says how to start a server.
  */
 int control_client_connect (const char *path, int timeout_ms,
@@ -53,6 +56,57 @@ const char *control_client_error_name (const struct control_client *c);
 /* Route notifications to fn (NULL: drop them). */
 void control_client_set_notify (struct control_client *c,
                                 control_client_notify_fn fn, void *opaque);
+/* The "data" object of the last error reply (borrowed; NULL if none):
+ * e.g. {"name": "io", "token": "..."} for an interrupted receive.
+ */
+json_t *control_client_error_data (const struct control_client *c);
+
+/* Connect to a server's control port on TCP (control-tcp=): host is a
+ * name or an address.
+ */
+int control_client_connect_tcp (const char *host, unsigned port,
+                                int timeout_ms, struct control_client **out)
+  CAIRN_WUR;
+
+/* Stream mode (cairn-protocol(7) STREAM MODE).
+ *
+ * Start a stream method (stream.send, stream.receive): returns 0 with the
+ * "stream.ready" params in *ready (the connection now streams), 1 with
+ * *result when the server replied without a stream (a dry run), or an
+ * error (the server's refusal: nothing streams).  Every wait then is
+ * bounded by the timeout, counted afresh for each piece.
+ */
+int control_client_stream_start (struct control_client *c, const char *method,
+                                 json_t *params, json_t **ready,
+                                 json_t **result) CAIRN_WUR;
+/* Server to client: the next piece of stream data (*data valid until the
+ * next call): 0 with *n > 0, 0 with *n == 0 at the end of the stream (then
+ * call control_client_stream_finish), or an error.  Notifications inside
+ * the stream go to the notify callback.
+ */
+int control_client_stream_read (struct control_client *c, const void **data,
+                                size_t *n) CAIRN_WUR;
+/* Client to server: send stream bytes.  0, 1 when the server has replied
+ * already (it stopped taking the stream: call control_client_stream_finish
+ * to get why), or an error.
+ */
+int control_client_stream_write (struct control_client *c, const void *buf,
+                                 size_t len) CAIRN_WUR;
+/* End the stream: with send_end, send the end frame first (client to
+ * server).  Then wait for the request's reply: 0 with *result, or the
+ * error reply's errno (control_client_error_data has its data).
+ */
+int control_client_stream_finish (struct control_client *c, bool send_end,
+                                  json_t **result) CAIRN_WUR;
+
+/* Have every wait check cancelled(opaque) at least 5 times a second, and
+ * fail with -ECANCELED once it is true (NULL: never).  For a server job
+ * that talks to another server: it must stop soon when cancelled.
+ */
+void control_client_set_cancel (struct control_client *c,
+                                 bool (*cancelled) (void *opaque),
+                                 void *opaque);
+
 /* Close the connection and free the client (NULL is allowed). */
 void control_client_close (struct control_client *c);
 

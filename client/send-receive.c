@@ -1,16 +1,17 @@
 /* cairn: `send` and `receive`, which move snapshots between pools as send
  * streams (cairn-stream(5)).
  *
- * Both open the pool of --pool in this process and call the replication
- * module (server/replicate.h) directly: `send` writes the stream to
- * standard output, `receive` reads it from standard input, so that
+ * `send` writes the stream to standard output, `receive` reads it from
+ * standard input, so that
  *
  *   cairn --pool A send v@s1 | cairn --pool B receive v
+ *   cairn send v@s1 | ssh host cairn receive v
  *
- * copies a snapshot, and a file or ssh can sit in the middle.  Going
- * through a running server (the control socket's stream mode, DESIGN §4)
- * is not there yet, so without --pool both refuse.  Progress goes to
- * standard error when it is a terminal.
+ * copy a snapshot, and a file or ssh can sit in the middle.  With --pool
+ * both open the pool in this process and call the replication module
+ * (server/replicate.h) directly; without it they go to a running server,
+ * whose control connection switches to stream mode (stream-online.c).
+ * Progress goes to standard error (progress.h).
  */
 #include <config.h>
 
@@ -23,64 +24,17 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "replicate.h"
 #include "units.h"
 
 #define READ_SIZE (1024 * 1024)
 
-/* Refuse to run without --pool (for now). */
-static int
-need_pool (const struct cli *cli)
-{
-  return cli_usage_error (cli, "give the pool with --pool PATH: '%s' works "
-                          "in-process on a stopped pool (streaming through a "
-                          "running server is not implemented yet)",
-                          cli->cmd->name);
-}
-
-/* ---------------------------------------------------------------- progress */
-
-/* A progress line on standard error, redrawn at most 4 times a second. */
-struct progress {
-  const char *verb;             /* "sent", "received" */
-  struct timespec last;
-  bool shown;
-};
-
-static void
-progress_show (void *opaque, uint64_t done, uint64_t total)
-{
-  struct progress *p = opaque;
-  char d[UNITS_FORMAT_MAX], t[UNITS_FORMAT_MAX];
-  struct timespec now;
-
-  clock_gettime (CLOCK_MONOTONIC, &now);
-  if (p->shown && (now.tv_sec - p->last.tv_sec) * 1000000000L +
-      (now.tv_nsec - p->last.tv_nsec) < 250000000L && done != total)
-    return;
-  p->last = now;
-  p->shown = true;
-  if (total)
-    fprintf (stderr, "\r%s %s of %s (%" PRIu64 "%%)   ", p->verb,
-             units_format (done, d), units_format (total, t),
-             done * 100 / total);
-  else
-    fprintf (stderr, "\r%s %s   ", p->verb, units_format (done, d));
-}
-
-/* End the progress line, if one was shown. */
-static void
-progress_end (struct progress *p)
-{
-  if (p->shown)
-    fprintf (stderr, "\n");
-}
-
 /* ---------------------------------------------------------------- send */
 
 /* The sink of `cairn send`: standard output, all of it. */
-static int
-write_stdout (void *opaque, const void *buf, size_t len)
+int
+cli_write_stdout (void *opaque, const void *buf, size_t len)
 {
   const char *p = buf;
 
@@ -116,11 +70,13 @@ cmd_send (const struct cli *cli, int argc, char **argv)
     { "from", required_argument, NULL, 'f' },
     { "resume", required_argument, NULL, 'r' },
     { "dry-run", no_argument, NULL, 'n' },
+    { "progress", required_argument, NULL, 'P' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  struct repl_send_opts so = { .sink = write_stdout };
-  struct progress prog = { .verb = "sent" };
+  struct repl_send_opts so = { .sink = cli_write_stdout };
+  enum progress_mode pmode = PROGRESS_AUTO;
+  struct progress prog;
   struct repl_send_result res;
   struct cairn_dev *dev;
   struct cairn_pool *pool;
@@ -131,6 +87,10 @@ cmd_send (const struct cli *cli, int argc, char **argv)
     case 'f': so.from = optarg; break;
     case 'r': so.resume = optarg; break;
     case 'n': so.dry_run = true; break;
+    case 'P':
+      if (cli_progress_option (cli, optarg, &pmode) != 0)
+        return EXIT_USAGE;
+      break;
     case 'h':
       cli_usage (cli->cmd);
       return EXIT_OK;
@@ -142,18 +102,17 @@ cmd_send (const struct cli *cli, int argc, char **argv)
     return cli_usage_error (cli, "missing VOL@SNAP, the snapshot to send");
   if (argc - optind > 1)
     return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
-  if (cli->pool == NULL)
-    return need_pool (cli);
   if (so.dry_run)
     so.sink = discard;
   else if (isatty (STDOUT_FILENO))
     return cli_usage_error (cli, "refusing to write a stream to a terminal: "
                             "redirect it to a file or a pipe (cairn send ... "
                             "> FILE, or | cairn receive VOL)");
-  if (isatty (STDERR_FILENO) && !so.dry_run) {
-    so.progress = progress_show;
-    so.progress_opaque = &prog;
-  }
+  progress_init (&prog, so.dry_run ? PROGRESS_NONE : pmode, "sent");
+  if (cli->pool == NULL)
+    return cli_send_online (cli, argv[optind], &so, &prog);
+  so.progress = progress_fn;
+  so.progress_opaque = &prog;
   r = cli_open_pool (cli, false, &dev, &pool);
   if (r != EXIT_OK)
     return r;
@@ -162,17 +121,12 @@ cmd_send (const struct cli *cli, int argc, char **argv)
   if (r < 0)
     r = cli_error (cli, r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, "%s",
                    cairn_errmsg ());
-  else if (so.dry_run) {
-    char s[UNITS_FORMAT_MAX], d[UNITS_FORMAT_MAX];
-
-    printf ("%s stream of %s: %s (%" PRIu64 " bytes), carrying %s of data\n",
-            so.from ? "an incremental" : "a full", argv[optind],
-            units_format (res.stream_bytes, s), res.stream_bytes,
-            units_format (res.data_bytes, d));
+  else {
+    if (so.dry_run)
+      cli_print_dry_run (argv[optind], so.from != NULL, res.stream_bytes,
+                         res.data_bytes);
     r = EXIT_OK;
   }
-  else
-    r = EXIT_OK;
   (void) pool_close (pool);     /* read-only: nothing to commit */
   dev_close (dev);
   return r;
@@ -180,51 +134,96 @@ cmd_send (const struct cli *cli, int argc, char **argv)
 
 /* ---------------------------------------------------------------- receive */
 
+/* Take --progress WHEN: 0, or EXIT_USAGE after saying what is wrong. */
+int
+cli_progress_option (const struct cli *cli, const char *arg,
+                     enum progress_mode *mode)
+{
+  if (progress_parse (arg, mode) == 0)
+    return 0;
+  return cli_usage_error (cli, "--progress: '%s' is not auto, none, text or "
+                          "json", arg);
+}
+
+/* Read some of the stream from standard input: the bytes read, 0 at its
+ * end, -1 after saying why it cannot be read.
+ */
+ssize_t
+cli_read_stdin (const struct cli *cli, void *buf, size_t size)
+{
+  for (;;) {
+    ssize_t n = read (STDIN_FILENO, buf, size);
+
+    if (n >= 0)
+      return n;
+    if (errno != EINTR) {
+      fprintf (stderr, "cairn %s: reading the stream: %m\n", cli->cmd->name);
+      return -1;
+    }
+  }
+}
+
+/* Print the outcome of a dry run. */
+void
+cli_print_dry_run (const char *snap, bool incremental, uint64_t stream_bytes,
+                   uint64_t data_bytes)
+{
+  char s[UNITS_FORMAT_MAX], d[UNITS_FORMAT_MAX];
+
+  printf ("%s stream of %s: %s (%" PRIu64 " bytes), carrying %s of data\n",
+          incremental ? "an incremental" : "a full", snap,
+          units_format (stream_bytes, s), stream_bytes,
+          units_format (data_bytes, d));
+}
+
 /* Say how to go on after a receive that kept its progress. */
-static void
-explain_kept (const struct cli *cli, const char *target,
-              const struct repl_recv_result *res)
+void
+cli_explain_kept (const struct cli *cli, const char *target, const char *snap,
+                  bool incremental, const char *token)
 {
   fprintf (stderr, "cairn %s: the receive into '%s' kept its progress: have "
            "the sender resume it with\n"
            "  cairn send --resume TOKEN%s %s | cairn receive %s\n"
            "or discard it with 'cairn receive --abort %s'.  Its token:\n",
-           cli->cmd->name, target, res->incremental ? " --from BASE" : "",
-           res->name[strlen (res->name) - 1] == '@' ? "VOL@SNAP" : res->name,
-           target, target);
-  fprintf (stderr, "%s\n", res->token);
+           cli->cmd->name, target, incremental ? " --from BASE" : "",
+           snap && snap[0] && snap[strlen (snap) - 1] != '@' ? snap
+           : "VOL@SNAP", target, target);
+  fprintf (stderr, "%s\n", token);
+}
+
+/* Print what a receive made. */
+void
+cli_print_received (const char *name, bool incremental, bool resumed,
+                    uint64_t data_bytes)
+{
+  char d[UNITS_FORMAT_MAX];
+
+  printf ("received %s (%s%s stream, %s of data)\n", name,
+          incremental ? "incremental" : "full", resumed ? ", resumed" : "",
+          units_format (data_bytes, d));
 }
 
 /* Read the stream from standard input into a receive. */
 static int
 receive_stdin (const struct cli *cli, struct cairn_pool *pool,
-               const char *target, struct repl_recv_result *res)
+               const char *target, struct progress *prog,
+               struct repl_recv_result *res)
 {
   static uint8_t buf[READ_SIZE];
-  struct progress prog = { .verb = "received" };
-  struct repl_recv_opts ro = { 0 };
+  struct repl_recv_opts ro = { .progress = progress_fn,
+                               .progress_opaque = prog };
   struct repl_recv *rr;
   uint64_t trailing = 0;
   int r = 0;
 
-  if (isatty (STDERR_FILENO)) {
-    ro.progress = progress_show;
-    ro.progress_opaque = &prog;
-  }
   r = repl_recv_new (pool, target, &ro, &rr);
   if (r < 0)
     return r;
   while (r == 0) {
-    ssize_t n = read (STDIN_FILENO, buf, sizeof buf);
+    ssize_t n = cli_read_stdin (cli, buf, sizeof buf);
     size_t used;
 
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      fprintf (stderr, "cairn %s: reading the stream: %m\n", cli->cmd->name);
-      break;
-    }
-    if (n == 0)
+    if (n <= 0)
       break;
     r = repl_recv_feed (rr, buf, (size_t) n, &used);
     if (r == 1)
@@ -238,7 +237,7 @@ receive_stdin (const struct cli *cli, struct cairn_pool *pool,
       break;
     trailing += n > 0 ? (uint64_t) n : 0;
   }
-  progress_end (&prog);
+  progress_end (prog);
   r = repl_recv_finish (rr, res);
   repl_recv_free (rr);
   if (r == 0 && trailing)
@@ -254,9 +253,12 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   static const struct option opts[] = {
     { "abort", no_argument, NULL, 'a' },
     { "token", no_argument, NULL, 't' },
+    { "progress", required_argument, NULL, 'P' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
+  enum progress_mode pmode = PROGRESS_AUTO;
+  struct progress prog;
   struct repl_recv_result res = { .kept = false };
   struct cairn_dev *dev;
   struct cairn_pool *pool;
@@ -269,6 +271,10 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
     switch (c) {
     case 'a': abort_it = true; break;
     case 't': token = true; break;
+    case 'P':
+      if (cli_progress_option (cli, optarg, &pmode) != 0)
+        return EXIT_USAGE;
+      break;
     case 'h':
       cli_usage (cli->cmd);
       return EXIT_OK;
@@ -282,13 +288,14 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
     return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
   if (abort_it && token)
     return cli_usage_error (cli, "--abort and --token exclude each other");
-  if (cli->pool == NULL)
-    return need_pool (cli);
   target = argv[optind];
   if (!abort_it && !token && isatty (STDIN_FILENO))
     return cli_usage_error (cli, "refusing to read a stream from a terminal: "
                             "cairn receive %s < FILE, or cairn send ... | "
                             "cairn receive %s", target, target);
+  progress_init (&prog, pmode, "received");
+  if (cli->pool == NULL)
+    return cli_receive_online (cli, target, abort_it, token, &prog);
   r = cli_open_pool (cli, !token, &dev, &pool);
   if (r != EXIT_OK)
     return r;
@@ -297,23 +304,20 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   else if (token)
     r = repl_recv_token (pool, target, tok);
   else
-    r = receive_stdin (cli, pool, target, &res);
+    r = receive_stdin (cli, pool, target, &prog, &res);
   if (r < 0) {
     r = cli_error (cli, r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, "%s",
                    cairn_errmsg ());
     if (res.kept)
-      explain_kept (cli, target, &res);
+      cli_explain_kept (cli, target, res.name, res.incremental, res.token);
   }
   else if (abort_it)
     printf ("discarded the interrupted receive into %s\n", target);
   else if (token)
     printf ("%s\n", tok);
   else {
-    char d[UNITS_FORMAT_MAX];
-
-    printf ("received %s (%s%s stream, %s of data)\n", res.name,
-            res.incremental ? "incremental" : "full",
-            res.resumed ? ", resumed" : "", units_format (res.data_bytes, d));
+    cli_print_received (res.name, res.incremental, res.resumed,
+                        res.data_bytes);
     r = EXIT_OK;
   }
   /* What the receive did is durable already; this commits nothing more,

@@ -76,6 +76,8 @@ NBDKIT_DLL_PUBLIC int cairn_debug_verbose = 0;
 static char *pool_path;
 static char *control_path;
 static char *control_group;
+static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
+static unsigned control_tcp_port;
 static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
 static bool readonly_pool;
@@ -133,7 +135,39 @@ cairn_unload (void)
   free (pool_path);
   free (control_path);
   free (control_group);
+  free (control_tcp_addr);
   free (default_export);
+}
+
+/* control-tcp=[ADDR:]PORT ([V6ADDR]:PORT for IPv6); ADDR defaults to
+ * 127.0.0.1: the control protocol has no authentication, so reaching it
+ * from other hosts must be asked for by naming an address.
+ */
+static int
+parse_control_tcp (const char *value)
+{
+  const char *arg = value;
+  const char *colon = strrchr (value, ':');
+  const char *port = colon ? colon + 1 : value;
+  size_t alen = colon ? (size_t) (colon - value) : 0;
+
+  if (colon && value[0] == '[' && alen >= 2 && value[alen - 1] == ']') {
+    value++;
+    alen -= 2;
+  }
+  if (nbdkit_parse_unsigned ("control-tcp", port, &control_tcp_port) == -1)
+    return -1;
+  if (control_tcp_port > 65535) {
+    nbdkit_error ("control-tcp=%s: the port must be 0 to 65535", arg);
+    return -1;
+  }
+  free (control_tcp_addr);
+  control_tcp_addr = alen ? strndup (value, alen) : strdup ("127.0.0.1");
+  if (control_tcp_addr == NULL) {
+    nbdkit_error ("strdup: %m");
+    return -1;
+  }
+  return 0;
 }
 
 /* Parse one key=value parameter. */
@@ -150,6 +184,10 @@ cairn_config (const char *key, const char *value)
     free (control_path);
     control_path = nbdkit_absolute_path (value);
     if (control_path == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "control-tcp") == 0) {
+    if (parse_control_tcp (value) == -1)
       return -1;
   }
   else if (strcmp (key, "control-group") == 0) {
@@ -212,6 +250,11 @@ cairn_config_complete (void)
     nbdkit_error ("the pool= parameter is required: nbdkit cairn pool=/path/to/pool");
     return -1;
   }
+  if (control_tcp_addr && control_path == NULL) {
+    nbdkit_error ("control-tcp= needs control=SOCKET too: the local control "
+                  "socket is always served");
+    return -1;
+  }
   return 0;
 }
 
@@ -219,6 +262,8 @@ cairn_config_complete (void)
   "pool=<PATH>             (required) The pool (file or block device).\n" \
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
   "control-group=<GROUP>   Group that may use the control socket.\n" \
+  "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
+  "                        (ADDR defaults to 127.0.0.1).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
@@ -289,15 +334,21 @@ cairn_after_fork (void)
     }
   }
   if (control_path) {
+    static struct control_method_table tables[3];
     struct control_config cfg = {
       .unix_path = control_path,
       .unix_group = control_group,
-      .tables = &cairn_catalog_methods,
-      .n_tables = 1,
+      .tcp_address = control_tcp_addr,
+      .tcp_port = control_tcp_port,
+      .tables = tables,
+      .n_tables = ARRAY_SIZE (tables),
       .opaque = &methods_ctx,
       .log = control_log,
     };
 
+    tables[0] = cairn_catalog_methods;
+    tables[1] = cairn_stream_methods;
+    tables[2] = cairn_replicate_methods;
     methods_ctx.pool = pool;
     r = control_server_start (&cfg, &control);
     if (r < 0) {
@@ -305,6 +356,9 @@ cairn_after_fork (void)
       return -1;
     }
     nbdkit_debug ("cairn: control server on %s", control_path);
+    if (control_tcp_addr)
+      nbdkit_debug ("cairn: control server on TCP %s port %u",
+                    control_tcp_addr, control_server_tcp_port (control));
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +85,15 @@ static const struct {
   { ENAMETOOLONG, CAIRN_E_INVALID },
   { EFBIG, CAIRN_E_TOO_LARGE },
   { EACCES, CAIRN_E_PERMISSION },
+  /* Send streams: a corrupted or refused one, a diverged target. */
+  { EBADMSG, CAIRN_E_INVALID },
+  { ESTALE, CAIRN_E_INVALID },
+  /* A stream cut short, another server out of reach. */
+  { EPIPE, CAIRN_E_IO },
+  { ECONNRESET, CAIRN_E_IO },
+  { ECONNABORTED, CAIRN_E_IO },
+  { ECONNREFUSED, CAIRN_E_IO },
+  { EHOSTUNREACH, CAIRN_E_IO },
 #if EOPNOTSUPP != ENOTSUP
   { EOPNOTSUPP, CAIRN_E_UNSUPPORTED },
 #endif
@@ -278,6 +288,76 @@ control_lines_pending (const struct control_lines *l)
   return l->len - l->start;
 }
 
+/* Take raw bytes after the lines returned. */
+size_t
+control_lines_take (struct control_lines *l, void *buf, size_t cap)
+{
+  size_t n = MIN (cap, l->len - l->start);
+
+  memcpy (buf, l->buf + l->start, n);
+  l->start += n;
+  l->scan = MAX (l->scan, l->start);
+  l->tail = MIN (l->tail, l->len - l->start);
+  return n;
+}
+
+/* ------------------------------------------------------------ stream mode */
+
+/* Encode a frame header (big-endian). */
+void
+control_frame_header (uint32_t value, uint8_t out[CONTROL_FRAME_HEADER])
+{
+  out[0] = (uint8_t) (value >> 24);
+  out[1] = (uint8_t) (value >> 16);
+  out[2] = (uint8_t) (value >> 8);
+  out[3] = (uint8_t) value;
+}
+
+/* Read the next piece of framed input. */
+int
+control_frames_next (struct control_frames *f, const void *in, size_t n,
+                     size_t *used, const void **data, size_t *dlen, bool *last)
+{
+  const uint8_t *p = in;
+  size_t off = 0;
+
+  *used = 0;
+  *last = false;
+  if (f->ended)
+    return CONTROL_FRAME_END;
+  while (f->left == 0) {
+    uint32_t v;
+
+    while (f->got < CONTROL_FRAME_HEADER && off < n)
+      f->hdr[f->got++] = p[off++];
+    *used = off;
+    if (f->got < CONTROL_FRAME_HEADER)
+      return CONTROL_FRAME_NONE;
+    f->got = 0;
+    v = (uint32_t) f->hdr[0] << 24 | (uint32_t) f->hdr[1] << 16 |
+        (uint32_t) f->hdr[2] << 8 | f->hdr[3];
+    if (v == 0) {
+      f->ended = true;
+      return CONTROL_FRAME_END;
+    }
+    f->message = (v & CONTROL_FRAME_MESSAGE) != 0;
+    f->left = v & ~CONTROL_FRAME_MESSAGE;
+    if (f->left == 0 || f->left > CONTROL_FRAME_MAX)
+      return cairn_fail (-EPROTO, "stream mode: a frame of %" PRIu32 " bytes "
+                         "(the limit is %d, and only the end frame is "
+                         "empty): the peer does not speak this protocol",
+                         f->left, CONTROL_FRAME_MAX);
+  }
+  *data = p + off;
+  *dlen = MIN (n - off, (size_t) f->left);
+  f->left -= (uint32_t) *dlen;
+  *used = off + *dlen;
+  if (*dlen == 0)
+    return CONTROL_FRAME_NONE;
+  *last = f->left == 0;
+  return f->message ? CONTROL_FRAME_MSG : CONTROL_FRAME_DATA;
+}
+
 /* ------------------------------------------------------------ requests */
 
 /* Record why a request is not valid and return -EBADMSG. */
@@ -451,14 +531,44 @@ control_format_result (json_t *id, json_t *result, size_t *len)
 char *
 control_format_error (json_t *id, int code, const char *message, size_t *len)
 {
+  return control_format_error_data (id, code, message, NULL, len);
+}
+
+/* Format an error reply with more data. */
+char *
+control_format_error_data (json_t *id, int code, const char *message,
+                           json_t *data, size_t *len)
+{
   const char *name = control_error_name (code);
-  json_t *err;
+  json_t *err, *d = NULL, *probe;
+  char safe[1024];
 
   if (message == NULL || message[0] == '\0')
     message = control_error_message (code);
-  if (name)
-    err = json_pack ("{s:i, s:s, s:{s:s}}", "code", code, "message", message,
-                     "data", "name", name);
+  /* A message quoting the request may hold invalid UTF-8 (a name cut in
+   * the middle of a character), which JSON cannot carry: mask the bytes
+   * that are not ASCII.
+   */
+  probe = json_string (message);
+  if (probe == NULL) {
+    size_t i;
+
+    for (i = 0; message[i] && i < sizeof safe - 1; i++)
+      safe[i] = (unsigned char) message[i] < 0x80 ? message[i] : '?';
+    safe[i] = '\0';
+    message = safe;
+  }
+  json_decref (probe);
+  if (name || data) {
+    d = data ? json_deep_copy (data) : json_object ();
+    if (d == NULL || (name && json_object_set_new (d, "name",
+                                                   json_string (name)) == -1)) {
+      json_decref (d);
+      return NULL;
+    }
+    err = json_pack ("{s:i, s:s, s:o}", "code", code, "message", message,
+                     "data", d);
+  }
   else
     err = json_pack ("{s:i, s:s}", "code", code, "message", message);
   if (err == NULL)
@@ -502,6 +612,7 @@ parse_reply_error (json_t *err, struct control_reply *rep)
   rep->message = json_string_value (message);
   name = json_is_object (data) ? json_object_get (data, "name") : NULL;
   rep->name = json_is_string (name) ? json_string_value (name) : NULL;
+  rep->data = json_is_object (data) ? data : NULL;
   return 0;
 }
 

@@ -37,6 +37,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -133,6 +134,57 @@ int control_lines_next (struct control_lines *l, char **line, size_t *len)
   CAIRN_WUR;
 /* Bytes buffered and not yet returned as lines. */
 size_t control_lines_pending (const struct control_lines *l);
+/* Take up to cap of the bytes buffered after the lines returned so far,
+ * raw (the connection switched to stream mode after a line).  Returns how
+ * many were copied to buf.
+ */
+size_t control_lines_take (struct control_lines *l, void *buf, size_t cap);
+
+/* ------------------------------------------------------------ stream mode
+ *
+ * After a stream method is accepted (DESIGN §4, cairn-protocol(7) "STREAM
+ * MODE") the bytes of the stream travel as frames, each a 4-byte
+ * big-endian header and a payload:
+ *
+ *   header 0                       the end of the stream (no payload)
+ *   header N, 1 <= N <= MAX        N bytes of stream data
+ *   header 0x80000000 | N          a JSON-RPC notification of N bytes
+ *                                  (server to client only; no '\n')
+ *
+ * Framing lets the sender end the stream (or fail) cleanly, and lets
+ * progress notifications travel inside it.
+ */
+#define CONTROL_FRAME_MAX (1024 * 1024)      /* largest data payload */
+#define CONTROL_FRAME_MESSAGE 0x80000000u    /* header flag: a notification */
+#define CONTROL_FRAME_HEADER 4
+
+/* Encode a frame header. */
+void control_frame_header (uint32_t value, uint8_t out[CONTROL_FRAME_HEADER]);
+
+/* A frame reader: bytes in as they arrive, payload pieces out. */
+struct control_frames {
+  uint8_t hdr[CONTROL_FRAME_HEADER];
+  unsigned got;        /* header bytes read of the frame being read */
+  uint32_t left;       /* payload bytes of the current frame still to come */
+  bool message;        /* the current frame is a notification */
+  bool ended;          /* the end frame was read */
+};
+
+enum control_frame_kind {
+  CONTROL_FRAME_NONE,  /* more bytes are needed */
+  CONTROL_FRAME_DATA,  /* *data, *dlen: a piece of stream data */
+  CONTROL_FRAME_MSG,   /* *data, *dlen: a piece of a notification; *last
+                          when it is the notification's last piece */
+  CONTROL_FRAME_END,   /* the end frame */
+};
+
+/* Read from in[0, n): sets *used (bytes consumed) and returns the kind of
+ * what was found, or -EPROTO (with a message) for a frame larger than
+ * CONTROL_FRAME_MAX.  After the end frame nothing more is consumed.
+ */
+int control_frames_next (struct control_frames *f, const void *in, size_t n,
+                         size_t *used, const void **data, size_t *dlen,
+                         bool *last);
 
 /* ------------------------------------------------------------ requests */
 
@@ -180,6 +232,11 @@ char *control_format_result (json_t *id, json_t *result, size_t *len);
  */
 char *control_format_error (json_t *id, int code, const char *message,
                             size_t *len);
+/* The same with more members in "data" besides "name" (data may be NULL;
+ * borrowed), e.g. the resume token of an interrupted receive.
+ */
+char *control_format_error_data (json_t *id, int code, const char *message,
+                                 json_t *data, size_t *len);
 
 /* ------------------------------------------------------------ replies */
 
@@ -198,6 +255,7 @@ struct control_reply {
   int code;              /* ERROR */
   const char *message;   /* ERROR */
   const char *name;      /* ERROR: data.name, or NULL if the server gave none */
+  json_t *data;          /* ERROR: the data object, or NULL */
   const char *method;    /* NOTIFICATION */
   json_t *params;        /* NOTIFICATION: may be NULL */
 };

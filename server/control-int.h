@@ -8,10 +8,32 @@
 #ifndef CAIRN_SERVER_CONTROL_INT_H
 #define CAIRN_SERVER_CONTROL_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
+#include "chan.h"
 #include "control.h"
 #include "rpc.h"
+
+/* A long request that job.list shows and job.cancel stops (jobs.c). */
+struct control_job {
+  struct control_job *next;
+  uint64_t id;
+  char method[48];
+  char what[256];               /* what it works on, for people */
+  atomic_bool cancel;           /* job.cancel */
+  int64_t start_ms;             /* monotonic */
+  int64_t start_time;           /* wall clock (seconds since the epoch) */
+  uint64_t done, total;         /* under the registry's lock */
+  int64_t notified_ms;          /* last progress notification */
+};
+
+/* The jobs of a server. */
+struct control_jobs {
+  pthread_mutex_t lock;
+  struct control_job *head;
+  uint64_t next_id;
+};
 
 /* Every method a server answers, sorted by name. */
 struct control_registry {
@@ -34,8 +56,39 @@ struct control_ctx {
   int err;                      /* 0 or the handler's negative errno */
   int code;                     /* error code forced by the handler, or 0 */
   char message[1024];           /* the handler's error message */
-  const atomic_bool *cancel[2]; /* set: stop early (may be NULL) */
+  const atomic_bool *cancel[3]; /* set: stop early (may be NULL) */
+  json_t *error_data;           /* more "data" for the error reply */
+  /* Set by control.c for a blocking request on a connection: */
+  struct control_jobs *jobs;    /* the server's jobs (job.*) */
+  struct chan *chan;            /* to the loop thread (stream mode) */
+  /* Owned by the worker: */
+  struct control_job *job;      /* registered by control_job_start */
+  char *sbuf;                   /* stream data not yet framed */
+  size_t slen;
+  bool streaming;               /* control_stream_begin succeeded */
 };
+
+/* Bind and listen (control-listen.c): the Unix socket of cfg, or its TCP
+ * address (the bound port in *port_out).  *inited is set once the handle
+ * needs closing; its data is set to data.
+ */
+#include <uv.h>
+int control_listen_unix (uv_loop_t *loop, uv_pipe_t *listener, bool *inited,
+                         const struct control_config *cfg, void *data,
+                         uv_connection_cb cb) CAIRN_WUR;
+int control_listen_tcp (uv_loop_t *loop, uv_tcp_t *listener, bool *inited,
+                        const struct control_config *cfg, void *data,
+                        uv_connection_cb cb, unsigned *port_out) CAIRN_WUR;
+
+/* The jobs registry (jobs.c). */
+void control_jobs_init (struct control_jobs *jobs);
+void control_jobs_destroy (struct control_jobs *jobs);
+/* The "job.*" methods (jobs.c). */
+extern const struct control_method_table control_job_methods;
+/* After the handler returned (worker): flush stream data, leave the job
+ * registry.
+ */
+void control_ctx_end (struct control_ctx *ctx);
 
 /* The built-in "server.*" methods (methods.c). */
 extern const struct control_method_table control_builtin_methods;

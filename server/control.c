@@ -13,8 +13,15 @@
  *                           client that goes away mid-request leaves a
  *                           closed conn behind until the work is done, and
  *                           the reply is dropped.
- *   struct job              a blocking request on the threadpool.
- *   struct out              one queued reply (uv_write).
+ *   struct job              a blocking request on the threadpool, with its
+ *                           channel (chan.h) to the worker.
+ *   struct chan             worker ⇄ loop messages and stream bytes;
+ *                           reference counted on the loop thread: one for
+ *                           the job (dropped in the after-work callback),
+ *                           one per write of its messages in flight.
+ *   struct out              one queued write (uv_write): a reply, or a
+ *                           worker's message (then it holds the chan and
+ *                           counts against its limit until written).
  *
  * Invariants:
  *
@@ -34,12 +41,31 @@
  *     requests are still answered; then the server shuts down its side and
  *     closes.  So a client that vanishes while its request runs cannot be
  *     told from one that half-closed: its request runs to the end, the
- *     reply fails to write, and the connection is closed then.
- *
+ *     reply fails to write, and the connection is closed then.  (In
+ *     stream mode, end of input before the end frame cuts the stream
+ *     short: the receive stops there, see below.)
+ *  6. Stream mode (cairn-protocol(7)) is entered only by the worker's
+ *     first channel message (stream.ready), so the mode changes in the
+ *     order the client sees it; it is left by the end frame (receive) or
+ *     when the request finishes (send: the loop writes the end frame after
+ *     the worker's last message and before the reply).  Worker output is
+ *     bounded by CHAN_OUT_LIMIT (the worker waits); client input by
+ *     CHAN_IN_LIMIT (the loop stops reading until the worker has taken it).
+ *  7. A receive whose request finished before the client's end frame
+ *     (refused mid-stream, cancelled) leaves the conn "discarding": frames
+ *     are read and dropped up to the end frame, then lines resume, so the
+ *     client can finish its frame and go on.  A frame the codec refuses
+ *     closes the connection.
+ *  8. A closed conn marks its request's channel gone: a worker blocked on
+ *     it wakes and fails (-EPIPE), and what it queued is dropped. *
  * Connection states, with the function behind each transition:
  *
  *   reading ⇄ paused       conn_pump (invariant 3, a request running)
  *   reading → eof          on_read (UV_EOF): answer what is buffered
+ *   reading → streaming    conn_drain sees stream.ready (smode SEND/RECV)
+ *   streaming → reading    the end frame (RECV), job_done (SEND)
+ *   streaming → discarding job_done before the end frame (RECV)
+ *   discarding → reading   the end frame
  *   any → shutting         conn_shutdown: flush replies, then close
  *   any → closing          conn_close: uv_close, cancel the request
  *   closing → freed        on_conn_close and job_done drop references
@@ -53,8 +79,6 @@
 #include <config.h>
 
 #include <errno.h>
-#include <grp.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -62,8 +86,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -72,8 +94,6 @@
 
 /* Bytes read from a socket at a time. */
 #define CONTROL_READ_SIZE (64 * 1024)
-/* Pending connections the kernel queues for us. */
-#define CONTROL_BACKLOG 128
 
 struct conn;
 
@@ -82,7 +102,8 @@ struct control_server {
   uv_pipe_t unix_listener;
   uv_tcp_t tcp_listener;
   uv_async_t stop_async;
-  bool loop_inited, unix_inited, tcp_inited, async_inited;
+  uv_async_t wake_async;           /* a worker queued on a channel */
+  bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
   pthread_t thread;
   atomic_bool stopping;            /* set by control_server_stop */
 
@@ -95,12 +116,21 @@ struct control_server {
 
   struct conn *conns;              /* open connections */
   unsigned nconns;
+  struct control_jobs jobs;
+  struct job *threads;             /* jobs on threads of their own */
 };
 
 struct job {
   uv_work_t work;
   struct conn *conn;
   struct control_ctx *ctx;
+  struct chan *chan;               /* to the worker (stream mode, progress) */
+  /* A long-running method's job runs on a thread of its own (see
+   * conn_dispatch), listed here until the loop has finished it:
+   */
+  bool own_thread;
+  struct job *next_thread;
+  atomic_bool finished;            /* the thread's handler returned */
 };
 
 struct conn {
@@ -114,6 +144,10 @@ struct conn {
   struct conn *prev, *next;        /* in srv->conns while open */
   unsigned refs;
   bool reading, eof, shutting, closing;
+  enum chan_mode smode;            /* stream mode, as the loop sees it */
+  bool discarding;                 /* reading a stream nobody takes */
+  bool in_paused;                  /* stopped reading: the worker is behind */
+  struct control_frames frames;    /* the client's stream frames */
   atomic_bool cancel;              /* the client is gone */
   struct job *job;                 /* the request running, or NULL */
   uv_shutdown_t shutdown_req;
@@ -125,9 +159,12 @@ struct out {
   uv_write_t req;
   struct conn *conn;
   char *data;
+  struct chan *chan;               /* a message of a worker's, or NULL */
+  size_t len;
 };
 
 static void conn_pump (struct conn *conn);
+static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
@@ -158,6 +195,28 @@ conn_unref (struct conn *conn)
   free (conn);
 }
 
+/* Drop the loop's reference to a channel (loop thread only). */
+static void
+chan_unref (struct chan *ch)
+{
+  if (ch && --ch->refs == 0)
+    chan_free (ch);
+}
+
+/* Drop what a worker queued for a closed conn. */
+static void
+free_msgs (struct chan *ch)
+{
+  struct chan_msg *m = chan_take (ch), *next;
+
+  for (; m; m = next) {
+    next = m->next;
+    chan_written (ch, m->len);
+    free (m->data);
+    free (m);
+  }
+}
+
 /* The handle is closed: drop its reference. */
 static void
 on_conn_close (uv_handle_t *handle)
@@ -184,8 +243,12 @@ conn_close (struct conn *conn)
   if (conn->next)
     conn->next->prev = conn->prev;
   srv->nconns--;
-  if (conn->job)
-    uv_cancel ((uv_req_t *) &conn->job->work); /* fails once it runs: fine */
+  if (conn->job) {
+    if (!conn->job->own_thread)   /* fails once it runs: fine */
+      uv_cancel ((uv_req_t *) &conn->job->work);
+    if (conn->job->chan)
+      chan_gone (conn->job->chan);
+  }
   uv_close (&conn->h.handle, on_conn_close);
 }
 
@@ -224,8 +287,44 @@ on_write (uv_write_t *req, int status)
   /* The conn outlives its write callbacks: uv_close calls them first. */
   if (status < 0 && status != UV_ECANCELED)
     conn_close (out->conn);
+  if (out->chan) {
+    chan_written (out->chan, out->len);
+    chan_unref (out->chan);
+  }
   free (out->data);
   free (out);
+}
+
+/* Write bytes (taking them); ch: a worker's message, counted against its
+ * channel's limit until written.
+ */
+static void
+conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+{
+  struct out *out = conn->closing ? NULL : malloc (sizeof *out);
+  uv_buf_t buf;
+  int r = -1;
+
+  if (out) {
+    out->conn = conn;
+    out->data = data;
+    out->chan = ch;
+    out->len = len;
+    out->req.data = out;
+    buf = uv_buf_init (data, (unsigned) len);
+    r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
+    if (r == 0) {
+      if (ch)
+        ch->refs++;
+      return;
+    }
+  }
+  if (ch)
+    chan_written (ch, len);
+  free (data);
+  free (out);
+  if (!conn->closing)
+    conn_close (conn);
 }
 
 /* Queue a reply line (taking ownership of it). */
@@ -233,10 +332,7 @@ static void
 conn_send (struct conn *conn, char *line, size_t len)
 {
   struct control_server *srv = conn->srv;
-  struct out *out;
-  uv_buf_t buf;
   size_t queued;
-  int r;
 
   if (conn->closing) {
     free (line);
@@ -250,21 +346,153 @@ conn_send (struct conn *conn, char *line, size_t len)
     conn_close (conn);
     return;
   }
-  out = malloc (sizeof *out);
-  if (out == NULL) {
-    free (line);
-    conn_close (conn);
+  conn_write (conn, line, len, NULL);
+}
+
+/* Start or stop reading as the conn wants. */
+static void
+conn_set_reading (struct conn *conn, bool want_read)
+{
+  int r;
+
+  if (want_read == conn->reading || conn->closing)
     return;
-  }
-  out->conn = conn;
-  out->data = line;
-  out->req.data = out;
-  buf = uv_buf_init (line, len);
-  r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
-  if (r < 0) {
-    free (line);
-    free (out);
+  if (want_read)
+    r = uv_read_start (&conn->h.stream, on_alloc, on_read);
+  else
+    r = uv_read_stop (&conn->h.stream);
+  if (r < 0)
     conn_close (conn);
+  else
+    conn->reading = want_read;
+}
+
+/* Write what the worker queued on its channel (loop thread).  The first
+ * message of stream mode switches the conn: for a receive, bytes that
+ * came after the request line are the start of the stream.
+ */
+static void
+conn_drain (struct conn *conn, struct chan *ch)
+{
+  struct chan_msg *m = chan_take (ch), *next;
+
+  for (; m; m = next) {
+    next = m->next;
+    if (m->begin) {
+      pthread_mutex_lock (&ch->lock);
+      conn->smode = ch->mode;
+      pthread_mutex_unlock (&ch->lock);
+      memset (&conn->frames, 0, sizeof conn->frames);
+    }
+    conn_write (conn, m->data, m->len, ch);
+    if (m->begin && conn->smode == CHAN_RECV && !conn->closing) {
+      char buf[4096];
+      size_t n;
+
+      while (conn->smode == CHAN_RECV &&
+             (n = control_lines_take (&conn->lines, buf, sizeof buf)) > 0)
+        conn_stream_input (conn, buf, n);
+      if (conn->eof && conn->smode == CHAN_RECV) {
+        chan_gone (ch);         /* the stream ended without its end frame */
+        conn->smode = CHAN_LINES;
+      }
+      conn_pump (conn);
+    }
+    free (m);
+  }
+  if (conn->in_paused && chan_resume (ch)) {
+    conn->in_paused = false;
+    conn_pump (conn);
+  }
+}
+
+static void job_done (uv_work_t *work, int status);
+
+/* A worker queued something or a job thread finished (loop thread): drain
+ * every running request's channel, finish the jobs whose thread is done.
+ * Once the server is stopping and no job thread is left, the wake handle
+ * closes: it is what keeps the loop running for them.
+ */
+static void
+on_wake (uv_async_t *async)
+{
+  struct control_server *srv = async->data;
+  struct conn *conn, *next;
+  struct job **pp = &srv->threads, *job;
+
+  for (conn = srv->conns; conn; conn = next) {
+    next = conn->next;
+    if (conn->job && conn->job->chan)
+      conn_drain (conn, conn->job->chan);
+  }
+  while ((job = *pp) != NULL) {
+    if (atomic_load (&job->finished)) {
+      *pp = job->next_thread;
+      job_done (&job->work, 0);
+    }
+    else
+      pp = &job->next_thread;
+  }
+  if (atomic_load (&srv->stopping) && srv->threads == NULL &&
+      !uv_is_closing ((uv_handle_t *) &srv->wake_async))
+    uv_close ((uv_handle_t *) &srv->wake_async, NULL);
+}
+
+/* Wake the loop (any thread). */
+static void
+wake_loop (void *opaque)
+{
+  struct control_server *srv = opaque;
+
+  uv_async_send (&srv->wake_async);
+}
+
+/* Stream bytes from the client (stream mode "receive", or discarding the
+ * rest of a stream whose request has ended).
+ */
+static void
+conn_stream_input (struct conn *conn, const char *data, size_t n)
+{
+  struct chan *ch = conn->job ? conn->job->chan : NULL;
+  bool pause = false;
+
+  while (n > 0 && !conn->closing) {
+    const void *d;
+    size_t used, dlen;
+    bool last;
+    int k = control_frames_next (&conn->frames, data, n, &used, &d, &dlen,
+                                 &last);
+
+    data += used;
+    n -= used;
+    if (k < 0 || k == CONTROL_FRAME_MSG) {
+      srv_log (conn->srv, "control: %s", k < 0 ? cairn_errmsg ()
+               : "a client sent a message frame: closing it");
+      conn_close (conn);
+      return;
+    }
+    if (k == CONTROL_FRAME_DATA && !conn->discarding && ch)
+      pause |= chan_push (ch, d, dlen);
+    else if (k == CONTROL_FRAME_END) {
+      if (!conn->discarding && ch)
+        chan_end (ch);
+      conn->smode = CHAN_LINES;
+      conn->discarding = false;
+      conn->in_paused = false;
+      /* What follows is request lines again. */
+      if (n > 0 && control_lines_feed (&conn->lines, data, n) == -ENOMEM) {
+        conn_close (conn);
+        return;
+      }
+      conn_pump (conn);
+      return;
+    }
+    else if (k == CONTROL_FRAME_NONE)
+      break;
+  }
+  if (pause && conn->smode == CHAN_RECV) {
+    conn->in_paused = true;
+    conn_set_reading (conn, false);
   }
 }
 
@@ -307,6 +535,72 @@ job_work (uv_work_t *work)
   control_ctx_run (job->ctx);
 }
 
+/* A long-running request's own thread: run it, then have the loop finish
+ * it.  The wake is the thread's last touch of anything shared.
+ */
+static void *
+job_thread (void *arg)
+{
+  struct job *job = arg;
+  struct control_server *srv = job->conn->srv;
+
+  control_ctx_run (job->ctx);
+  atomic_store (&job->finished, true);
+  uv_async_send (&srv->wake_async);
+  return NULL;
+}
+
+/* Start a long-running request on a thread of its own (detached, with the
+ * loop thread's signal mask: every signal blocked).
+ */
+static int
+start_job_thread (struct control_server *srv, struct job *job)
+{
+  pthread_attr_t attr;
+  pthread_t tid;
+  int r;
+
+  atomic_init (&job->finished, false);
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  r = pthread_create (&tid, &attr, job_thread, job);
+  pthread_attr_destroy (&attr);
+  if (r != 0)
+    return -r;
+  job->own_thread = true;
+  job->next_thread = srv->threads;
+  srv->threads = job;
+  return 0;
+}
+
+/* The request has finished: end its stream mode (loop thread).  A stream
+ * to the client gets its end frame; a stream from the client that has not
+ * ended yet is read and dropped up to its end frame, so the connection can
+ * carry requests again.
+ */
+static void
+conn_stream_done (struct conn *conn, struct chan *ch)
+{
+  static const uint8_t end[CONTROL_FRAME_HEADER];
+  char *frame;
+
+  conn_drain (conn, ch);
+  if (conn->smode == CHAN_SEND) {
+    frame = malloc (sizeof end);
+    if (frame) {
+      memcpy (frame, end, sizeof end);
+      conn_write (conn, frame, sizeof end, NULL);
+    }
+    else
+      conn_close (conn);
+  }
+  else if (conn->smode == CHAN_RECV) {
+    conn->discarding = true;
+    conn->in_paused = false;
+  }
+  conn->smode = CHAN_LINES;
+}
+
 /* A blocking request is done (loop thread): answer it, go on. */
 static void
 job_done (uv_work_t *work, int status)
@@ -318,6 +612,13 @@ job_done (uv_work_t *work, int status)
   if (status == UV_ECANCELED)
     control_ctx_fail (job->ctx, -ECANCELED, "the request was cancelled "
                       "before it started: the server is stopping");
+  if (job->chan) {
+    if (!conn->closing)
+      conn_stream_done (conn, job->chan);
+    else
+      free_msgs (job->chan);
+    chan_unref (job->chan);
+  }
   conn_finish (conn, job->ctx);
   free (job);
   conn_pump (conn);
@@ -348,6 +649,7 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
 
   ctx->cancel[0] = &srv->stopping;
   ctx->cancel[1] = &conn->cancel;
+  ctx->jobs = &srv->jobs;
   if (!ctx->method->blocking) {
     control_ctx_run (ctx);
     conn_finish (conn, ctx);
@@ -363,7 +665,20 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
   job->conn = conn;
   job->ctx = ctx;
   job->work.data = job;
-  r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
+  if (chan_new (wake_loop, srv, &job->chan) < 0) {
+    control_ctx_fail (ctx, -ENOMEM, "out of memory");
+    conn_finish (conn, ctx);
+    free (job);
+    return;
+  }
+  ctx->chan = job->chan;
+  /* The threadpool has 4 threads: a stream that lasts hours, or waits for
+   * a slow client, must not hold one of them.
+   */
+  if (ctx->method->long_running)
+    r = start_job_thread (srv, job);
+  else
+    r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
   if (r < 0) {
     char msg[128];
 
@@ -371,6 +686,7 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
               uv_strerror (r));
     control_ctx_fail (ctx, -EIO, msg);
     conn_finish (conn, ctx);
+    chan_unref (job->chan);
     free (job);
     return;
   }
@@ -389,6 +705,12 @@ conn_pump (struct conn *conn)
   bool want_read;
   int r;
 
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    /* Stream bytes, not lines: read unless the worker is behind. */
+    if (!conn->closing && !conn->shutting)
+      conn_set_reading (conn, !conn->eof && !conn->in_paused);
+    return;
+  }
   while (!conn->closing && !conn->shutting && conn->job == NULL) {
     r = control_lines_next (&conn->lines, &line, &len);
     if (r == 0)
@@ -414,16 +736,7 @@ conn_pump (struct conn *conn)
   }
   want_read = !conn->eof &&
               control_lines_pending (&conn->lines) <= CONTROL_MAX_LINE;
-  if (want_read == conn->reading)
-    return;
-  if (want_read)
-    r = uv_read_start (&conn->h.stream, on_alloc, on_read);
-  else
-    r = uv_read_stop (&conn->h.stream);
-  if (r < 0)
-    conn_close (conn);
-  else
-    conn->reading = want_read;
+  conn_set_reading (conn, want_read);
 }
 
 /* Lend libuv the conn's read buffer (a read is consumed before the next). */
@@ -449,6 +762,13 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     conn->eof = true;
     uv_read_stop (stream);
     conn->reading = false;
+    if (conn->smode == CHAN_RECV || conn->discarding) {
+      /* The stream ended without its end frame: it is cut short. */
+      if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
+        chan_gone (conn->job->chan);
+      conn->smode = CHAN_LINES;
+      conn->discarding = false;
+    }
     r = control_lines_finish (&conn->lines);
     if (r == -ENOMEM) {
       conn_close (conn);
@@ -459,6 +779,10 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   }
   if (nread < 0) {
     conn_close (conn);
+    return;
+  }
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    conn_stream_input (conn, buf->base, (size_t) nread);
     return;
   }
   /* -E2BIG is reported by control_lines_next after the lines before it. */
@@ -552,6 +876,11 @@ on_stop (uv_async_t *async)
   close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
   while (srv->conns)
     conn_close (srv->conns);
+  /* Job threads see their conn gone and end; the last one's wake closes
+   * the wake handle (on_wake).
+   */
+  if (srv->threads == NULL)
+    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
 }
 
 /* The loop thread. */
@@ -575,6 +904,7 @@ server_destroy (struct control_server *srv)
 
   if (srv->loop_inited) {
     close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
+    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
     close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
     close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
     uv_run (&srv->loop, UV_RUN_DEFAULT);
@@ -587,177 +917,8 @@ server_destroy (struct control_server *srv)
     }
   }
   control_registry_free (srv->reg);
+  control_jobs_destroy (&srv->jobs);
   free (srv);
-}
-
-/* Refuse a path held by a live server; remove a stale socket. */
-static int
-check_socket_path (const char *path)
-{
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  struct stat st;
-  int fd, r;
-
-  if (lstat (path, &st) == -1) {
-    if (errno == ENOENT)
-      return 0;
-    return cairn_fail (-errno, "control socket %s: %s", path,
-                       strerror (errno));
-  }
-  if (!S_ISSOCK (st.st_mode))
-    return cairn_fail (-EEXIST, "control socket %s: the path exists and is "
-                       "not a socket: remove it or choose another path",
-                       path);
-
-  /* Non-blocking, so that a live server with a full backlog gives EAGAIN
-   * instead of holding us up.
-   */
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd == -1)
-    return cairn_fail (-errno, "socket: %s", strerror (errno));
-  memcpy (sa.sun_path, path, strlen (path) + 1);
-  r = connect (fd, (struct sockaddr *) &sa, sizeof sa);
-  if (r == 0 || errno == EAGAIN) {
-    close (fd);
-    return cairn_fail (-EADDRINUSE, "control socket %s: another server is "
-                       "already listening on it: stop that server first, "
-                       "or choose another control socket path", path);
-  }
-  r = -errno;
-  close (fd);
-  if (r != -ECONNREFUSED)
-    return cairn_fail (r, "control socket %s: cannot tell whether a server "
-                       "is using it: %s", path, strerror (-r));
-  /* Nobody listens: a server died without removing it. */
-  if (unlink (path) == -1 && errno != ENOENT)
-    return cairn_fail (-errno, "control socket %s: cannot remove the stale "
-                       "socket: %s", path, strerror (errno));
-  return 0;
-}
-
-/* Look a group up by name. */
-static int
-lookup_group (const char *name, gid_t *gid)
-{
-  size_t size = 4096;
-
-  for (;;) {
-    struct group grp, *res = NULL;
-    char *buf = malloc (size);
-    int r;
-
-    if (buf == NULL)
-      return cairn_fail (-ENOMEM, "out of memory");
-    r = getgrnam_r (name, &grp, buf, size, &res);
-    if (r == 0 && res)
-      *gid = res->gr_gid;
-    free (buf);
-    if (r == ERANGE && size < 1024 * 1024) {
-      size *= 2;
-      continue;
-    }
-    if (r != 0)
-      return cairn_fail (-r, "looking up group %s: %s", name, strerror (r));
-    if (res == NULL)
-      return cairn_fail (-ENOENT, "control socket group %s does not exist: "
-                         "create it (groupadd %s) or name another", name,
-                         name);
-    return 0;
-  }
-}
-
-/* Create the Unix socket: mode 0660 (and the group) are set before
- * listening, so nobody can connect through looser permissions.
- */
-static int
-listen_unix (struct control_server *srv, const struct control_config *cfg)
-{
-  const char *path = cfg->unix_path;
-  struct sockaddr_un sa;
-  gid_t gid = (gid_t) -1;
-  int r;
-
-  if (strlen (path) >= sizeof sa.sun_path)
-    return cairn_fail (-ENAMETOOLONG, "control socket %s: the path is longer "
-                       "than %zu bytes: choose a shorter path", path,
-                       sizeof sa.sun_path - 1);
-  if (cfg->unix_group) {
-    r = lookup_group (cfg->unix_group, &gid);
-    if (r < 0)
-      return r;
-  }
-  r = check_socket_path (path);
-  if (r < 0)
-    return r;
-
-  r = uv_pipe_init (&srv->loop, &srv->unix_listener, 0);
-  if (r < 0)
-    return cairn_fail (-EIO, "uv_pipe_init: %s", uv_strerror (r));
-  srv->unix_inited = true;
-  srv->unix_listener.data = srv;
-  r = uv_pipe_bind (&srv->unix_listener, path);
-  if (r < 0)
-    return cairn_fail (r, "control socket %s: bind: %s", path,
-                       uv_strerror (r));
-  if (chmod (path, 0660) == -1)
-    return cairn_fail (-errno, "control socket %s: chmod: %s", path,
-                       strerror (errno));
-  if (cfg->unix_group && chown (path, (uid_t) -1, gid) == -1)
-    return cairn_fail (-errno, "control socket %s: cannot give it to group "
-                       "%s: %s", path, cfg->unix_group, strerror (errno));
-  r = uv_listen ((uv_stream_t *) &srv->unix_listener, CONTROL_BACKLOG,
-                 on_connection);
-  if (r < 0)
-    return cairn_fail (r, "control socket %s: listen: %s", path,
-                       uv_strerror (r));
-  return 0;
-}
-
-/* Listen on TCP (only when configured: there is no TLS or authentication
- * on it yet, so bind it to a trusted address).
- */
-static int
-listen_tcp (struct control_server *srv, const struct control_config *cfg)
-{
-  struct addrinfo hints = {
-    .ai_family = AF_UNSPEC,
-    .ai_socktype = SOCK_STREAM,
-    .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
-  };
-  struct addrinfo *res;
-  struct sockaddr_storage ss;
-  int sslen = sizeof ss;
-  char port[16];
-  int r;
-
-  snprintf (port, sizeof port, "%u", cfg->tcp_port);
-  r = getaddrinfo (cfg->tcp_address, port, &hints, &res);
-  if (r != 0)
-    return cairn_fail (-EINVAL, "control address %s: %s", cfg->tcp_address,
-                       gai_strerror (r));
-  r = uv_tcp_init (&srv->loop, &srv->tcp_listener);
-  if (r < 0) {
-    freeaddrinfo (res);
-    return cairn_fail (-EIO, "uv_tcp_init: %s", uv_strerror (r));
-  }
-  srv->tcp_inited = true;
-  srv->tcp_listener.data = srv;
-  r = uv_tcp_bind (&srv->tcp_listener, res->ai_addr, 0);
-  freeaddrinfo (res);
-  if (r == 0)
-    r = uv_listen ((uv_stream_t *) &srv->tcp_listener, CONTROL_BACKLOG,
-                   on_connection);
-  if (r < 0)
-    return cairn_fail (r, "control address %s port %u: %s",
-                       cfg->tcp_address, cfg->tcp_port, uv_strerror (r));
-  r = uv_tcp_getsockname (&srv->tcp_listener, (struct sockaddr *) &ss, &sslen);
-  if (r < 0)
-    return cairn_fail (r, "control address %s: getsockname: %s",
-                       cfg->tcp_address, uv_strerror (r));
-  srv->tcp_port = ntohs (ss.ss_family == AF_INET6
-                         ? ((struct sockaddr_in6 *) &ss)->sin6_port
-                         : ((struct sockaddr_in *) &ss)->sin_port);
-  return 0;
 }
 
 /* Start the loop thread with every signal blocked (see the top). */
@@ -792,6 +953,7 @@ control_server_start (const struct control_config *cfg,
   if (srv == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
   atomic_init (&srv->stopping, false);
+  control_jobs_init (&srv->jobs);
   srv->opaque = cfg->opaque;
   srv->log = cfg->log;
   srv->max_output = cfg->max_output ? cfg->max_output
@@ -808,11 +970,13 @@ control_server_start (const struct control_config *cfg,
     goto fail;
   }
   srv->loop_inited = true;
-  r = listen_unix (srv, cfg);
+  r = control_listen_unix (&srv->loop, &srv->unix_listener, &srv->unix_inited,
+                           cfg, srv, on_connection);
   if (r < 0)
     goto fail;
   if (cfg->tcp_address) {
-    r = listen_tcp (srv, cfg);
+    r = control_listen_tcp (&srv->loop, &srv->tcp_listener, &srv->tcp_inited,
+                            cfg, srv, on_connection, &srv->tcp_port);
     if (r < 0)
       goto fail;
   }
@@ -823,6 +987,13 @@ control_server_start (const struct control_config *cfg,
   }
   srv->async_inited = true;
   srv->stop_async.data = srv;
+  r = uv_async_init (&srv->loop, &srv->wake_async, on_wake);
+  if (r < 0) {
+    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
+    goto fail;
+  }
+  srv->wake_inited = true;
+  srv->wake_async.data = srv;
   r = start_thread (srv);
   if (r < 0)
     goto fail;

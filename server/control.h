@@ -15,14 +15,17 @@
  * control_call_local.
  *
  * Requests on one connection run one at a time, in order, and are answered
- * in order; connections run in parallel.  Long jobs (send, scrub, GC) will
- * return at once with a job id and report progress as notifications.
+ * in order; connections run in parallel.  Long requests (send, receive)
+ * register as jobs (job.list, job.cancel) and report progress as
+ * notifications to their connection while they run; the stream methods
+ * switch their connection to stream mode (see the end of this file).
  */
 #ifndef CAIRN_SERVER_CONTROL_H
 #define CAIRN_SERVER_CONTROL_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -32,6 +35,10 @@
 #define CONTROL_DEFAULT_MAX_OUTPUT (4 * 1024 * 1024)
 /* Connections served at once; more are told "busy" and closed. */
 #define CONTROL_DEFAULT_MAX_CLIENTS 128
+/* The TCP port of another server's control protocol when none is given
+ * (replicate.push/pull, cairn replicate/pull).
+ */
+#define CONTROL_DEFAULT_TCP_PORT 10810
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
 
@@ -47,6 +54,8 @@ struct control_method {
   const char *name;          /* "module.verb" */
   int (*handler) (struct control_ctx *ctx, json_t *params, json_t **result);
   bool blocking;             /* run on the threadpool, not the loop */
+  bool long_running;         /* with blocking: on a thread of its own (a
+                                stream, a job that may last hours) */
 };
 
 /* A method table handed in by a module. */
@@ -106,5 +115,55 @@ bool control_ctx_cancelled (const struct control_ctx *ctx);
  */
 int control_invalid_params (struct control_ctx *ctx, const char *fmt, ...)
   CAIRN_PRINTF (2, 3) CAIRN_WUR;
+
+/* ------------------------------------------------------------ jobs
+ *
+ * A blocking handler that may run long makes itself a job: it shows in
+ * "job.list" with its progress, "job.cancel" makes control_ctx_cancelled
+ * true for it, and progress goes to the requesting connection as
+ * "job.progress" notifications (at most twice a second).  The job leaves
+ * the list when the handler returns.  Without a connection (in-process
+ * calls) these do nothing and report no job.
+ */
+
+/* Register the request as a job, described by what ("tank/db@monday").
+ * Returns its id (> 0), or 0 when there is no server to register with.
+ */
+uint64_t control_job_start (struct control_ctx *ctx, const char *what);
+/* Report progress (bytes done of total; total 0 when unknown). */
+void control_job_progress (struct control_ctx *ctx, uint64_t done,
+                           uint64_t total);
+
+/* ------------------------------------------------------------ stream mode
+ *
+ * A blocking handler switches its connection to stream mode with
+ * control_stream_begin: the client gets a "stream.ready" notification
+ * (params: info, plus "id": the request's id and "direction"), then the
+ * stream's frames (proto/rpc.h, cairn-protocol(7) STREAM MODE), and when
+ * the handler returns, its reply as usual.  control.c does the framing,
+ * the backpressure and the end frame.  Only over a connection: an
+ * in-process call gets -ENOTSUP.
+ */
+
+/* Start stream mode: send is true when the server sends the stream, false
+ * when it receives one.  info (may be NULL) is borrowed.
+ */
+int control_stream_begin (struct control_ctx *ctx, bool send, json_t *info)
+  CAIRN_WUR;
+/* Send stream bytes (after begin with send): blocks while the client is
+ * slow to read.  -EPIPE if it went away, -ECANCELED if cancelled.
+ */
+int control_stream_write (struct control_ctx *ctx, const void *buf,
+                          size_t len) CAIRN_WUR;
+/* Receive stream bytes (after begin with !send): 0 with *n > 0, 0 with
+ * *n == 0 at the end of the stream, -EPIPE if the client went away first,
+ * -ECANCELED if cancelled.
+ */
+int control_stream_read (struct control_ctx *ctx, void *buf, size_t cap,
+                         size_t *n) CAIRN_WUR;
+/* Add members to the "data" of the error reply (taking data), e.g. the
+ * resume token of an interrupted receive.
+ */
+void control_ctx_error_data (struct control_ctx *ctx, json_t *data);
 
 #endif /* CAIRN_SERVER_CONTROL_H */

@@ -49,7 +49,7 @@ control_registry_new (const struct control_method_table *tables,
                       size_t n_tables, struct control_registry **out)
 {
   struct control_registry *reg;
-  size_t total = control_builtin_methods.n;
+  size_t total = control_builtin_methods.n + control_job_methods.n;
   int r;
 
   for (size_t i = 0; i < n_tables; i++)
@@ -64,6 +64,8 @@ control_registry_new (const struct control_method_table *tables,
   }
 
   r = registry_add (reg, &control_builtin_methods);
+  if (r == 0)
+    r = registry_add (reg, &control_job_methods);
   for (size_t i = 0; r == 0 && i < n_tables; i++)
     r = registry_add (reg, &tables[i]);
   if (r == 0) {
@@ -176,6 +178,7 @@ control_ctx_run (struct control_ctx *ctx)
 
   cairn_error_clear ();
   r = ctx->method->handler (ctx, ctx->req.params, &result);
+  control_ctx_end (ctx);
   if (r < 0) {
     json_decref (result);
     control_ctx_fail (ctx, r, cairn_errmsg ());
@@ -216,7 +219,8 @@ control_ctx_reply (struct control_ctx *ctx, char **reply, size_t *len)
     snprintf (ctx->message, sizeof ctx->message, "internal error in the "
               "Cairn server (%s): please report it with the server log",
               strerror (-ctx->err));
-  *reply = control_format_error (ctx->req.id, code, ctx->message, len);
+  *reply = control_format_error_data (ctx->req.id, code, ctx->message,
+                                      ctx->error_data, len);
   return *reply ? 0 : -ENOMEM;
 }
 
@@ -228,6 +232,8 @@ control_ctx_free (struct control_ctx *ctx)
     return;
   control_request_free (&ctx->req);
   json_decref (ctx->result);
+  json_decref (ctx->error_data);
+  free (ctx->sbuf);
   free (ctx);
 }
 

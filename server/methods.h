@@ -27,5 +27,20 @@ struct cairn_methods_ctx {
 };
 
 extern const struct control_method_table cairn_catalog_methods;
+/* "stream.*": send and receive in stream mode (methods-stream.c); these
+ * need a connection, so they answer over a server only.
+ */
+extern const struct control_method_table cairn_stream_methods;
+/* "replicate.*": push and pull to and from another server's control port
+ * (methods-replicate.c).
+ */
+extern const struct control_method_table cairn_replicate_methods;
+
+/* One receive per target at a time (methods-stream.c): claim target
+ * (waiting a while for a running receive into it to end) and release it.
+ * Returns the slot, or -EBUSY.
+ */
+int stream_recv_claim (const char *target) CAIRN_WUR;
+void stream_recv_release (int slot);
 
 #endif /* CAIRN_SERVER_METHODS_H */

@@ -25,7 +25,7 @@
 /* Extents are mapped this many bytes at a time in a full stream, which
  * bounds the memory of the mapping (32 bytes of checksum per block).
  */
-#define SEND_MAP_CHUNK (256u * 1024 * 1024)
+#define SEND_MAP_CHUNK VOL_MAX_IO
 
 struct send_state {
   const struct repl_send_opts *opts;

@@ -69,10 +69,11 @@ make_pool 256M
 "$CAIRN" mkpool "$POOL_B" --size 256M >/dev/null || fail "mkpool B"
 
 # ---------------------------------------------------------------- usage
-run send v@s1
-expect 2 "--pool PATH"
-run receive v
-expect 2 "--pool PATH"
+# Without --pool they go to a server: none answers here.
+run --socket "$TMPDIR_TEST/none.sock" send v@s1
+expect 1 "no server at"
+run --socket "$TMPDIR_TEST/none.sock" receive v </dev/null
+expect 1 "no server at"
 run --pool "$POOL" send
 expect 2 "missing VOL@SNAP"
 run --pool "$POOL_B" receive v --abort --token

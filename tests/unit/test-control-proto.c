@@ -826,3 +826,143 @@ Test (fuzz, splitter_reassembles_random_chunks, .timeout = 60)
     control_lines_free (&l);
   }
 }
+
+/* ------------------------------------------------------------ stream mode */
+
+/* Frames fed in random pieces give back the data and the messages, then
+ * the end; what follows the end frame is left for the lines.
+ */
+Test (frames, random_pieces)
+{
+  uint64_t seed = test_seed ("frames");
+  struct rng r = { seed };
+  static uint8_t wire[4 * 1024 * 1024], data[2 * 1024 * 1024];
+  static uint8_t got[2 * 1024 * 1024];
+  size_t wlen = 0, dlen = 0, glen = 0, off = 0, msgs = 0;
+  struct control_frames f = { 0 };
+  static const char msg[] = "{\"jsonrpc\":\"2.0\",\"method\":\"job.progress\"}";
+  char mbuf[128];
+  size_t mlen = 0;
+  int k = CONTROL_FRAME_NONE;
+
+  for (size_t i = 0; i < sizeof data; i++)
+    data[i] = (uint8_t) rng_next (&r);
+  while (dlen < sizeof data) {
+    size_t n = rng_below (&r, 300000) + 1;   /* MIN evaluates twice */
+
+    n = MIN (n, sizeof data - dlen);
+
+    control_frame_header ((uint32_t) n, wire + wlen);
+    memcpy (wire + wlen + 4, data + dlen, n);
+    wlen += 4 + n;
+    dlen += n;
+    if (rng_below (&r, 3) == 0) {
+      control_frame_header (CONTROL_FRAME_MESSAGE | (sizeof msg - 1),
+                            wire + wlen);
+      memcpy (wire + wlen + 4, msg, sizeof msg - 1);
+      wlen += 4 + sizeof msg - 1;
+      msgs++;
+    }
+  }
+  control_frame_header (0, wire + wlen);
+  wlen += 4;
+  memcpy (wire + wlen, "next\n", 5);
+  wlen += 5;
+
+  while (k != CONTROL_FRAME_END) {
+    size_t n = rng_below (&r, 70000) + 1, used;
+
+    n = MIN (n, wlen - off);
+
+    while (n > 0 && k != CONTROL_FRAME_END) {
+      const void *d;
+      size_t dl;
+      bool last;
+
+      k = control_frames_next (&f, wire + off, n, &used, &d, &dl, &last);
+      cr_assert_geq (k, 0, "seed %" PRIu64 ": %s", seed, cairn_errmsg ());
+      off += used;
+      n -= used;
+      if (k == CONTROL_FRAME_DATA) {
+        memcpy (got + glen, d, dl);
+        glen += dl;
+      }
+      else if (k == CONTROL_FRAME_MSG) {
+        memcpy (mbuf + mlen, d, dl);
+        mlen += dl;
+        if (last) {
+          cr_assert_eq (mlen, sizeof msg - 1);
+          cr_assert (memcmp (mbuf, msg, mlen) == 0);
+          mlen = 0;
+          msgs--;
+        }
+      }
+      else if (k == CONTROL_FRAME_NONE)
+        cr_assert_eq (n, 0);
+    }
+  }
+  cr_assert_eq (glen, dlen, "seed %" PRIu64, seed);
+  cr_assert (memcmp (got, data, dlen) == 0, "seed %" PRIu64, seed);
+  cr_assert_eq (msgs, 0);
+  cr_assert_eq (wlen - off, 5, "the end frame consumed what follows it");
+}
+
+/* Frames the protocol does not allow. */
+Test (frames, bad_headers)
+{
+  static const uint32_t bad[] = { CONTROL_FRAME_MAX + 1, 0x7fffffff,
+                                  CONTROL_FRAME_MESSAGE,
+                                  CONTROL_FRAME_MESSAGE | (CONTROL_FRAME_MAX + 1) };
+
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    struct control_frames f = { 0 };
+    uint8_t h[4];
+    const void *d;
+    size_t used, dl;
+    bool last;
+
+    control_frame_header (bad[i], h);
+    cr_assert_eq (control_frames_next (&f, h, 4, &used, &d, &dl, &last),
+                  -EPROTO, "header %#x", bad[i]);
+  }
+}
+
+/* Raw bytes after a line are taken out as they came. */
+Test (lines, take_after_a_line)
+{
+  struct control_lines l;
+  char *line, buf[16];
+  size_t len;
+
+  control_lines_init (&l, 100);
+  cr_assert_eq (control_lines_feed (&l, "req\n\x00\x01\nxy", 9), 0);
+  cr_assert_eq (control_lines_next (&l, &line, &len), 1);
+  cr_assert_str_eq (line, "req");
+  cr_assert_eq (control_lines_take (&l, buf, 3), 3);
+  cr_assert (memcmp (buf, "\x00\x01\n", 3) == 0);
+  cr_assert_eq (control_lines_take (&l, buf, sizeof buf), 2);
+  cr_assert (memcmp (buf, "xy", 2) == 0);
+  cr_assert_eq (control_lines_take (&l, buf, sizeof buf), 0);
+  cr_assert_eq (control_lines_feed (&l, "after\n", 6), 0);
+  cr_assert_eq (control_lines_next (&l, &line, &len), 1);
+  cr_assert_str_eq (line, "after");
+  control_lines_free (&l);
+}
+
+/* A message with invalid UTF-8 (a quoted name cut inside a character)
+ * still makes an error reply, with the odd bytes masked.
+ */
+Test (messages, error_with_invalid_utf8)
+{
+  struct control_reply rep;
+  size_t len;
+  char *s = control_format_error (NULL, CONTROL_E_METHOD_NOT_FOUND,
+                                  "no method \"caf\xc3\"", &len);
+
+  cr_assert_not_null (s);
+  cr_assert_eq (control_parse_reply (s, len - 1, &rep), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_str_eq (rep.message, "no method \"caf?\"");
+  control_reply_free (&rep);
+  free (s);
+}

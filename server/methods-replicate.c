@@ -1,0 +1,583 @@
+/* Cairn control server: replication jobs that connect to another server
+ * (cairn-protocol(7); DESIGN §1: replication is a server job).
+ *
+ *   replicate.push  {"snapshot": "v@s", "to": "HOST[:PORT]", "from"?: "s0"}
+ *                   → {"snapshot", "incremental", "resumed", "stream_bytes",
+ *                      "data_bytes", "already": bool}
+ *   replicate.pull  {"from": "HOST[:PORT]", "volume": "v"}
+ *                   → {"received": [{"snapshot", "incremental", "resumed",
+ *                      "stream_bytes", "data_bytes"}, ...], "newest"}
+ *
+ * The server connects to the other server's control port (control-tcp=)
+ * with the protocol's own client (client/control-client.c, which the
+ * server library links for this), and runs the other half there as a
+ * stream method: a push sends this server's snapshot (repl_send, in
+ * process) into the remote's stream.receive; a pull reads the remote's
+ * stream.send into a local receive (repl_recv_*).  One TCP connection, no
+ * other port.
+ *
+ * What to send is decided from the GUIDs of both sides' snapshots: a push
+ * without "from" goes from the newest snapshot the remote has (which must
+ * be one of ours), a pull brings every remote snapshot newer than the
+ * newest one both have, oldest first (a full stream of the remote's oldest
+ * when we have no such volume).  Resuming: the receiving side's interrupted
+ * receive (its token, with the GUIDs of the stream it belongs to) is asked
+ * for before the stream starts, and the sender resumes from it.  So the
+ * same request after a dropped connection, a cancelled job or a restart of
+ * either server continues without resending what arrived.
+ *
+ * Both are long-running jobs: progress is the sender's (data bytes of the
+ * total), cancelling stops the stream (the receiver keeps what it has).
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control-client.h"
+#include "methods.h"
+#include "replicate.h"
+
+/* How long the remote may stay silent, in milliseconds. */
+#define REMOTE_TIMEOUT_MS (10 * 60 * 1000)
+#define RECV_BUF (1024 * 1024)
+
+static struct cairn_pool *
+ctx_pool (struct control_ctx *ctx)
+{
+  return ((struct cairn_methods_ctx *) control_ctx_opaque (ctx))->pool;
+}
+
+static const char *
+jstr (json_t *obj, const char *key)
+{
+  return json_string_value (json_object_get (obj, key));
+}
+
+/* ---------------------------------------------------------------- remote */
+
+/* A connection to the other server, named for messages. */
+struct remote {
+  struct control_client *c;
+  char name[300];
+};
+
+/* Connect to "HOST[:PORT]" or "[V6ADDR][:PORT]". */
+static int
+remote_connect (struct control_ctx *ctx, const char *arg, struct remote *rm)
+{
+  char host[256], *colon, *end;
+  const char *h = host;
+  unsigned long port = CONTROL_DEFAULT_TCP_PORT;
+  int r;
+
+  if (strlen (arg) >= sizeof host)
+    return control_invalid_params (ctx, "\"%s\": the host is too long", arg);
+  strcpy (host, arg);
+  if (host[0] == '[') {
+    end = strchr (host, ']');
+    if (end == NULL || (end[1] && end[1] != ':'))
+      return control_invalid_params (ctx, "\"%s\" is not [ADDR]:PORT", arg);
+    *end = '\0';
+    h = host + 1;
+    colon = end[1] ? end + 1 : NULL;
+  }
+  else {
+    colon = strchr (host, ':');
+    if (colon && strchr (colon + 1, ':'))
+      return control_invalid_params (ctx, "\"%s\": write an IPv6 address as "
+                                     "[ADDR]:PORT", arg);
+  }
+  if (colon) {
+    *colon = '\0';
+    port = strtoul (colon + 1, &end, 10);
+    if (*end || end == colon + 1 || port == 0 || port > 65535)
+      return control_invalid_params (ctx, "\"%s\": the port must be 1 to "
+                                     "65535", arg);
+  }
+  if (*h == '\0')
+    return control_invalid_params (ctx, "\"%s\" names no host", arg);
+  r = control_client_connect_tcp (h, (unsigned) port, REMOTE_TIMEOUT_MS,
+                                  &rm->c);
+  if (r == 0)
+    /* A job stops soon when cancelled, even while the remote is silent
+     * (a server that stops waits for its jobs).
+     */
+    control_client_set_cancel (rm->c, (bool (*) (void *))
+                               control_ctx_cancelled, ctx);
+  if (r == 0)
+    snprintf (rm->name, sizeof rm->name, strchr (h, ':') ? "[%s]:%lu"
+              : "%s:%lu", h, port);
+  return r;
+}
+
+/* Say that the remote failed: its message, prefixed with its name. */
+static int
+remote_fail (struct remote *rm, int r)
+{
+  char msg[1024];
+
+  snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+  return cairn_fail (r, "%s: %s", rm->name, msg);
+}
+
+/* The remote's snapshots of vol, oldest first (empty: no such volume). */
+static int
+remote_snapshots (struct remote *rm, const char *vol, json_t **snaps)
+{
+  json_t *params = json_pack ("{s:s}", "volume", vol), *res = NULL;
+  int r = params ? control_client_call (rm->c, "snapshot.list", params, &res)
+                 : cairn_fail (-ENOMEM, "out of memory");
+
+  json_decref (params);
+  if (r == -ENOENT) {
+    *snaps = json_array ();
+    return *snaps ? 0 : cairn_fail (-ENOMEM, "out of memory");
+  }
+  if (r < 0)
+    return remote_fail (rm, r);
+  *snaps = json_incref (json_object_get (res, "snapshots"));
+  json_decref (res);
+  return json_is_array (*snaps) ? 0 : cairn_fail (-EPROTO, "%s answered "
+                                                  "snapshot.list without a "
+                                                  "list", rm->name);
+}
+
+/* ---------------------------------------------------------------- local */
+
+struct local_list {
+  const char *vol;
+  json_t *arr;
+};
+
+static int
+add_local (void *opaque, const struct vol_info *vi)
+{
+  struct local_list *l = opaque;
+  char guid[17];
+
+  if (!vi->is_snapshot || strcmp (vi->name, l->vol) != 0)
+    return 0;
+  snprintf (guid, sizeof guid, "%016" PRIx64, vi->guid);
+  return json_array_append_new (l->arr, json_pack ("{s:s, s:s, s:I}",
+                                                   "snapshot", vi->snap,
+                                                   "guid", guid, "generation",
+                                                   (json_int_t) vi->gen))
+         ? cairn_fail (-ENOMEM, "out of memory") : 0;
+}
+
+/* Order snapshot objects by generation. */
+static int
+by_generation (const void *a, const void *b)
+{
+  json_int_t ga = json_integer_value (json_object_get (*(json_t **) a,
+                                                       "generation"));
+  json_int_t gb = json_integer_value (json_object_get (*(json_t **) b,
+                                                       "generation"));
+
+  return (ga > gb) - (ga < gb);
+}
+
+/* This pool's snapshots of vol, oldest first, as the remote lists its. */
+static int
+local_snapshots (struct cairn_pool *pool, const char *vol, json_t **snaps)
+{
+  struct local_list l = { .vol = vol, .arr = json_array () };
+  json_t **v;
+  size_t n;
+  int r;
+
+  if (l.arr == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  r = vol_list (pool, true, add_local, &l);
+  n = json_array_size (l.arr);
+  v = r == 0 && n ? calloc (n, sizeof *v) : NULL;
+  if (r == 0 && n && v == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  if (r < 0) {
+    json_decref (l.arr);
+    return r;
+  }
+  for (size_t i = 0; i < n; i++)
+    v[i] = json_incref (json_array_get (l.arr, i));
+  if (n > 1)
+    qsort (v, n, sizeof *v, by_generation);
+  json_array_clear (l.arr);
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new (l.arr, v[i]);
+  free (v);
+  *snaps = l.arr;
+  return 0;
+}
+
+/* The snapshot of snaps with this GUID, or NULL. */
+static json_t *
+find_guid (json_t *snaps, const char *guid)
+{
+  size_t i;
+  json_t *v;
+
+  json_array_foreach (snaps, i, v)
+    if (guid && jstr (v, "guid") && strcmp (jstr (v, "guid"), guid) == 0)
+      return v;
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- push */
+
+struct push {
+  struct control_ctx *ctx;
+  struct remote *rm;
+};
+
+/* The sink of a push: the remote's receive. */
+static int
+push_sink (void *opaque, const void *buf, size_t len)
+{
+  struct push *p = opaque;
+  int r;
+
+  if (control_ctx_cancelled (p->ctx))
+    return cairn_fail (-ECANCELED, "the replication was cancelled");
+  r = control_client_stream_write (p->rm->c, buf, len);
+  if (r == 1)
+    return cairn_fail (-ECONNABORTED, "the receiver stopped the stream");
+  return r < 0 ? remote_fail (p->rm, r) : 0;
+}
+
+static void
+push_progress (void *opaque, uint64_t done, uint64_t total)
+{
+  struct push *p = opaque;
+
+  control_job_progress (p->ctx, done, total);
+}
+
+/* Stream snapshot snap (base: NULL or a snapshot name; guid: its GUID)
+ * into the remote's volume vol; *resumed tells whether it resumed.
+ */
+static int
+push_stream (struct control_ctx *ctx, struct remote *rm, const char *snap,
+             const char *base, const char *guid, const char *vol,
+             json_t **result)
+{
+  struct push p = { .ctx = ctx, .rm = rm };
+  struct repl_send_opts so = { .from = base, .sink = push_sink,
+                               .sink_opaque = &p, .progress = push_progress,
+                               .progress_opaque = &p };
+  struct repl_send_result res;
+  json_t *params = json_pack ("{s:s}", "volume", vol), *ready = NULL;
+  json_t *resume, *rres = NULL;
+  char why[1024];
+  int r, fr;
+
+  r = params ? control_client_stream_start (rm->c, "stream.receive", params,
+                                            &ready, &rres)
+             : cairn_fail (-ENOMEM, "out of memory");
+  json_decref (params);
+  if (r < 0)
+    return remote_fail (rm, r);
+  resume = json_object_get (ready, "resume");
+  if (json_is_object (resume)) {
+    if (strcmp (jstr (resume, "to_guid"), guid) != 0) {
+      r = cairn_fail (-EBUSY, "'%s' on %s has an interrupted receive of "
+                      "another snapshot (GUID %s) than %s (GUID %s): finish "
+                      "it with the request that started it, or discard it "
+                      "there (cairn receive --abort %s)", vol, rm->name,
+                      jstr (resume, "to_guid"), snap, guid, vol);
+      goto end;
+    }
+    so.resume = jstr (resume, "token");
+  }
+  r = repl_send (ctx_pool (ctx), snap, &so, &res);
+ end:
+  if (r < 0)
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+  /* The end frame: after a failure, the receiver keeps what it has. */
+  fr = control_client_stream_finish (rm->c, true, &rres);
+  if ((r == 0 || r == -ECONNABORTED) && fr < 0)
+    r = remote_fail (rm, fr);       /* the receiver's reason */
+  else if (r < 0)
+    r = cairn_fail (r, "%s", why);
+  if (r == 0) {
+    *result = json_pack ("{s:s, s:b, s:b, s:I, s:I, s:b}", "snapshot", snap,
+                         "incremental", base != NULL,
+                         "resumed", so.resume != NULL,
+                         "stream_bytes", (json_int_t) res.stream_bytes,
+                         "data_bytes", (json_int_t) res.data_bytes,
+                         "already", false);
+    if (*result == NULL)
+      r = cairn_fail (-ENOMEM, "out of memory");
+  }
+  json_decref (ready);
+  json_decref (rres);
+  return r;
+}
+
+static int
+replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
+{
+  struct cairn_pool *pool = ctx_pool (ctx);
+  struct remote rm = { NULL };
+  json_t *lsnaps = NULL, *rsnaps = NULL, *newest, *common;
+  const char *snap, *to, *from, *at, *base = NULL;
+  char vol[VOL_NAME_MAX + 1], guid[17];
+  struct vol_info vi;
+  int r;
+
+  snap = jstr (params, "snapshot");
+  to = jstr (params, "to");
+  from = jstr (params, "from");
+  if (!json_is_object (params) || snap == NULL || to == NULL ||
+      json_object_size (params) != 2u + (from != NULL))
+    return control_invalid_params (ctx, "replicate.push takes {\"snapshot\": "
+                                   "\"VOL@SNAP\", \"to\": \"HOST[:PORT]\", "
+                                   "\"from\"?: \"SNAP\"} (strings)");
+  at = strchr (snap, '@');
+  if (at == NULL || (size_t) (at - snap) > VOL_NAME_MAX)
+    return control_invalid_params (ctx, "\"%s\" is not VOL@SNAP", snap);
+  snprintf (vol, sizeof vol, "%.*s", (int) (at - snap), snap);
+  r = vol_stat (pool, snap, &vi);
+  if (r < 0)
+    return r;
+  snprintf (guid, sizeof guid, "%016" PRIx64, vi.guid);
+  control_job_start (ctx, snap);
+  r = remote_connect (ctx, to, &rm);
+  if (r == 0)
+    r = remote_snapshots (&rm, vol, &rsnaps);
+  if (r == 0)
+    r = local_snapshots (pool, vol, &lsnaps);
+  if (r < 0)
+    goto out;
+  if (find_guid (rsnaps, guid)) {
+    *result = json_pack ("{s:s, s:b}", "snapshot", snap, "already", true);
+    r = *result ? 0 : cairn_fail (-ENOMEM, "out of memory");
+    goto out;
+  }
+  newest = json_array_get (rsnaps, json_array_size (rsnaps) - 1);
+  if (from)
+    base = from;
+  else if (newest) {
+    common = find_guid (lsnaps, jstr (newest, "guid"));
+    if (common == NULL) {
+      r = cairn_fail (-ESTALE, "the newest snapshot of '%s' on %s ('%s') is "
+                      "not one of this server's: there is no base for an "
+                      "incremental stream (give \"from\", or delete '%s' "
+                      "there to send it whole)", vol, rm.name,
+                      jstr (newest, "snapshot"), vol);
+      goto out;
+    }
+    base = jstr (common, "snapshot");
+  }
+  r = push_stream (ctx, &rm, snap, base, guid, vol, result);
+ out:
+  json_decref (lsnaps);
+  json_decref (rsnaps);
+  control_client_close (rm.c);
+  return r;
+}
+
+/* ---------------------------------------------------------------- pull */
+
+static void
+pull_notify (void *opaque, const char *method, json_t *params)
+{
+  struct control_ctx *ctx = opaque;
+
+  if (strcmp (method, "job.progress") == 0)
+    control_job_progress (ctx, (uint64_t) json_integer_value
+                          (json_object_get (params, "done")),
+                          (uint64_t) json_integer_value
+                          (json_object_get (params, "total")));
+}
+
+/* Receive the remote's snapshot vol@name (base: NULL or a snapshot name)
+ * into vol.
+ */
+static int
+pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
+             const char *name, const char *base, const char *guid,
+             json_t **info)
+{
+  struct cairn_pool *pool = ctx_pool (ctx);
+  char snap[2 * VOL_NAME_MAX + 2], tok[STREAM_TOKEN_MAX], to[17];
+  struct repl_recv_result res;
+  struct stream_token st;
+  struct repl_recv *rr = NULL;
+  json_t *params, *ready = NULL, *sres = NULL;
+  const char *resume = NULL;
+  int slot, r, sr = 0;
+
+  snprintf (snap, sizeof snap, "%s@%s", vol, name);
+  slot = stream_recv_claim (vol);
+  if (slot < 0)
+    return slot;
+  if (repl_recv_token (pool, vol, tok) == 0 &&
+      stream_token_parse (tok, &st) == 0) {
+    snprintf (to, sizeof to, "%016" PRIx64, st.to_guid);
+    if (strcmp (to, guid) != 0) {
+      r = cairn_fail (-EBUSY, "'%s' has an interrupted receive of another "
+                      "snapshot (GUID %s) than %s (GUID %s): finish it, or "
+                      "discard it (cairn receive --abort %s)", vol, to, snap,
+                      guid, vol);
+      goto out;
+    }
+    resume = tok;
+  }
+  cairn_error_clear ();
+  r = repl_recv_new (pool, vol, NULL, &rr);
+  if (r < 0)
+    goto out;
+  params = json_pack ("{s:s, s:s*, s:s*}", "snapshot", snap, "from", base,
+                      "resume", resume);
+  r = params ? control_client_stream_start (rm->c, "stream.send", params,
+                                            &ready, &sres)
+             : cairn_fail (-ENOMEM, "out of memory");
+  json_decref (params);
+  if (r < 0) {
+    r = remote_fail (rm, r);
+    goto finish;
+  }
+  /* Read to the end frame (after the END record only it should come). */
+  for (;;) {
+    const void *d;
+    size_t n, used;
+
+    if (control_ctx_cancelled (ctx)) {
+      r = cairn_fail (-ECANCELED, "the replication was cancelled");
+      break;
+    }
+    sr = control_client_stream_read (rm->c, &d, &n);
+    if (sr < 0 || n == 0)
+      break;
+    if (r == 0)
+      r = repl_recv_feed (rr, d, n, &used);
+    if (r < 0)
+      break;
+  }
+  if (sr < 0)
+    r = remote_fail (rm, sr);
+  else if (r >= 0 && (sr = control_client_stream_finish (rm->c, false,
+                                                         &sres)) < 0)
+    r = remote_fail (rm, sr);
+ finish:
+  {
+    char why[1024];
+    int fr;
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    fr = repl_recv_finish (rr, &res);
+    if (r < 0 && res.kept)
+      r = cairn_fail (r, "%s (the receive of %s kept its progress: the same "
+                      "request resumes it)", why, snap);
+    else if (r < 0)
+      r = cairn_fail (r, "%s", why);
+    else
+      r = fr;
+    if (r == 0)
+      *info = json_pack ("{s:s, s:b, s:b, s:I, s:I}", "snapshot", snap,
+                         "incremental", res.incremental,
+                         "resumed", res.resumed,
+                         "stream_bytes", (json_int_t) res.stream_bytes,
+                         "data_bytes", (json_int_t) res.data_bytes);
+  }
+ out:
+  repl_recv_free (rr);
+  stream_recv_release (slot);
+  json_decref (ready);
+  json_decref (sres);
+  return r;
+}
+
+static int
+replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
+{
+  struct cairn_pool *pool = ctx_pool (ctx);
+  struct remote rm = { NULL };
+  json_t *lsnaps = NULL, *rsnaps = NULL, *received = NULL;
+  const char *vol, *from, *base = NULL;
+  size_t start = 0, n;
+  int r;
+
+  vol = jstr (params, "volume");
+  from = jstr (params, "from");
+  if (!json_is_object (params) || vol == NULL || from == NULL ||
+      json_object_size (params) != 2)
+    return control_invalid_params (ctx, "replicate.pull takes {\"from\": "
+                                   "\"HOST[:PORT]\", \"volume\": \"VOL\"} "
+                                   "(strings)");
+  r = vol_check_name (vol);
+  if (r < 0)
+    return r;
+  control_job_start (ctx, vol);
+  r = remote_connect (ctx, from, &rm);
+  if (r == 0)
+    r = remote_snapshots (&rm, vol, &rsnaps);
+  if (r == 0)
+    r = local_snapshots (pool, vol, &lsnaps);
+  if (r == 0 && (received = json_array ()) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  if (r < 0)
+    goto out;
+  control_client_set_notify (rm.c, pull_notify, ctx);
+  n = json_array_size (rsnaps);
+  if (n == 0) {
+    r = cairn_fail (-ENOENT, "%s has no snapshot of '%s' (or no volume "
+                    "'%s'): there is nothing to pull", rm.name, vol, vol);
+    goto out;
+  }
+  /* The newest snapshot both sides have: the chain starts after it. */
+  for (size_t i = json_array_size (lsnaps); i-- > 0; ) {
+    json_t *common = find_guid (rsnaps, jstr (json_array_get (lsnaps, i),
+                                              "guid"));
+
+    if (common) {
+      base = jstr (common, "snapshot");
+      while (json_array_get (rsnaps, start) != common)
+        start++;
+      start++;
+      break;
+    }
+  }
+  if (base == NULL && json_array_size (lsnaps) > 0) {
+    r = cairn_fail (-ESTALE, "'%s' here and on %s have no snapshot in "
+                    "common: pull into another volume, or delete '%s' here",
+                    vol, rm.name, vol);
+    goto out;
+  }
+  for (; r == 0 && start < n; start++) {
+    json_t *s = json_array_get (rsnaps, start), *info = NULL;
+
+    r = pull_stream (ctx, &rm, vol, jstr (s, "snapshot"), base,
+                     jstr (s, "guid"), &info);
+    if (r == 0 && json_array_append_new (received, info) == -1)
+      r = cairn_fail (-ENOMEM, "out of memory");
+    base = jstr (s, "snapshot");
+  }
+  if (r == 0) {
+    *result = json_pack ("{s:O, s:s}", "received", received, "newest", base);
+    if (*result == NULL)
+      r = cairn_fail (-ENOMEM, "out of memory");
+  }
+ out:
+  json_decref (received);
+  json_decref (lsnaps);
+  json_decref (rsnaps);
+  control_client_close (rm.c);
+  return r;
+}
+
+static const struct control_method replicate_methods[] = {
+  { .name = "replicate.pull", .handler = replicate_pull, .blocking = true,
+    .long_running = true },
+  { .name = "replicate.push", .handler = replicate_push, .blocking = true,
+    .long_running = true },
+};
+
+const struct control_method_table cairn_replicate_methods = {
+  .methods = replicate_methods,
+  .n = ARRAY_SIZE (replicate_methods),
+};

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# Send, receive, replicate and pull through two running servers (nbdkit
+# with the plugin, each with a control socket and a control port on
+# loopback TCP): `cairn send | cairn receive` through the servers, a push
+# (full, then incremental after random writes, zeros and trims), a pull of a
+# chain of snapshots, every received snapshot compared with its source over
+# NBD (qemu-img compare); then transfers interrupted mid-stream (the cairn
+# client killed with SIGKILL, the receiving nbdkit killed with SIGKILL and
+# restarted) and the same command run again, which resumes (it says so) to
+# an identical result; progress as JSON; a job listed and cancelled.
+#
+# replicate and pull are jobs of the servers (replicate.push/pull): to
+# interrupt one at a known point however fast the machine is, the other
+# server is paced with SIGSTOP/SIGCONT while the job's progress is polled.
+. "$top_srcdir/tests/integration/plugin-functions.sh"
+require qemu-img
+require qemu-io
+require nbdcopy
+require python3
+
+POOL_A="$TMPDIR_TEST/pool-a" POOL_B="$TMPDIR_TEST/pool-b"
+NBD_A="$TMPDIR_TEST/a.nbd" NBD_B="$TMPDIR_TEST/b.nbd"
+CTL_A="$TMPDIR_TEST/a.ctl" CTL_B="$TMPDIR_TEST/b.ctl"
+PID_A= PID_B= CLIENT=
+
+trap 'rc=$?; for p in $CLIENT $PID_A $PID_B; do kill -9 "$p" 2>/dev/null; done; (exit $rc); cleanup' EXIT
+
+# A free TCP port on loopback.
+free_port () {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+PORT_A=$(free_port) PORT_B=$(free_port)
+
+# Start the server of pool $1 (a or b).
+start_server () {
+  local pool nbd ctl port pid
+  if [ "$1" = a ]; then pool=$POOL_A nbd=$NBD_A ctl=$CTL_A port=$PORT_A
+  else pool=$POOL_B nbd=$NBD_B ctl=$CTL_B port=$PORT_B; fi
+  rm -f "$nbd" "$ctl"
+  nbdkit_exec "$NBDKIT" --foreground --unix "$nbd" "$PLUGIN" pool="$pool" \
+    control="$ctl" control-tcp="127.0.0.1:$port" >>"$NBDKIT_LOG" 2>&1 &
+  pid=$!
+  if [ "$1" = a ]; then PID_A=$pid; else PID_B=$pid; fi
+  for _ in $(seq 300); do
+    [ -S "$nbd" ] && [ -S "$ctl" ] && return 0
+    kill -0 "$pid" 2>/dev/null || fail "nbdkit on pool $1 exited during start-up"
+    sleep 0.1
+  done
+  fail "nbdkit on pool $1 did not start within 30 s"
+}
+
+# cairn on server A or B: ca ARGS, cb ARGS.
+ca () { "$CAIRN" --socket "$CTL_A" "$@"; }
+cb () { "$CAIRN" --socket "$CTL_B" "$@"; }
+
+# Run cairn with the arguments; status in rc, stdout+stderr in out.
+run () {
+  args=("$@")
+  rc=0
+  out=$("$CAIRN" "$@" 2>&1) || rc=$?
+}
+expect () {
+  [ "$rc" -eq "$1" ] || fail "cairn ${args[*]}: exit $rc, expected $1; it said: $out"
+  if [ $# -ge 2 ]; then
+    grep -qE -- "$2" <<<"$out" || fail "cairn ${args[*]}: no '$2' in: $out"
+  fi
+}
+
+# The last run's transfer carried less than $1 MiB of data (it resumed
+# without resending what had arrived).
+less_than_mib () {
+  python3 - "$out" "$1" <<'PY' || fail "the resumed transfer resent data: $out"
+import re, sys
+m = re.search(r"([0-9.]+)([KMG]?) of data", sys.argv[1])
+n = float(m.group(1)) * {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024}[m.group(2)]
+sys.exit(0 if n < float(sys.argv[2]) else 1)
+PY
+}
+
+# Compare export $1 on both servers.
+same () {
+  qemu-img compare -f raw -F raw "nbd+unix:///$1?socket=$NBD_A" \
+    "nbd+unix:///$1?socket=$NBD_B" >/dev/null ||
+    fail "$1 differs between the servers"
+}
+
+# Random writes, zeros and trims on A's volume $1 (seeded by $2).
+scribble () {
+  local cmds=() size=$3 i off len
+  RANDOM=$2
+  for i in $(seq 40); do
+    off=$(( (RANDOM * 32768 + RANDOM) % (size - 2097152) ))
+    len=$(( 512 + RANDOM * 32 ))
+    case $(( RANDOM % 4 )) in
+      0|1) cmds+=(-c "write -P $((RANDOM % 250 + 1)) $off $len") ;;
+      2) cmds+=(-c "write -z $off $len") ;;
+      3) cmds+=(-c "discard $((off / 4096 * 4096)) $(( (len + 4095) / 4096 * 4096 ))") ;;
+    esac
+  done
+  qemu-io -f raw "${cmds[@]}" "nbd+unix:///$1?socket=$NBD_A" >/dev/null ||
+    fail "qemu-io on $1"
+}
+
+# Bytes done by the (first) job of the server at socket $1, 0 if none.
+job_done () {
+  "$CAIRN" --socket "$1" job list --json | python3 -c 'import json, sys
+j = json.load(sys.stdin)["jobs"]
+print(j[0]["done"] if j else 0)'
+}
+
+# Pace the server with pid $1 (the other end of the job) until the job of
+# the server at socket $2 has done $3 bytes; leaves the paced server
+# stopped.  Fails if the client $CLIENT finished first.
+pace_until () {
+  local pid=$1 sock=$2 want=$3
+  for _ in $(seq 3000); do
+    kill -STOP "$pid"
+    kill -0 "$CLIENT" 2>/dev/null || { kill -CONT "$pid"; fail "the transfer ended before byte $want"; }
+    [ "$(job_done "$sock")" -ge "$want" ] && return 0
+    kill -CONT "$pid"
+    sleep 0.02
+  done
+  fail "the transfer did not reach byte $want"
+}
+
+"$CAIRN" mkpool "$POOL_A" --size 768M >/dev/null || fail "mkpool A"
+"$CAIRN" mkpool "$POOL_B" --size 768M >/dev/null || fail "mkpool B"
+
+# cairnd passes --control-tcp (or the config key) to the plugin.
+"$CAIRND" --pool "$POOL_A" --control-tcp "127.0.0.1:$PORT_A" --dry-run |
+  grep -q " control-tcp=127.0.0.1:$PORT_A" || fail "cairnd --control-tcp"
+printf 'pool = %s\ncontrol-tcp = %s\n' "$POOL_A" "$PORT_A" >"$TMPDIR_TEST/cairnd.conf"
+"$CAIRND" --config "$TMPDIR_TEST/cairnd.conf" --dry-run |
+  grep -q " control-tcp=$PORT_A\$" || fail "cairnd: control-tcp in the config file"
+
+# control-tcp= needs control=, and a port that is one.  (timeout: a
+# sanitizer build of nbdkit can hang in its exit handlers.)
+for params in "control-tcp=$PORT_A" "control=$CTL_A control-tcp=127.0.0.1:70000"; do
+  # shellcheck disable=SC2086
+  msg=$(nbdkit_env timeout -s KILL 20 "$NBDKIT" --foreground \
+        --unix "$NBD_A" "$PLUGIN" pool="$POOL_A" $params 2>&1) &&
+    fail "nbdkit accepted $params"
+  grep -qE "needs control=|0 to 65535" <<<"$msg" || fail "nbdkit $params said: $msg"
+done
+start_server a
+start_server b
+
+# ---------------------------------------------------------------- send | receive
+ca volume create v 64M >/dev/null || fail "volume create"
+head -c 20M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///v?socket=$NBD_A" || fail "nbdcopy"
+scribble v 1 $((64 * 1024 * 1024))
+ca snapshot create v@s1 >/dev/null
+run --socket "$CTL_A" send v@s1 --dry-run
+expect 0 "a full stream of v@s1: .* bytes"
+ca send v@s1 | cb receive v >"$TMPDIR_TEST/out" || fail "send | receive: $(cat "$TMPDIR_TEST/out")"
+grep -q "received v@s1 (full stream" "$TMPDIR_TEST/out" || fail "receive said: $(cat "$TMPDIR_TEST/out")"
+same v@s1
+same v
+
+# A stream that is not one: refused, nothing visible changes on B.
+before=$(cb volume list --snapshots --json)
+rc=0; head -c 100000 /dev/urandom | cb receive x 2>"$TMPDIR_TEST/err" || rc=$?
+[ $rc -eq 1 ] || fail "receiving garbage: exit $rc"
+grep -q "byte" "$TMPDIR_TEST/err" || fail "the refusal does not say where: $(cat "$TMPDIR_TEST/err")"
+[ "$before" = "$(cb volume list --snapshots --json)" ] || fail "a refused stream changed B"
+
+# ---------------------------------------------------------------- push
+scribble v 2 $((64 * 1024 * 1024))
+ca snapshot create v@s2 >/dev/null
+run --socket "$CTL_A" replicate v@s2 --to "127.0.0.1:$PORT_B" --progress=json
+expect 0 "sent v@s2 to 127.0.0.1:$PORT_B \(incremental"
+grep -q '"event":"done"' <<<"$out" || fail "no JSON progress: $out"
+grep -q '"event":"progress"' <<<"$out" || fail "no JSON progress event: $out"
+same v@s2
+run --socket "$CTL_A" replicate v@s2 --to "127.0.0.1:$PORT_B"
+expect 0 "has v@s2 already"
+
+# ---------------------------------------------------------------- pull
+for s in s3 s4 s5; do
+  scribble v "${s#s}3" $((64 * 1024 * 1024))
+  ca snapshot create "v@$s" >/dev/null
+done
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
+expect 0 "received v@s5 from 127.0.0.1:$PORT_A \(incremental"
+grep -q "received v@s3" <<<"$out" || fail "pull did not bring s3: $out"
+for s in s1 s2 s3 s4 s5; do same "v@$s"; done
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
+expect 0 "up to date"
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" nosuch
+expect 3 "nothing to pull"
+
+# ---------------------------------------------------------------- interrupted push
+# 160 MiB of data: 10 resume points (one every 16 MiB of stream).
+ca volume create w 256M >/dev/null
+head -c 160M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+ca snapshot create w@f1 >/dev/null
+# Killing the cairn client cancels A's job; B keeps what it received.
+"$CAIRN" --socket "$CTL_A" replicate w@f1 --to "127.0.0.1:$PORT_B" \
+  --progress=none >/dev/null 2>&1 &
+CLIENT=$!
+pace_until "$PID_B" "$CTL_A" $((60 * 1024 * 1024))
+kill -9 "$CLIENT"; wait "$CLIENT" 2>/dev/null || true; CLIENT=
+kill -CONT "$PID_B"
+for _ in $(seq 100); do [ "$(job_done "$CTL_B")" = 0 ] && break; sleep 0.1; done
+cb volume list | grep -qw w && fail "the interrupted receive made w visible"
+cb receive --token w | grep -q cairn-resume || fail "no resume token on B"
+run --socket "$CTL_A" replicate w@f1 --to "127.0.0.1:$PORT_B"
+expect 0 "sent w@f1 to 127.0.0.1:$PORT_B \(full, resumed"
+less_than_mib 120
+same w@f1
+
+# ---------------------------------------------------------------- interrupted pull
+# 120 MiB changed; B's server is killed mid-stream and restarted.
+head -c 120M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+ca snapshot create w@f2 >/dev/null
+"$CAIRN" --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w --progress=none \
+  >/dev/null 2>&1 &
+CLIENT=$!
+pace_until "$PID_A" "$CTL_B" $((50 * 1024 * 1024))
+kill -9 "$PID_B"; wait "$PID_B" 2>/dev/null || true; PID_B=
+kill -CONT "$PID_A"
+rc=0; wait "$CLIENT" || rc=$?; CLIENT=
+[ $rc -ne 0 ] || fail "the pull succeeded although B was killed"
+start_server b
+cb snapshot list w | grep -q f2 && fail "the interrupted pull made w@f2 visible"
+cb receive --token w | grep -q cairn-resume || fail "no resume token on B after the restart"
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w
+expect 0 "received w@f2 from 127.0.0.1:$PORT_A \(incremental, resumed"
+less_than_mib 90
+same w@f2
+same w@f1
+
+# ---------------------------------------------------------------- jobs
+# A send whose reader is slow: listed as a job, then cancelled.
+( ca send w@f2 --from f1 | (sleep 3; cat >/dev/null) ) 2>"$TMPDIR_TEST/err" &
+CLIENT=$!
+id=
+for _ in $(seq 100); do
+  id=$(ca job list --json | python3 -c 'import json, sys
+j = [x for x in json.load(sys.stdin)["jobs"] if x["method"] == "stream.send"]
+print(j[0]["job"] if j else "")')
+  [ -n "$id" ] && break
+  sleep 0.05
+done
+[ -n "$id" ] || fail "the send is not listed as a job"
+run --socket "$CTL_A" job show "$id"
+expect 0 "stream.send +w@f2"
+run --socket "$CTL_A" job cancel "$id"
+expect 0 "cancelling job $id"
+rc=0; wait "$CLIENT" || rc=$?; CLIENT=
+grep -q "cancelled" "$TMPDIR_TEST/err" || fail "the cancelled send said: $(cat "$TMPDIR_TEST/err")"
+run --socket "$CTL_A" job cancel "$id"
+expect 3 "no job $id"
+run --socket "$CTL_A" job list
+expect 0 "no jobs are running"
+
+# A pull whose source has stalled (stopped) is still cancelled at once;
+# the same pull then resumes.
+head -c 60M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+ca snapshot create w@f3 >/dev/null
+"$CAIRN" --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w --progress=none \
+  >/dev/null 2>"$TMPDIR_TEST/err" &
+CLIENT=$!
+pace_until "$PID_A" "$CTL_B" $((20 * 1024 * 1024))
+id=$(cb job list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["jobs"][0]["job"])')
+run --socket "$CTL_B" job cancel "$id"
+expect 0 "cancelling job $id \(replicate.pull w\)"
+for _ in $(seq 50); do kill -0 "$CLIENT" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$CLIENT" 2>/dev/null && fail "the cancelled pull still runs after 5 s"
+rc=0; wait "$CLIENT" || rc=$?; CLIENT=
+kill -CONT "$PID_A"
+[ $rc -eq 1 ] || fail "the cancelled pull exited $rc"
+grep -q "cancelled" "$TMPDIR_TEST/err" || fail "the cancelled pull said: $(cat "$TMPDIR_TEST/err")"
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w
+expect 0 "received w@f3 from .* \(incremental, resumed"
+same w@f3
+
+# Both pools are clean after all this.
+kill "$PID_A"; wait "$PID_A" || fail "nbdkit A did not exit cleanly"; PID_A=
+kill "$PID_B"; wait "$PID_B" || fail "nbdkit B did not exit cleanly"; PID_B=
+"$CAIRN" fsck "$POOL_A" --quiet || fail "fsck A"
+"$CAIRN" fsck "$POOL_B" --quiet || fail "fsck B"
