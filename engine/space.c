@@ -393,8 +393,9 @@ space_free (struct space *sp, uint64_t start, uint64_t len, uint64_t birth)
     if (rangeset_contains (&sp->alloc, start, len)) {
       /* Allocated in the open generation, yet the caller says an older
        * durable generation references it: blocks written after a freeze
-       * for the generation before (the space map chain, txn.c).  They
-       * must not be reused until the open generation is durable.
+       * for the generation before (the version-1 space map chain did
+       * that).  They must not be reused until the open generation is
+       * durable.
        */
       reserve_or_die (&sp->freed);
       must (rangeset_remove (&sp->alloc, start, len), "space: moving alloc");
@@ -549,6 +550,18 @@ space_open_gen (struct space *sp)
   gen = sp->gen;
   pthread_mutex_unlock (&sp->lock);
   return gen;
+}
+
+/* Ranges in the open generation's net delta. */
+uint64_t
+space_delta_ranges (struct space *sp)
+{
+  uint64_t n;
+
+  pthread_mutex_lock (&sp->lock);
+  n = rangeset_count (&sp->alloc) + rangeset_count (&sp->freed);
+  pthread_mutex_unlock (&sp->lock);
+  return n;
 }
 
 /* Fill in the counters. */
