@@ -410,6 +410,7 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   memcpy (info->uuid, pool->sb.uuid, 16);
   info->generation = pool->durable_gen;
   info->commits = pool->commits;
+  info->spacemap_blocks = pool->sm.nbase + pool->sm.nlog;
   pthread_mutex_unlock (&pool->commit_lock);
   info->open_generation = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   info->node_size = pool->sb.node_size;

@@ -149,6 +149,7 @@ struct pool_info {
   uint64_t total_blocks, data_start_block;
   uint64_t commits;
   bool readonly, failed;
+  uint64_t spacemap_blocks;       /* allocated blocks holding the space map */
   struct space_stats space;
   struct nodecache_stats cache;
 };

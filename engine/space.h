@@ -109,8 +109,8 @@ void space_gen_durable (struct space *sp, uint64_t gen);
 /* The open generation. */
 uint64_t space_open_gen (struct space *sp);
 
-/* Ranges in the open generation's net delta (allocated plus freed): what
- * space_freeze would hand out now.  The commit sizes the space map log
+/* At least as many ranges as the open generation's net delta (allocated
+ * plus freed) holds: what space_freeze would hand out now.  The commit sizes the space map log
  * record of the generation with it.
  */
 uint64_t space_delta_ranges (struct space *sp);

@@ -737,7 +737,7 @@ spacemap_adopt (struct spacemap *sm, struct spacemap_write *w)
     sm->legacy = false;
     w->blocks = NULL;
   }
-  else {
+  else if (w->n > 0) {
     /* reserve_log made the room. */
     memcpy (sm->log + sm->nlog, w->blocks, w->n * sizeof *w->blocks);
     sm->nlog += w->n;

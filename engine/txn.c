@@ -178,9 +178,9 @@ txn_commit_now (struct cairn_pool *pool)
     goto out;
   }
   space_gen_durable (pool->space, gen);
-  spacemap_adopt (&pool->sm, &smw);
   pool->sb = sb;
   pthread_mutex_lock (&pool->commit_lock);
+  spacemap_adopt (&pool->sm, &smw);
   pool->durable_gen = gen;
   pool->commits++;
   pthread_mutex_unlock (&pool->commit_lock);

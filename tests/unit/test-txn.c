@@ -502,7 +502,9 @@ struct pc_model {
   uint64_t ver[PC_KEYS];      /* 0: absent */
 };
 
-/* The workload: deterministic from wseed; commits every 40 operations.
+/* The workload: deterministic from wseed; commits every 40 operations,
+ * with a space map log bound of 3 blocks so that the cuts land in appends
+ * and in condenses alike (spacemap.c SM-3).
  * models[g] is the state generation g holds, for every generation whose
  * commit started.  Returns the newest acknowledged generation.
  */
@@ -510,7 +512,8 @@ static uint64_t
 pc_workload (struct cairn_dev *dev, uint64_t wseed, struct pc_model *models,
              uint64_t *idp)
 {
-  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40 };
+  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40,
+                               .spacemap_log_min = 3 };
   struct rng r = { wseed };
   struct pc_model cur = { { 0 } };
   struct cairn_pool *pool;

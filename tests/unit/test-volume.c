@@ -942,10 +942,13 @@ Test (volume, model_random_histories, .timeout = 600)
   cr_assert_eq (pool_commit (w.pool), 0);
   reopen (&w, "after deleting everything");
   pool_info (w.pool, &after);
-  cr_assert_eq (after.space.allocated, base.space.allocated,
-                "allocated %" PRIu64 " blocks after deleting everything, %"
-                PRIu64 " in the empty pool", after.space.allocated,
-                base.space.allocated);
+  /* The space map's log grew meanwhile: its blocks are not leaks. */
+  cr_assert_eq (after.space.allocated - after.spacemap_blocks,
+                base.space.allocated - base.spacemap_blocks,
+                "allocated %" PRIu64 " blocks (%" PRIu64 " of them the space "
+                "map) after deleting everything, %" PRIu64 " (%" PRIu64 ") in "
+                "the empty pool", after.space.allocated, after.spacemap_blocks,
+                base.space.allocated, base.spacemap_blocks);
   cr_assert_eq (pool_close (w.pool), 0);
   dev_close (w.dev);
 }
