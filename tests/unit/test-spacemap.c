@@ -13,46 +13,10 @@
 #include "fsck.h"
 #include "pool.h"
 #include "txn-int.h"
+#include "test-pool.h"
 #include "test-util.h"
 
 #define PER_BLOCK 250u            /* records or ranges in one map block */
-
-/* Count fsck's problems, keeping the first one. */
-struct problems {
-  char first[1024];
-  unsigned n;
-};
-
-static void
-note_problem (void *opaque, const char *msg)
-{
-  struct problems *p = opaque;
-
-  if (p->n++ == 0)
-    snprintf (p->first, sizeof p->first, "%s", msg);
-}
-
-static struct fsck_report
-assert_clean (struct cairn_dev *dev)
-{
-  struct problems p = { "", 0 };
-  struct fsck_opts o = { .problem = note_problem, .opaque = &p };
-  struct fsck_report rep;
-
-  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (rep.errors, 0, "fsck: %u problems, first: %s", p.n, p.first);
-  return rep;
-}
-
-static struct cairn_dev *
-mem_pool (uint64_t size)
-{
-  struct cairn_dev *dev;
-
-  cr_assert_eq (dev_mem_create (size, &dev), 0);
-  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
-  return dev;
-}
 
 static struct cairn_pool *
 open_pool (struct cairn_dev *dev, uint64_t log_min)
@@ -63,17 +27,6 @@ open_pool (struct cairn_dev *dev, uint64_t log_min)
 
   cr_assert_eq (pool_open (dev, &oo, &pool), 0, "%s", cairn_errmsg ());
   return pool;
-}
-
-static struct btree *
-new_tree (struct cairn_pool *pool, uint64_t *idp)
-{
-  struct btree *t;
-
-  cr_assert_eq (txn_begin (pool), 0);
-  cr_assert_eq (pool_tree_create (pool, idp, &t), 0, "%s", cairn_errmsg ());
-  txn_end (pool);
-  return t;
 }
 
 /* Insert (or with del, delete) one key. */
@@ -170,7 +123,7 @@ churn (struct cairn_pool *pool, struct btree *t, struct rng *r, unsigned commits
 Test (spacemap, long_log_replays_exactly)
 {
   uint64_t seed = test_seed ("spacemap.long_log_replays_exactly", 1203);
-  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct cairn_pool *pool = open_pool (dev, 1u << 20);
   struct rng r = { seed };
   struct ranges before, after;
@@ -236,7 +189,7 @@ Test (spacemap, condensed_at_the_bound)
 {
   uint64_t seed = test_seed ("spacemap.condensed_at_the_bound", 1204);
   const uint64_t log_min = 6;
-  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct cairn_pool *pool = open_pool (dev, log_min);
   struct rng r = { seed };
   uint64_t id, big_bound = 0, frag_gen = 0, *frag = calloc (1500, sizeof *frag);
@@ -308,7 +261,7 @@ Test (spacemap, condensed_at_the_bound)
 static struct cairn_dev *
 pool_with_log (size_t *nlogp, uint64_t *logp, uint64_t *genp)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct cairn_pool *pool = open_pool (dev, 0);
   struct pool_spacemap_info si;
   struct pool_info info;
@@ -355,8 +308,7 @@ Test (spacemap, corrupt_log_block_named)
   size_t nlog;
   struct cairn_dev *dev = pool_with_log (&nlog, log, &gen);
   struct fsck_report rep;
-  struct problems p = { "", 0 };
-  struct fsck_opts o = { .problem = note_problem, .opaque = &p };
+  struct problems p;
   uint8_t byte;
 
   for (int k = 0; k < 2; k++) {
@@ -367,9 +319,9 @@ Test (spacemap, corrupt_log_block_named)
     byte ^= 0x04;
     cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
     assert_refused_naming (dev, blk, "checksum mismatch");
-    cr_assert_eq (fsck_pool (dev, &o, &rep), 0);
+    rep = run_fsck (dev, &p);
     cr_assert_eq (rep.errors, 1);
-    cr_assert (strstr (p.first, "space map block") != NULL, "%s", p.first);
+    cr_assert (strstr (p.text, "space map block") != NULL, "%s", p.text);
     byte ^= 0x04;
     cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
   }
@@ -501,7 +453,7 @@ make_legacy (struct cairn_dev *dev, uint64_t blk)
  */
 Test (spacemap, version1_pool_converted_by_first_commit)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct pool_open_opts ro = { .readonly = true };
   struct cairn_pool *pool;
   struct superblock sb;
@@ -551,7 +503,7 @@ Test (spacemap, version1_pool_converted_by_first_commit)
  */
 Test (spacemap, log_fields_without_the_flag_refused)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct superblock sb;
   uint8_t buf[SB_SIZE];
 
