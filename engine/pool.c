@@ -96,7 +96,7 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
   r = space_create (sb.data_start, sb.total_blocks, sb.reserve_blocks, 1, &sp);
   if (r < 0)
     return r;
-  r = spacemap_condense (sp, 1, &w);
+  r = spacemap_condense (sp, 1, NULL, 0, &w);
   if (r == 0)
     r = spacemap_finish (&w, &none, &sb);
   if (r < 0)

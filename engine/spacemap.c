@@ -28,10 +28,12 @@
  *            of their own allocation included -- which spacemap_finish
  *            fills from G's delta after the freeze; or
  *   condenses (the log passed its bound, or the pool has the version-1
- *            chain): frees the old base and log blocks in G (deferred: the
- *            durable generation still reads them), allocates the new base
- *            in G, lists the free set with G's deferred frees as free and
- *            starts an empty log.
+ *            chain): allocates the new base in G, frees the old base and
+ *            log blocks in G (deferred: the durable generation still reads
+ *            them), lists the free set with G's deferred frees as free and
+ *            starts an empty log.  A pool too full for the new base (even
+ *            from the reserve) appends instead, past the bound, until
+ *            space comes back.
  * The version-1 chain went into blocks of G + 1, after the freeze, and
  * had to be marked allocated by hand on open; here the map's blocks belong
  * to the generation they describe, so the map describes itself.
@@ -56,7 +58,7 @@
  *        blocks free.  A failure is -EIO naming the block.
  *  SM-6  The log is bounded: a commit condenses once the log holds
  *        max(log_min, SM_LOG_FACTOR x the compact size of the free set)
- *        blocks.  A commit costs its own records (plus, amortised, one
+ *        blocks (unless the pool has no room for the new base).  A commit costs its own records (plus, amortised, one
  *        compact rewrite per bound's worth of log); an open costs the
  *        base plus at most the bound.
  *
@@ -325,11 +327,26 @@ fill_range (void *opaque, uint64_t start, uint64_t len)
   return 0;
 }
 
+/* Free the blocks of the map the durable superblock references, in the
+ * open generation (deferred: SM-3).
+ */
+static void
+free_old_map (const struct spacemap *sm, struct space *sp, uint64_t durable_gen)
+{
+  for (size_t i = 0; i < sm->nbase; i++)
+    space_free (sp, sm->base[i], 1, durable_gen);
+  for (size_t i = 0; i < sm->nlog; i++)
+    space_free (sp, sm->log[i], 1, durable_gen);
+}
+
 /* Write the current free set (pending frees counted free) as a new base of
- * generation gen into blocks allocated in gen (SM-2).
+ * generation gen into blocks allocated in gen (SM-2).  With old, the blocks
+ * of that map are freed first (once the new blocks are allocated, so that
+ * running out of space changes nothing).
  */
 int
-spacemap_condense (struct space *sp, uint64_t gen, struct spacemap_write *w)
+spacemap_condense (struct space *sp, uint64_t gen, const struct spacemap *old,
+                   uint64_t durable_gen, struct spacemap_write *w)
 {
   struct base_fill bf = { 0 };
   struct blkptr next = { 0 };
@@ -340,11 +357,15 @@ spacemap_condense (struct space *sp, uint64_t gen, struct spacemap_write *w)
   memset (w, 0, sizeof *w);
   w->condense = true;
   (void) space_foreach_free (sp, true, count_range, &count);
+  if (old)
+    count += old->nbase + old->nlog;  /* each adds at most one range */
   n = blocks_for (count);
   r = sm_alloc (sp, n, &w->blocks);
   if (r < 0)
     return r;
   w->n = n;
+  if (old)
+    free_old_map (old, sp, durable_gen);
   bf.img = w->images = calloc (n, BLOCK_SIZE);
   bf.nblocks = n;
   if (w->images == NULL) {
@@ -615,12 +636,13 @@ spacemap_prepare (struct spacemap *sm, struct space *sp, uint64_t durable_gen,
 
   memset (w, 0, sizeof *w);
   if (sm->legacy || log_full (sm, sp)) {
-    /* SM-3: the durable map stays readable until gen is durable. */
-    for (size_t i = 0; i < sm->nbase; i++)
-      space_free (sp, sm->base[i], 1, durable_gen);
-    for (size_t i = 0; i < sm->nlog; i++)
-      space_free (sp, sm->log[i], 1, durable_gen);
-    return spacemap_condense (sp, gen, w);
+    r = spacemap_condense (sp, gen, sm, durable_gen, w);
+    /* A pool too full for a new base keeps appending: the log is only
+     * longer than its bound until space comes back.
+     */
+    if (r != -ENOSPC || sm->legacy)
+      return r;
+    memset (w, 0, sizeof *w);
   }
   c = space_delta_ranges (sp);
   if (c == 0)

@@ -104,9 +104,11 @@ int spacemap_load (struct cairn_dev *dev, struct space *sp,
                    const struct superblock *sb, struct spacemap *sm)
   CAIRN_WUR;
 /* Write sp's free set (pending frees counted free) as a base of generation
- * gen, in blocks allocated from sp in its open generation gen.
+ * gen, in blocks allocated from sp in its open generation gen; with old,
+ * free that map's blocks (with birth durable_gen) once they are allocated.
  */
 int spacemap_condense (struct space *sp, uint64_t gen,
+                       const struct spacemap *old, uint64_t durable_gen,
                        struct spacemap_write *w) CAIRN_WUR;
 /* The commit of gen, before the space freeze: append or condense, and
  * allocate the blocks in gen.

@@ -257,6 +257,90 @@ Test (spacemap, condensed_at_the_bound)
   dev_close (dev);
 }
 
+/* One commit that allocates one block (recorded in blocks/births). */
+static void
+commit_one_alloc (struct cairn_pool *pool, uint64_t *block, uint64_t *birth)
+{
+  cr_assert_eq (txn_begin (pool), 0);
+  *birth = space_open_gen (pool_space (pool));
+  cr_assert_eq (space_alloc (pool_space (pool), 1, 0, 0, block), 0, "%s",
+                cairn_errmsg ());
+  txn_end (pool);
+  commit (pool);
+}
+
+/* A pool too full for a new base keeps appending past the bound instead of
+ * failing the commit, and condenses once space is back.  With 500 blocks
+ * of log a new base needs 3 blocks; the pool is left 2 (reserve included).
+ */
+Test (spacemap, full_pool_appends_past_the_bound)
+{
+  enum { N = 500, MAXFILL = 64 };
+  struct cairn_dev *dev = mem_pool (8 << 20, NULL);
+  struct cairn_pool *pool = open_pool (dev, N);
+  uint64_t *blocks = calloc (N, sizeof *blocks), *births = calloc (N, 8);
+  uint64_t fill[MAXFILL], fill_len[MAXFILL], fill_gen;
+  struct pool_info info;
+  struct ranges before, after;
+  struct space_stats st;
+  size_t nfill = 0, nlog, big = 0;
+
+  cr_assert (blocks && births);
+  for (unsigned i = 0; i < N; i++)
+    commit_one_alloc (pool, &blocks[i], &births[i]);
+  nlog = map_of (pool).nlog;
+  cr_assert_geq (nlog, N, "at the bound");
+  /* Take every free block but two, reserve included. */
+  cr_assert_eq (txn_begin (pool), 0);
+  fill_gen = space_open_gen (pool_space (pool));
+  space_stats (pool_space (pool), &st);
+  while (st.free > 2) {
+    cr_assert_lt (nfill, MAXFILL);
+    cr_assert_eq (space_alloc_upto (pool_space (pool), st.free - 2, 0,
+                                    SPACE_RESERVE, &fill[nfill],
+                                    &fill_len[nfill]), 0);
+    if (fill_len[nfill] > fill_len[big])
+      big = nfill;
+    nfill++;
+    space_stats (pool_space (pool), &st);
+  }
+  txn_end (pool);
+  commit (pool);
+  pool_info (pool, &info);
+  cr_assert (!info.failed);
+  cr_assert_gt (map_of (pool).nlog, nlog, "appended: no room for a new base");
+  nlog = map_of (pool).nlog;
+  /* Free the longest filler run: still no room for a base in that commit,
+   * which appends again; the run is free once it is durable.
+   */
+  cr_assert_geq (fill_len[big], 4);
+  cr_assert_eq (txn_begin (pool), 0);
+  space_free (pool_space (pool), fill[big], fill_len[big], fill_gen);
+  txn_end (pool);
+  commit (pool);
+  cr_assert_gt (map_of (pool).nlog, nlog, "appended again");
+  /* Space back: the next commit condenses. */
+  cr_assert_eq (txn_begin (pool), 0);
+  for (size_t i = 0; i < nfill; i++)
+    if (i != big)
+      space_free (pool_space (pool), fill[i], fill_len[i], fill_gen);
+  for (unsigned i = 0; i < N; i++)
+    space_free (pool_space (pool), blocks[i], 1, births[i]);
+  txn_end (pool);
+  commit (pool);
+  cr_assert_eq (map_of (pool).nlog, 0, "condensed once space came back");
+  before = free_set (pool);
+  cr_assert_eq (pool_close (pool), 0);
+  pool = open_pool (dev, 0);
+  after = free_set (pool);
+  assert_same_free_set (&before, &after, "after the full pool");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+  free (blocks);
+  free (births);
+  dev_close (dev);
+}
+
 /* A pool with a few commits in its log; returns the log's blocks. */
 static struct cairn_dev *
 pool_with_log (size_t *nlogp, uint64_t *logp, uint64_t *genp)
