@@ -83,17 +83,29 @@ free_set (struct cairn_pool *pool)
   return rs;
 }
 
-static void
-assert_same_free_set (struct ranges *a, struct ranges *b, const char *when)
+/* SM-1: close the pool, reopen it (replaying its map) and compare the
+ * free sets; returns fsck's report of the closed pool.  *poolp is closed.
+ */
+static struct fsck_report
+close_reopen_compare (struct cairn_dev *dev, struct cairn_pool **poolp,
+                      const char *when)
 {
-  cr_assert_eq (a->n, b->n, "%s: %zu free ranges, then %zu", when, a->n, b->n);
-  for (size_t i = 0; i < a->n; i++)
-    cr_assert (a->v[i].start == b->v[i].start && a->v[i].len == b->v[i].len,
+  struct ranges a = free_set (*poolp), b;
+
+  cr_assert_eq (pool_close (*poolp), 0, "%s", cairn_errmsg ());
+  *poolp = open_pool (dev, 0);
+  b = free_set (*poolp);
+  cr_assert_eq (a.n, b.n, "%s: %zu free ranges, then %zu", when, a.n, b.n);
+  for (size_t i = 0; i < a.n; i++)
+    cr_assert (a.v[i].start == b.v[i].start && a.v[i].len == b.v[i].len,
                "%s: range %zu is %" PRIu64 "+%" PRIu64 ", then %" PRIu64 "+%"
-               PRIu64, when, i, a->v[i].start, a->v[i].len, b->v[i].start,
-               b->v[i].len);
-  free (a->v);
-  free (b->v);
+               PRIu64, when, i, a.v[i].start, a.v[i].len, b.v[i].start,
+               b.v[i].len);
+  free (a.v);
+  free (b.v);
+  cr_assert_eq (pool_close (*poolp), 0);
+  *poolp = NULL;
+  return assert_clean (dev);
 }
 
 static struct pool_spacemap_info
@@ -126,7 +138,6 @@ Test (spacemap, long_log_replays_exactly)
   struct cairn_dev *dev = mem_pool (64 << 20, NULL);
   struct cairn_pool *pool = open_pool (dev, 1u << 20);
   struct rng r = { seed };
-  struct ranges before, after;
   struct pool_spacemap_info si;
   struct fsck_report rep;
   struct btree *t;
@@ -137,15 +148,7 @@ Test (spacemap, long_log_replays_exactly)
   si = map_of (pool);
   cr_assert_geq (si.nlog, 400, "one log block at least per commit: %zu", si.nlog);
   cr_assert_eq (si.nbase, 1, "never condensed");
-  before = free_set (pool);
-  cr_assert_eq (pool_close (pool), 0);
-
-  pool = open_pool (dev, 0);
-  after = free_set (pool);
-  assert_same_free_set (&before, &after, "before close and after replay");
-  cr_assert_geq (map_of (pool).nlog, 400);
-  cr_assert_eq (pool_close (pool), 0);
-  rep = assert_clean (dev);
+  rep = close_reopen_compare (dev, &pool, "before close and after replay");
   cr_assert_geq (rep.spacemap_log_blocks, 400);
   dev_close (dev);
 }
@@ -194,7 +197,6 @@ Test (spacemap, condensed_at_the_bound)
   struct rng r = { seed };
   uint64_t id, big_bound = 0, frag_gen = 0, *frag = calloc (1500, sizeof *frag);
   unsigned condenses = 0, appends = 0, big = 0;
-  struct ranges before, after;
   struct btree *t;
 
   cr_assert_not_null (frag);
@@ -238,21 +240,13 @@ Test (spacemap, condensed_at_the_bound)
   cr_assert_gt (big, 0, "fragmentation raised the bound (to %" PRIu64 ")",
                 big_bound);
   cr_assert_gt (appends, condenses);
-  before = free_set (pool);
   /* Release the fragmenting blocks, so that fsck finds no leak. */
   cr_assert_eq (txn_begin (pool), 0);
   for (unsigned i = 0; i < 1500; i++)
     space_free (pool_space (pool), frag[i], 1, frag_gen);
   txn_end (pool);
-  free (before.v);
   commit (pool);
-  before = free_set (pool);
-  cr_assert_eq (pool_close (pool), 0);
-  pool = open_pool (dev, 0);
-  after = free_set (pool);
-  assert_same_free_set (&before, &after, "after condenses and reopen");
-  cr_assert_eq (pool_close (pool), 0);
-  assert_clean (dev);
+  close_reopen_compare (dev, &pool, "after condenses and reopen");
   free (frag);
   dev_close (dev);
 }
@@ -281,7 +275,6 @@ Test (spacemap, full_pool_appends_past_the_bound)
   uint64_t *blocks = calloc (N, sizeof *blocks), *births = calloc (N, 8);
   uint64_t fill[MAXFILL], fill_len[MAXFILL], fill_gen;
   struct pool_info info;
-  struct ranges before, after;
   struct space_stats st;
   size_t nfill = 0, nlog, big = 0;
 
@@ -329,13 +322,7 @@ Test (spacemap, full_pool_appends_past_the_bound)
   txn_end (pool);
   commit (pool);
   cr_assert_eq (map_of (pool).nlog, 0, "condensed once space came back");
-  before = free_set (pool);
-  cr_assert_eq (pool_close (pool), 0);
-  pool = open_pool (dev, 0);
-  after = free_set (pool);
-  assert_same_free_set (&before, &after, "after the full pool");
-  cr_assert_eq (pool_close (pool), 0);
-  assert_clean (dev);
+  close_reopen_compare (dev, &pool, "after the full pool");
   free (blocks);
   free (births);
   dev_close (dev);
