@@ -453,6 +453,7 @@ pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info)
   info->nbase = pool->sm.nbase;
   info->log = pool->sm.log;
   info->nlog = pool->sm.nlog;
+  info->log_records = pool->sm.log_records;
   info->legacy = pool->sm.legacy;
 }
 

@@ -56,8 +56,8 @@ struct pool_open_opts {
   bool readonly;
   const uint8_t *expect_uuid;     /* refuse a device of another pool */
   uint64_t spacemap_log_min;      /* condense the space map log once it has
-                                     at least this many blocks (and twice
-                                     the compact size); 0: 64 */
+                                     at least this many records (and twice
+                                     as many as free runs); 0: 16,000 */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten). */
@@ -165,6 +165,7 @@ struct btree *pool_root_tree (struct cairn_pool *pool);
 struct pool_spacemap_info {
   const uint64_t *base, *log;     /* block numbers (valid until a commit) */
   size_t nbase, nlog;
+  uint64_t log_records;           /* records in the log */
   bool legacy;                    /* the version-1 chain, not converted yet */
 };
 void pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info);

@@ -9,9 +9,10 @@
  *         once B is durable (B's deferred frees count as free), written
  *         whole when the map is condensed;
  *   log   for every generation g in (B, G] that changed the space, g's net
- *         allocations and net frees (space_freeze's delta) as records.
- *         The superblock points to the newest log block and each block to
- *         the one before, so appending never rewrites a block.
+ *         allocations and net frees (space_freeze's delta) as records, in
+ *         generation order.  The superblock points to the newest log block
+ *         and each block to the one before, so appending never overwrites
+ *         a block (the newest one is copied, never changed in place).
  *
  * The free set of G is the base with the log's records applied oldest
  * first: opening reads these blocks only, never trees or data.  This is
@@ -26,7 +27,10 @@
  * frozen and before the space freeze (spacemap_prepare), either
  *   appends  allocates, in G itself, blocks for G's records -- the record
  *            of their own allocation included -- which spacemap_finish
- *            fills from G's delta after the freeze; or
+ *            fills from G's delta after the freeze.  When the newest log
+ *            block has room, it is rewritten into the first new block with
+ *            G's records after its own, and its old place is freed in G
+ *            (so small commits share blocks and the log stays short); or
  *   condenses (the log passed its bound, or the pool has the version-1
  *            chain): allocates the new base in G, frees the old base and
  *            log blocks in G (deferred: the durable generation still reads
@@ -57,8 +61,10 @@
  *        and each record must turn free blocks allocated or allocated
  *        blocks free.  A failure is -EIO naming the block.
  *  SM-6  The log is bounded: a commit condenses once the log holds
- *        max(log_min, SM_LOG_FACTOR x the compact size of the free set)
- *        blocks (unless the pool has no room for the new base).  A commit costs its own records (plus, amortised, one
+ *        max(log_min, SM_LOG_FACTOR x the free runs) records, that is
+ *        twice the compact base (unless the pool has no room for the new
+ *        base).  Blocks are nearly full (small commits share them), so
+ *        the log's blocks are bounded too.  A commit costs its own records (plus, amortised, one
  *        compact rewrite per bound's worth of log); an open costs the
  *        base plus at most the bound.
  *
@@ -89,7 +95,7 @@
  * Log block layout (little-endian):
  *   0   4   magic   "CSML"
  *   4   4   count   records in this block (at most SM_PER_BLOCK)
- *   8   8   gen     generation whose changes the records are
+ *   8   8   gen     newest generation whose changes the records are
  *   16  8   seq     position in the log, 0 = oldest
  *   24  8   base    generation of the base this log extends
  *   32  48  prev    block pointer to the block with seq - 1 (addr 0: none)
@@ -110,7 +116,7 @@
 #define SM_HDR 96u
 #define SM_PER_BLOCK ((BLOCK_SIZE - SM_HDR) / 16u)
 #define SM_REC_FREE (1ull << 63)
-#define SM_LOG_MIN_DEFAULT 64u          /* blocks: the floor of SM-6 */
+#define SM_LOG_MIN_DEFAULT (64u * SM_PER_BLOCK)  /* records: SM-6's floor */
 #define SM_LOG_FACTOR 2u
 
 /* ---------------------------------------------------------------- common */
@@ -121,7 +127,10 @@ spacemap_free (struct spacemap *sm)
 {
   free (sm->base);
   free (sm->log);
+  free (sm->tail);
   sm->base = sm->log = NULL;
+  sm->tail = NULL;
+  sm->has_tail = false;
   sm->nbase = sm->nlog = sm->log_cap = 0;
 }
 
@@ -514,8 +523,9 @@ replay_block (struct space *sp, const struct superblock *sb, uint64_t blk,
     r = is_free ? space_load_free (sp, start, len)
                 : space_load_alloc (sp, start, len);
     if (r < 0)
-      return sm_corrupt (blk, "log record %" PRIu32 " (generation %" PRIu64
-                         "): %s", j, get_le64 (b + 8), cairn_errmsg ());
+      return sm_corrupt (blk, "log record %" PRIu32 " (of a generation up "
+                         "to %" PRIu64 "): %s", j, get_le64 (b + 8),
+                         cairn_errmsg ());
   }
   return 0;
 }
@@ -544,6 +554,14 @@ load_log (struct cairn_dev *dev, struct space *sp, const struct superblock *sb,
     goto out;
   }
   sm->log_cap = n;
+  sm->tail = malloc (BLOCK_SIZE);
+  if (sm->tail == NULL) {
+    r = cairn_fail (-ENOMEM, "out of memory loading the space map log");
+    goto out;
+  }
+  memcpy (sm->tail, buf, BLOCK_SIZE);   /* the newest block */
+  sm->has_tail = true;
+  sm->log_records = sb->smlog_records;
   for (uint64_t i = n; i-- > 0;) {
     r = replay_block (sp, sb, newest_first[i], buf + i * BLOCK_SIZE);
     if (r < 0)
@@ -595,7 +613,9 @@ spacemap_load (struct cairn_dev *dev, struct space *sp,
 
 /* ---------------------------------------------------------------- commit */
 
-/* Has the log reached its bound (SM-6)? */
+/* Has the log reached its bound (SM-6)?  Records and ranges are the same
+ * size, so the log is compared with the compact list of the free runs.
+ */
 static bool
 log_full (const struct spacemap *sm, struct space *sp)
 {
@@ -603,7 +623,7 @@ log_full (const struct spacemap *sm, struct space *sp)
   struct space_stats st;
 
   space_stats (sp, &st);
-  return sm->nlog >= MAX (min, SM_LOG_FACTOR * blocks_for (st.extents));
+  return sm->log_records >= MAX (min, SM_LOG_FACTOR * st.extents);
 }
 
 /* Make room for n more log blocks in sm, so that adopting cannot fail. */
@@ -647,8 +667,23 @@ spacemap_prepare (struct spacemap *sm, struct space *sp, uint64_t durable_gen,
   c = space_delta_ranges (sp);
   if (c == 0)
     return 0;                   /* nothing changed: no record */
+  /* Small commits share a block: when the records of the newest block fit
+   * with gen's in as many blocks as gen's alone, that block is rewritten
+   * into a new place with gen's records after its own (its old place is
+   * freed in gen like any block the durable generation uses, SM-3).
+   */
+  if (sm->has_tail) {
+    uint64_t k = get_le32 (sm->tail + 4);
+
+    if (blocks_for (k + c + 1) == blocks_for (c)) {
+      w->tail = sm->tail;
+      c = k + c + 1;
+    }
+  }
   w->n = blocks_for (c);
   r = reserve_log (sm, w->n);
+  if (r == 0 && sm->tail == NULL && (sm->tail = malloc (BLOCK_SIZE)) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory writing the space map");
   if (r == 0)
     r = sm_alloc (sp, w->n, &w->blocks);
   if (r == 0) {
@@ -659,9 +694,13 @@ spacemap_prepare (struct spacemap *sm, struct space *sp, uint64_t durable_gen,
       r = cairn_fail (-ENOMEM, "out of memory writing the space map");
     }
   }
-  if (r < 0)
+  if (r < 0) {
     spacemap_write_free (w);
-  return r;
+    return r;
+  }
+  if (w->tail)
+    space_free (sp, sm->log[sm->nlog - 1], 1, durable_gen);
+  return 0;
 }
 
 /* Put one record into the log images. */
@@ -685,7 +724,7 @@ int
 spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
                  struct superblock *sb)
 {
-  uint64_t nrec = d->nalloc + d->nfreed, k = 0;
+  uint64_t nrec = d->nalloc + d->nfreed, k = 0, seq = sb->smlog_blocks;
   struct blkptr prev = sb->smlog;
 
   if (w->condense) {
@@ -698,10 +737,18 @@ spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
     sb->smlog_blocks = sb->smlog_records = 0;
     return 0;
   }
-  if (nrec > (uint64_t) w->n * SM_PER_BLOCK)
+  if (w->tail) {
+    /* The rewritten block keeps its place in the log and its records. */
+    k = get_le32 (w->tail + 4);
+    seq = get_le64 (w->tail + 16);
+    blkptr_decode (w->tail + 32, &prev);
+    memcpy (w->images + SM_HDR, w->tail + SM_HDR, 16 * k);
+    put_le32 (w->images + 4, (uint32_t) k);
+  }
+  if (k + nrec > (uint64_t) w->n * SM_PER_BLOCK)
     return cairn_fail (-EIO, "internal error: generation %" PRIu64 " has %"
                        PRIu64 " space map records for %zu log blocks",
-                       d->gen, nrec, w->n);
+                       d->gen, k + nrec, w->n);
   for (size_t i = 0; i < d->nalloc; i++, k++)
     put_record (w, k, d->alloc[i].start, d->alloc[i].len, 0);
   for (size_t i = 0; i < d->nfreed; i++, k++)
@@ -711,7 +758,7 @@ spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
 
     put_le32 (b, SM_LOG_MAGIC);
     put_le64 (b + 8, d->gen);
-    put_le64 (b + 16, sb->smlog_blocks + i);
+    put_le64 (b + 16, seq + i);
     put_le64 (b + 24, sb->smbase_gen);
     blkptr_encode (&prev, b + 32);
     prev.addr = w->blocks[i] * BLOCK_SIZE;
@@ -721,7 +768,7 @@ spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
   w->nrec = nrec;
   w->head = prev;
   sb->smlog = prev;
-  sb->smlog_blocks += w->n;
+  sb->smlog_blocks = seq + w->n;
   sb->smlog_records += nrec;
   return 0;
 }
@@ -756,13 +803,20 @@ spacemap_adopt (struct spacemap *sm, struct spacemap_write *w)
     sm->base = w->blocks;
     sm->nbase = w->n;
     sm->nlog = 0;
+    sm->log_records = 0;
+    sm->has_tail = false;
     sm->legacy = false;
     w->blocks = NULL;
   }
   else if (w->n > 0) {
-    /* reserve_log made the room. */
+    /* reserve_log made the room; prepare allocated the tail buffer. */
+    if (w->tail)
+      sm->nlog--;
     memcpy (sm->log + sm->nlog, w->blocks, w->n * sizeof *w->blocks);
     sm->nlog += w->n;
+    sm->log_records += w->nrec;
+    memcpy (sm->tail, w->images + (w->n - 1) * BLOCK_SIZE, BLOCK_SIZE);
+    sm->has_tail = true;
   }
   spacemap_write_free (w);
 }

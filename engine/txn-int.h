@@ -85,8 +85,11 @@ struct spacemap {
   size_t nbase;
   uint64_t *log;                  /* log blocks, oldest first */
   size_t nlog, log_cap;
+  uint64_t log_records;           /* records in the log */
+  uint8_t *tail;                  /* image of the newest log block, or NULL */
+  bool has_tail;                  /* tail holds it (the log is not empty) */
   bool legacy;                    /* a version-1 chain: convert at the next commit */
-  uint64_t log_min;               /* condense bound floor in blocks (0: default) */
+  uint64_t log_min;               /* condense bound floor in records (0: default) */
 };
 /* What one commit writes into the map. */
 struct spacemap_write {
@@ -96,6 +99,8 @@ struct spacemap_write {
   uint8_t *images;                /* n * 4096 bytes */
   uint64_t nrec;                  /* ranges (base) or records (log) */
   struct blkptr head;
+  const uint8_t *tail;            /* the old newest log block, rewritten
+                                     with its records first; NULL: none */
 };
 /* Load the map of sb into sp (every block free before) and its block lists
  * into sm.  -EIO naming the block when it is damaged.

@@ -311,10 +311,14 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
   assert_clean (dev);
 
-  /* Deleting works on a full pool, and frees space for new writes. */
+  /* Deleting works on a full pool (every other key first: copies of
+   * half-full leaves, on the reserve), and once whole leaves go (the rest
+   * of the first half), frees space for new writes.
+   */
   pool = open_pool (dev);
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
-  for (uint64_t i = 0; i < n; i += 2) {
+  for (uint64_t j = 0; j < n / 2 + n / 4; j++) {
+    uint64_t i = j < n / 2 ? 2 * j : 2 * (j - n / 2) + 1;
     uint8_t k[8];
     put_be64 (k, i);
     cr_assert_eq (txn_begin (pool), 0);
@@ -446,8 +450,9 @@ struct pc_model {
 };
 
 /* The workload: deterministic from wseed; commits every 40 operations,
- * with a space map log bound of 3 blocks so that the cuts land in appends
- * and in condenses alike (spacemap.c SM-3).
+ * with a space map log bound of 40 records so that the cuts land in
+ * appends, rewrites of the newest log block and condenses alike
+ * (spacemap.c SM-3).
  * models[g] is the state generation g holds, for every generation whose
  * commit started.  Returns the newest acknowledged generation.
  */
@@ -456,7 +461,7 @@ pc_workload (struct cairn_dev *dev, uint64_t wseed, struct pc_model *models,
              uint64_t *idp)
 {
   struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40,
-                               .spacemap_log_min = 3 };
+                               .spacemap_log_min = 40 };
   struct rng r = { wseed };
   struct pc_model cur = { { 0 } };
   struct cairn_pool *pool;
