@@ -64,14 +64,14 @@
  *        max(log_min, SM_LOG_FACTOR x the free runs) records, that is
  *        twice the compact base (unless the pool has no room for the new
  *        base).  Blocks are nearly full (small commits share them), so
- *        the log's blocks are bounded too.  A commit costs its own records (plus, amortised, one
- *        compact rewrite per bound's worth of log); an open costs the
- *        base plus at most the bound.
+ *        the log's blocks are bounded too.  A commit costs its own
+ *        records (plus, amortised, one compact rewrite per bound's worth
+ *        of log); an open costs the base plus at most the bound.
  *
  * The state machine of the map, and the function behind each step:
  *
  *   loaded --spacemap_prepare (append)----> blocks reserved in G
- *          --spacemap_prepare (condense)--> old map freed, base built
+ *          --spacemap_prepare (condense)--> base built, old map freed
  *   reserved --spacemap_finish--------------> images, superblock fields
  *   images --spacemap_write (I/O, before the superblock)--> written
  *   written --spacemap_adopt (once G is durable)--> loaded (new lists)
