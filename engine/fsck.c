@@ -468,8 +468,7 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   struct audit a = { .f = &f };
   struct btree_root root;
   struct pool_info info;
-  const uint64_t *chain;
-  size_t nchain;
+  struct pool_spacemap_info sm;
   int r;
 
   memset (rep, 0, sizeof *rep);
@@ -492,9 +491,18 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
     goto out;
   }
 
-  nchain = pool_spacemap_blocks (f.pool, &chain);
-  for (size_t i = 0; i < nchain; i++)
-    mark (&f, chain[i], 1, "the space map");
+  /* The space map's own blocks are referenced by the superblock: the
+   * base (or version-1 chain) and every log block.  Opening replayed the
+   * log, checking each record against the state before it; the audit
+   * below then checks the result both ways against what is reachable.
+   */
+  pool_spacemap (f.pool, &sm);
+  for (size_t i = 0; i < sm.nbase; i++)
+    mark (&f, sm.base[i], 1, "the space map base");
+  for (size_t i = 0; i < sm.nlog; i++)
+    mark (&f, sm.log[i], 1, "the space map log");
+  rep->spacemap_base_blocks = sm.nbase;
+  rep->spacemap_log_blocks = sm.nlog;
 
   f.max_ext = (btree_max_value (pool_cache (f.pool), 8) - EXT_HDR) / SHA256_LEN;
   btree_get_root (pool_root_tree (f.pool), &root);

@@ -22,6 +22,8 @@ struct fsck_report {
   uint64_t blocks_total, blocks_reachable, blocks_free;
   uint64_t blocks_leaked;         /* allocated, not reachable */
   uint64_t blocks_free_but_used;  /* reachable, marked free */
+  uint64_t spacemap_base_blocks;  /* the space map's compact base */
+  uint64_t spacemap_log_blocks;   /* its log (0 after a condense) */
   uint64_t errors;                /* problems found (0: clean) */
 };
 

@@ -63,12 +63,11 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
              uint8_t uuid_out[16])
 {
   uint32_t node_size = opts && opts->node_size ? opts->node_size : NODE_SIZE_DEFAULT;
-  struct space_range free_range;
-  struct spacemap_chain chain = { NULL, 0 };
+  struct space_delta none = { .gen = 1 };
+  struct spacemap_write w = { 0 };
   struct superblock sb = { 0 };
   uint8_t zero[SB_SIZE] = { 0 };
   struct space *sp = NULL;
-  uint8_t *images = NULL;
   int r;
 
   if (dev->size < POOL_MIN_SIZE)
@@ -79,7 +78,7 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
     return cairn_fail (-EINVAL, "node size %" PRIu32 " must be a power of two "
                        "from 4K to 64K", node_size);
   sb.version = POOL_FORMAT_VERSION;
-  sb.incompat = FEATURE_INCOMPAT_SHA256;
+  sb.incompat = FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG;
   if (opts && opts->uuid)
     memcpy (sb.uuid, opts->uuid, 16);
   else if (getrandom (sb.uuid, 16, 0) != 16)
@@ -100,25 +99,23 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
   sb.reserve_blocks = default_reserve (sb.total_blocks - sb.data_start);
   sb.ctime = sb.mtime = (uint64_t) time (NULL);
 
-  r = space_create (sb.data_start, sb.total_blocks, sb.reserve_blocks, 2, &sp);
+  /* Generation 1 holds the space map's base and nothing else. */
+  r = space_create (sb.data_start, sb.total_blocks, sb.reserve_blocks, 1, &sp);
   if (r < 0)
     return r;
-  free_range.start = sb.data_start;
-  free_range.len = sb.total_blocks - sb.data_start;
-  r = spacemap_build (sp, 1, &free_range, 1, &chain, &images, &sb.spacemap);
+  r = spacemap_condense (sp, 1, NULL, 0, &w);
+  if (r == 0)
+    r = spacemap_finish (&w, &none, &sb);
   if (r < 0)
     goto out;
-  sb.spacemap_blocks = chain.n;
-  sb.spacemap_ranges = 1;
 
   /* Old superblocks go first, so a half-made pool is never mistaken for
    * whatever the device held before.
    */
   for (unsigned i = 0; i < SB_SLOTS && r == 0; i++)
     r = dev_pwrite (dev, zero, SB_SIZE, SB_SLOT_OFFSET (i));
-  for (size_t i = 0; i < chain.n && r == 0; i++)
-    r = dev_pwrite (dev, images + i * BLOCK_SIZE, BLOCK_SIZE,
-                    chain.blocks[i] * BLOCK_SIZE);
+  if (r == 0)
+    r = spacemap_write (dev, &w);
   if (r == 0)
     r = dev_flush (dev);
   if (r == 0)
@@ -128,8 +125,7 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
   if (r == 0 && uuid_out)
     memcpy (uuid_out, sb.uuid, 16);
  out:
-  spacemap_chain_free (&chain);
-  free (images);
+  spacemap_write_free (&w);
   space_destroy (sp);
   return r;
 }
@@ -145,7 +141,7 @@ pool_free (struct cairn_pool *pool)
   free (pool->trees);
   nodecache_destroy (pool->cache);
   space_destroy (pool->space);
-  spacemap_chain_free (&pool->chain);
+  spacemap_free (&pool->sm);
   pthread_rwlock_destroy (&pool->txn_lock);
   pthread_mutex_destroy (&pool->commit_lock);
   pthread_cond_destroy (&pool->commit_cond);
@@ -211,9 +207,10 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                     pool->sb.reserve_blocks, pool->open_gen, &pool->space);
   if (r < 0)
     goto fail;
-  r = spacemap_load (dev, pool->space, &pool->sb, &pool->chain);
+  r = spacemap_load (dev, pool->space, &pool->sb, &pool->sm);
   if (r < 0)
     goto fail;
+  pool->sm.log_min = o.spacemap_log_min;
 
   cc.dev = dev;
   cc.space = pool->space;
@@ -423,6 +420,7 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   memcpy (info->uuid, pool->sb.uuid, 16);
   info->generation = pool->durable_gen;
   info->commits = pool->commits;
+  info->spacemap_blocks = pool->sm.nbase + pool->sm.nlog;
   pthread_mutex_unlock (&pool->commit_lock);
   info->open_generation = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   info->node_size = pool->sb.node_size;
@@ -458,11 +456,15 @@ pool_root_tree (struct cairn_pool *pool)
   return pool->root;
 }
 
-size_t
-pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp)
+void
+pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info)
 {
-  *blocksp = pool->chain.blocks;
-  return pool->chain.n;
+  info->base = pool->sm.base;
+  info->nbase = pool->sm.nbase;
+  info->log = pool->sm.log;
+  info->nlog = pool->sm.nlog;
+  info->log_records = pool->sm.log_records;
+  info->legacy = pool->sm.legacy;
 }
 
 /* Hang the upper layer's state on the pool. */

@@ -35,7 +35,9 @@ struct cairn_pool;
  * ignored.
  */
 #define FEATURE_INCOMPAT_SHA256 (1ull << 0)     /* checksums are SHA-256 */
-#define FEATURE_INCOMPAT_SUPPORTED FEATURE_INCOMPAT_SHA256
+#define FEATURE_INCOMPAT_SPACELOG (1ull << 1)   /* space map: base + log */
+#define FEATURE_INCOMPAT_SUPPORTED \
+  (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG)
 #define FEATURE_RO_COMPAT_SUPPORTED 0ull
 #define FEATURE_COMPAT_SUPPORTED 0ull
 
@@ -55,6 +57,9 @@ struct pool_open_opts {
   const uint8_t *expect_uuid;     /* refuse a device of another pool */
   bool no_background;             /* start no background work (reclaiming
                                      deleted volumes): tests step it */
+  uint64_t spacemap_log_min;      /* condense the space map log once it has
+                                     at least this many records (and twice
+                                     as many as free runs); 0: 16,000 */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten). */
@@ -153,6 +158,7 @@ struct pool_info {
   uint64_t total_blocks, data_start_block;
   uint64_t commits;
   bool readonly, failed;
+  uint64_t spacemap_blocks;       /* allocated blocks holding the space map */
   struct space_stats space;
   struct nodecache_stats cache;
 };
@@ -162,10 +168,16 @@ struct space *pool_space (struct cairn_pool *pool);
 struct cairn_dev *pool_dev (struct cairn_pool *pool);
 
 /* For checking tools (fsck): the root tree, and the blocks of the space
- * map chain that the newest durable superblock references.
+ * map (base and log) that the newest durable superblock references.
  */
 struct btree *pool_root_tree (struct cairn_pool *pool);
-size_t pool_spacemap_blocks (struct cairn_pool *pool, const uint64_t **blocksp);
+struct pool_spacemap_info {
+  const uint64_t *base, *log;     /* block numbers (valid until a commit) */
+  size_t nbase, nlog;
+  uint64_t log_records;           /* records in the log */
+  bool legacy;                    /* the version-1 chain, not converted yet */
+};
+void pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info);
 
 /* The root tree's items.  Keys are a type byte and a big-endian id. */
 #define ROOTKEY_TREE 1u           /* a tree's root: value is a tree item */

@@ -27,6 +27,11 @@
  *     allocated and freed again in the same generation is in neither.
  *  4. closed[] is sorted by generation, oldest first; every entry is older
  *     than the open generation and non-empty.
+ *  5. moved is a subset of freed: blocks allocated in the open generation
+ *     and then freed with an older birth.  They are DEFERRED like the rest
+ *     of freed, but were free before the generation and are free after
+ *     it, so they are in neither side of its delta (the space map log
+ *     replays deltas, spacemap.c).
  *
  * Multi-set changes reserve their rangeset nodes first, so once a function
  * has checked its arguments nothing can fail half way.  space_free and
@@ -64,6 +69,7 @@ struct space {
   struct rangeset free;        /* FREE blocks */
   struct rangeset alloc;       /* allocated in gen (net) */
   struct rangeset freed;       /* freed in gen, born earlier: DEFERRED */
+  struct rangeset moved;       /* part of freed allocated in gen: no delta */
   struct space_closed *closed; /* older DEFERRED sets, oldest first */
   size_t nclosed, closed_cap;
 };
@@ -163,6 +169,7 @@ space_create (uint64_t base, uint64_t end, uint64_t reserve, uint64_t gen,
   rangeset_init (&sp->free);
   rangeset_init (&sp->alloc);
   rangeset_init (&sp->freed);
+  rangeset_init (&sp->moved);
   if ((r = rangeset_add (&sp->free, base, end - base)) < 0) {
     space_destroy (sp);
     return r;
@@ -180,6 +187,7 @@ space_destroy (struct space *sp)
   rangeset_destroy (&sp->free);
   rangeset_destroy (&sp->alloc);
   rangeset_destroy (&sp->freed);
+  rangeset_destroy (&sp->moved);
   for (size_t i = 0; i < sp->nclosed; i++)
     rangeset_destroy (&sp->closed[i].set);
   free (sp->closed);
@@ -392,13 +400,15 @@ space_free (struct space *sp, uint64_t start, uint64_t len, uint64_t birth)
                                                     : "some is already freed");
     if (rangeset_contains (&sp->alloc, start, len)) {
       /* Allocated in the open generation, yet the caller says an older
-       * durable generation references it: blocks written after a freeze
-       * for the generation before (the space map chain, txn.c).  They
-       * must not be reused until the open generation is durable.
+       * durable generation references it (a walk of a tree whose
+       * pointers carry an older birth).  They must not be reused until
+       * the open generation is durable, and leave the delta (invariant 5).
        */
       reserve_or_die (&sp->freed);
+      reserve_or_die (&sp->moved);
       must (rangeset_remove (&sp->alloc, start, len), "space: moving alloc");
       must (rangeset_add (&sp->freed, start, len), "space: deferring free");
+      must (rangeset_add (&sp->moved, start, len), "space: deferring free");
       pthread_mutex_unlock (&sp->lock);
       return;
     }
@@ -451,6 +461,50 @@ to_array (const struct rangeset *rs, struct space_range **vp, size_t *np)
   return 0;
 }
 
+/* The freed side of the delta: freed without moved (invariant 5), which
+ * may split a range of freed, one more range per range of moved.
+ */
+static int
+freed_array (const struct space *sp, struct space_range **vp, size_t *np)
+{
+  struct space_range *v;
+  size_t n, k = 0;
+  int r = to_array (&sp->freed, &v, &n);
+
+  if (r < 0 || rangeset_count (&sp->moved) == 0) {
+    *vp = v;
+    *np = n;
+    return r;
+  }
+  {
+    size_t cap = n + rangeset_count (&sp->moved);
+    struct space_range *out = malloc (cap * sizeof *out);
+
+    if (out == NULL) {
+      free (v);
+      return cairn_fail (-ENOMEM, "space: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+      uint64_t pos = v[i].start, end = v[i].start + v[i].len, ms, ml;
+
+      while (pos < end && rangeset_next (&sp->moved, pos, &ms, &ml)
+             && ms < end) {
+        if (ms > pos)
+          out[k++] = (struct space_range) { pos, ms - pos };
+        pos = ms + ml;
+      }
+      if (pos < end)
+        out[k++] = (struct space_range) { pos, end - pos };
+    }
+    free (v);
+    *vp = k ? out : NULL;
+    if (k == 0)
+      free (out);
+    *np = k;
+  }
+  return 0;
+}
+
 /* Close the open generation, hand out its net delta, open the next. */
 int
 space_freeze (struct space *sp, struct space_delta **deltap)
@@ -469,7 +523,7 @@ space_freeze (struct space *sp, struct space_delta **deltap)
   }
   d->gen = sp->gen;
   if ((r = to_array (&sp->alloc, &d->alloc, &d->nalloc)) < 0
-      || (r = to_array (&sp->freed, &d->freed, &d->nfreed)) < 0)
+      || (r = freed_array (sp, &d->freed, &d->nfreed)) < 0)
     goto err;
   if (rangeset_count (&sp->freed) > 0 && sp->nclosed == sp->closed_cap) {
     size_t cap = sp->closed_cap ? 2 * sp->closed_cap : 4;
@@ -491,6 +545,7 @@ space_freeze (struct space *sp, struct space_delta **deltap)
     rangeset_init (&sp->freed);
   }
   rangeset_destroy (&sp->alloc);
+  rangeset_destroy (&sp->moved);
   sp->gen++;
   pthread_mutex_unlock (&sp->lock);
   *deltap = d;
@@ -549,6 +604,19 @@ space_open_gen (struct space *sp)
   gen = sp->gen;
   pthread_mutex_unlock (&sp->lock);
   return gen;
+}
+
+/* Ranges in the open generation's net delta. */
+uint64_t
+space_delta_ranges (struct space *sp)
+{
+  uint64_t n;
+
+  pthread_mutex_lock (&sp->lock);
+  n = rangeset_count (&sp->alloc) + rangeset_count (&sp->freed)
+      + rangeset_count (&sp->moved);
+  pthread_mutex_unlock (&sp->lock);
+  return n;
 }
 
 /* Fill in the counters. */

@@ -8,7 +8,7 @@
  * Generations (DESIGN §2.3): every allocation and free happens in the open
  * generation.  The space module records, per open generation, the net
  * change (ranges allocated and ranges freed in it), which the commit
- * persists as a space map log record (see txn.c).  A block freed in
+ * persists as space map log records (see spacemap.c).  A block freed in
  * generation G only becomes allocatable once G is durable
  * (space_gen_durable), except a block born in G itself, which no durable
  * generation references and which is freed at once.
@@ -108,6 +108,12 @@ void space_gen_durable (struct space *sp, uint64_t gen);
 
 /* The open generation. */
 uint64_t space_open_gen (struct space *sp);
+
+/* At least as many ranges as the open generation's net delta (allocated
+ * plus freed) holds: what space_freeze would hand out now.  The commit sizes the space map log
+ * record of the generation with it.
+ */
+uint64_t space_delta_ranges (struct space *sp);
 
 /* Counters, in blocks. */
 struct space_stats {

@@ -39,6 +39,10 @@ sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE])
   put_le64 (buf + 216, sb->reserve_blocks);
   put_le64 (buf + 224, sb->ctime);
   put_le64 (buf + 232, sb->mtime);
+  blkptr_encode (&sb->smlog, buf + 240);
+  put_le64 (buf + 288, sb->smlog_blocks);
+  put_le64 (buf + 296, sb->smlog_records);
+  put_le64 (buf + 304, sb->smbase_gen);
   sha256 (buf, SB_CSUM_OFF, buf + SB_CSUM_OFF);
 }
 
@@ -58,7 +62,8 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
            struct superblock *sb)
 {
   uint8_t sha[SHA256_LEN];
-  uint64_t unknown;
+  uint64_t unknown, reserved_from;
+  bool spacelog;
 
   if (memcmp (buf, SB_MAGIC, 8) != 0)
     return -ENODATA;
@@ -100,6 +105,14 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
   sb->reserve_blocks = get_le64 (buf + 216);
   sb->ctime = get_le64 (buf + 224);
   sb->mtime = get_le64 (buf + 232);
+  spacelog = sb->incompat & FEATURE_INCOMPAT_SPACELOG;
+  reserved_from = spacelog ? 312 : 240;
+  if (spacelog) {
+    blkptr_decode (buf + 240, &sb->smlog);
+    sb->smlog_blocks = get_le64 (buf + 288);
+    sb->smlog_records = get_le64 (buf + 296);
+    sb->smbase_gen = get_le64 (buf + 304);
+  }
 
   if (sb->slot != slot || sb->generation % SB_SLOTS != slot)
     return cairn_fail (-EINVAL, "superblock slot %u: holds slot %" PRIu32
@@ -116,14 +129,18 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
       sb->data_start >= sb->total_blocks)
     return cairn_fail (-EINVAL, "superblock slot %u: bad data start %" PRIu64,
                        slot, sb->data_start);
+  /* A version-1 space map chain is born in the generation after the one
+   * it describes; a base or log block in its own (spacemap.c).
+   */
   if (sb->root.level >= 32 || (sb->root.bp.birth > sb->generation) ||
-      (sb->spacemap.birth > sb->generation + 1))
+      (sb->spacemap.birth > sb->generation + !spacelog) ||
+      sb->smlog.birth > sb->generation || sb->smbase_gen > sb->generation)
     return cairn_fail (-EINVAL, "superblock slot %u: root pointers are newer "
                        "than the superblock", slot);
   if (sb->next_tree_id < TREE_ID_FIRST_USER || sb->reserve_blocks >= sb->total_blocks)
     return cairn_fail (-EINVAL, "superblock slot %u: bad tree id or reserve", slot);
   if (buf[137] || buf[138] || buf[139] || buf[140] || buf[141] || buf[142] ||
-      buf[143] || !all_zero (buf + 240, SB_CSUM_OFF - 240))
+      buf[143] || !all_zero (buf + reserved_from, SB_CSUM_OFF - reserved_from))
     return cairn_fail (-EINVAL, "superblock slot %u: reserved bytes are not zero",
                        slot);
   return 0;

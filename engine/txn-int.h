@@ -28,14 +28,20 @@
  *   88     48   root.bp          block pointer of the root tree
  *   136    1    root.level       level of the root tree's root node
  *   137    7    reserved         zero
- *   144    48   spacemap         block pointer of the first space map block
- *   192    8    spacemap_blocks  blocks in the space map chain
+ *   144    48   spacemap         block pointer of the first space map base block
+ *   192    8    spacemap_blocks  blocks in the space map base chain
  *   200    8    spacemap_ranges  free ranges it lists
  *   208    8    next_tree_id     next tree id to hand out
  *   216    8    reserve_blocks   blocks kept back for deletes and commits
  *   224    8    ctime            pool creation time (seconds since 1970)
  *   232    8    mtime            time of this commit (seconds since 1970)
- *   240    3824 reserved         zero
+ *   With FEATURE_INCOMPAT_SPACELOG (spacemap.c; zero without it):
+ *   240    48   smlog            block pointer of the newest space map log
+ *                                block (addr 0: the log is empty)
+ *   288    8    smlog_blocks     blocks in the log
+ *   296    8    smlog_records    records in the log
+ *   304    8    smbase_gen       generation whose free set the base lists
+ *   312    3752 reserved         zero
  *   4064   32   sha256           of bytes 0..4063
  */
 #define SB_MAGIC "CAIRNSB1"
@@ -56,6 +62,8 @@ struct superblock {
   uint64_t next_tree_id;
   uint64_t reserve_blocks;
   uint64_t ctime, mtime;
+  struct blkptr smlog;
+  uint64_t smlog_blocks, smlog_records, smbase_gen;
 };
 
 void sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE]);
@@ -69,27 +77,59 @@ int sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
                     struct superblock *sb) CAIRN_WUR;
 int sb_write (struct cairn_dev *dev, const struct superblock *sb) CAIRN_WUR;
 
-/* The space map: a chain of 4 KiB blocks listing the free ranges of the
- * generation it belongs to (spacemap.c has the layout).
+/* The persistent space map: a compact base and a log of per-generation
+ * records (spacemap.c has the design note and the layouts).
  */
-struct spacemap_chain {
-  uint64_t *blocks;               /* block numbers of the chain */
-  size_t n;
+struct spacemap {
+  uint64_t *base;                 /* base blocks, in chain order */
+  size_t nbase;
+  uint64_t *log;                  /* log blocks, oldest first */
+  size_t nlog, log_cap;
+  uint64_t log_records;           /* records in the log */
+  uint8_t *tail;                  /* image of the newest log block, or NULL */
+  bool has_tail;                  /* tail holds it (the log is not empty) */
+  bool legacy;                    /* a version-1 chain: convert at the next commit */
+  uint64_t log_min;               /* condense bound floor in records (0: default) */
 };
-/* Load the free ranges into sp (all allocated before) and mark the chain's
- * own blocks allocated; chain gets its blocks.
+/* What one commit writes into the map. */
+struct spacemap_write {
+  bool condense;                  /* a new base (else log blocks) */
+  uint64_t *blocks;               /* the blocks, allocated in the commit's generation */
+  size_t n;
+  uint8_t *images;                /* n * 4096 bytes */
+  uint64_t nrec;                  /* ranges (base) or records (log) */
+  struct blkptr head;
+  const uint8_t *tail;            /* the old newest log block, rewritten
+                                     with its records first; NULL: none */
+};
+/* Load the map of sb into sp (every block free before) and its block lists
+ * into sm.  -EIO naming the block when it is damaged.
  */
 int spacemap_load (struct cairn_dev *dev, struct space *sp,
-                   const struct superblock *sb, struct spacemap_chain *chain)
+                   const struct superblock *sb, struct spacemap *sm)
   CAIRN_WUR;
-/* Encode ranges into newly allocated blocks of sp; returns the blocks in
- * chain, their images in *imagesp (n * 4096 bytes) and the head pointer.
+/* Write sp's free set (pending frees counted free) as a base of generation
+ * gen, in blocks allocated from sp in its open generation gen; with old,
+ * free that map's blocks (with birth durable_gen) once they are allocated.
  */
-int spacemap_build (struct space *sp, uint64_t gen,
-                    const struct space_range *ranges, size_t nranges,
-                    struct spacemap_chain *chain, uint8_t **imagesp,
-                    struct blkptr *head) CAIRN_WUR;
-void spacemap_chain_free (struct spacemap_chain *chain);
+int spacemap_condense (struct space *sp, uint64_t gen,
+                       const struct spacemap *old, uint64_t durable_gen,
+                       struct spacemap_write *w) CAIRN_WUR;
+/* The commit of gen, before the space freeze: append or condense, and
+ * allocate the blocks in gen.
+ */
+int spacemap_prepare (struct spacemap *sm, struct space *sp,
+                      uint64_t durable_gen, uint64_t gen,
+                      struct spacemap_write *w) CAIRN_WUR;
+/* After the freeze: encode the delta, update sb's space map fields. */
+int spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
+                     struct superblock *sb) CAIRN_WUR;
+int spacemap_write (struct cairn_dev *dev, const struct spacemap_write *w)
+  CAIRN_WUR;
+/* The commit is durable: sm takes w's blocks; w is released. */
+void spacemap_adopt (struct spacemap *sm, struct spacemap_write *w);
+void spacemap_write_free (struct spacemap_write *w);
+void spacemap_free (struct spacemap *sm);
 
 /* An open tree in the pool's registry. */
 struct pool_tree {
@@ -120,8 +160,8 @@ struct cairn_pool {
   uint64_t durable_gen;
   uint64_t commits;
 
-  /* The space map chain the newest durable superblock points to. */
-  struct spacemap_chain chain;
+  /* The space map the newest durable superblock points to. */
+  struct spacemap sm;
 
   /* Tree registry, under trees_lock. */
   pthread_mutex_t trees_lock;

@@ -25,8 +25,8 @@
  *   open ----(txn_begin..txn_end: trees change in memory)----> open
  *   open ----txn_commit_now: freeze under txn_lock-----------> frozen
  *            (dirty trees -> root tree items -> root tree -> space map
- *             ranges; G+1 opens)
- *   frozen --txn_commit_now: nodebatch_write, chain, flush---> written
+ *             blocks allocated in G -> space delta of G; G+1 opens)
+ *   frozen --txn_commit_now: nodebatch_write, space map, flush-> written
  *   written -txn_commit_now: superblock slot G % 4, flush----> durable
  *            (space_gen_durable(G) releases G's deferred frees)
  *   any I/O error ------------------------------------------> failed (TX-4)
@@ -42,33 +42,6 @@
 #include <time.h>
 
 #include "txn-int.h"
-
-/* Ranges collected from the free set. */
-struct range_vec {
-  struct space_range *v;
-  size_t n, cap;
-};
-
-/* space_foreach_free callback: append a range. */
-static int
-collect_range (void *opaque, uint64_t start, uint64_t len)
-{
-  struct range_vec *rv = opaque;
-
-  if (rv->n == rv->cap) {
-    size_t cap = rv->cap ? rv->cap * 2 : 256;
-    struct space_range *nv = realloc (rv->v, cap * sizeof *nv);
-
-    if (nv == NULL)
-      return -ENOMEM;
-    rv->v = nv;
-    rv->cap = cap;
-  }
-  rv->v[rv->n].start = start;
-  rv->v[rv->n].len = len;
-  rv->n++;
-  return 0;
-}
 
 /* Latch the pool failed (TX-4). */
 static void
@@ -135,38 +108,14 @@ freeze_trees (struct cairn_pool *pool, uint64_t gen, struct nodebatch *batch,
   return r;
 }
 
-/* Write the chain's block images (adjacent blocks in one write). */
-static int
-write_chain (struct cairn_dev *dev, const struct spacemap_chain *chain,
-             const uint8_t *images)
-{
-  size_t i = 0;
-
-  while (i < chain->n) {
-    size_t j = i + 1;
-    int r;
-
-    while (j < chain->n && chain->blocks[j] == chain->blocks[j - 1] + 1)
-      j++;
-    r = dev_pwrite (dev, images + i * BLOCK_SIZE, (j - i) * BLOCK_SIZE,
-                    chain->blocks[i] * BLOCK_SIZE);
-    if (r < 0)
-      return r;
-    i = j;
-  }
-  return 0;
-}
-
 /* Commit the open generation (the caller makes sure only one runs). */
 int
 txn_commit_now (struct cairn_pool *pool)
 {
   struct nodebatch batch = { NULL, 0, 0 };
-  struct range_vec ranges = { NULL, 0, 0 };
-  struct spacemap_chain chain = { NULL, 0 };
+  struct spacemap_write smw = { 0 };
   struct space_delta *delta = NULL;
   struct superblock sb;
-  uint8_t *images = NULL;
   uint64_t gen;
   int r;
 
@@ -181,47 +130,39 @@ txn_commit_now (struct cairn_pool *pool)
     return 0;
   }
 
-  /* Freeze generation gen. */
+  /* Freeze generation gen.  The space map's blocks are allocated in gen
+   * itself, after the trees and before the space freeze, so that gen's
+   * delta records them (spacemap.c, SM-2).
+   */
   gen = pool->open_gen;
   sb = pool->sb;
   r = freeze_trees (pool, gen, &batch, &sb.root);
   if (r < 0)
     goto fail_locked;
-  /* The chain the last durable superblock references is free once gen is
-   * durable, so it is listed as free (pending) in gen's map.
-   */
-  for (size_t i = 0; i < pool->chain.n; i++)
-    space_free (pool->space, pool->chain.blocks[i], 1, pool->sb.generation);
-  spacemap_chain_free (&pool->chain);
-  r = space_foreach_free (pool->space, true, collect_range, &ranges);
-  if (r < 0) {
-    r = cairn_fail (-ENOMEM, "out of memory collecting the space map");
+  r = spacemap_prepare (&pool->sm, pool->space, pool->sb.generation, gen,
+                        &smw);
+  if (r < 0)
     goto fail_locked;
-  }
   r = space_freeze (pool->space, &delta);
   if (r < 0)
     goto fail_locked;
-  space_delta_free (delta);
   __atomic_store_n (&pool->open_gen, gen + 1, __ATOMIC_RELEASE);
   nodecache_set_gen (pool->cache, gen + 1);
   __atomic_store_n (&pool->dirty, false, __ATOMIC_RELEASE);
-  /* The chain goes into blocks of gen + 1 (spacemap.c explains why). */
-  r = spacemap_build (pool->space, gen, ranges.v, ranges.n, &chain, &images,
-                      &sb.spacemap);
+  r = spacemap_finish (&smw, delta, &sb);
+  space_delta_free (delta);
   if (r < 0)
     goto fail_locked;
   sb.generation = gen;
   sb.next_tree_id = pool->next_tree_id;
   sb.slot = (uint32_t) (gen % SB_SLOTS);
-  sb.spacemap_blocks = chain.n;
-  sb.spacemap_ranges = ranges.n;
   sb.mtime = (uint64_t) time (NULL);
   pthread_rwlock_unlock (&pool->txn_lock);
 
   /* I/O: nodes and map, barrier, superblock, barrier (TX-1). */
   r = nodebatch_write (pool->cache, &batch);
   if (r == 0)
-    r = write_chain (pool->dev, &chain, images);
+    r = spacemap_write (pool->dev, &smw);
   if (r == 0)
     r = dev_flush (pool->dev);
   if (r == 0)
@@ -237,10 +178,9 @@ txn_commit_now (struct cairn_pool *pool)
     goto out;
   }
   space_gen_durable (pool->space, gen);
-  pool->chain = chain;
-  chain.blocks = NULL;
   pool->sb = sb;
   pthread_mutex_lock (&pool->commit_lock);
+  spacemap_adopt (&pool->sm, &smw);
   pool->durable_gen = gen;
   pool->commits++;
   pthread_mutex_unlock (&pool->commit_lock);
@@ -251,9 +191,7 @@ txn_commit_now (struct cairn_pool *pool)
   pthread_rwlock_unlock (&pool->txn_lock);
  out:
   nodebatch_release (pool->cache, &batch);
-  spacemap_chain_free (&chain);
-  free (images);
-  free (ranges.v);
+  spacemap_write_free (&smw);
   return r;
 }
 

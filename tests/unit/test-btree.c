@@ -252,9 +252,13 @@ Test (btree, fill_iterate_and_empty)
   cr_assert_eq (pool_commit (e.pool), 0);
   env_reopen (&e);
   pool_info (e.pool, &after);
-  cr_assert_eq (after.space.allocated, before.space.allocated,
-                "allocated %" PRIu64 " blocks after emptying, %" PRIu64 " before",
-                after.space.allocated, before.space.allocated);
+  /* The space map's log grew meanwhile: its blocks are not leaks. */
+  cr_assert_eq (after.space.allocated - after.spacemap_blocks,
+                before.space.allocated - before.spacemap_blocks,
+                "allocated %" PRIu64 " blocks (%" PRIu64 " of them the space "
+                "map) after emptying, %" PRIu64 " (%" PRIu64 ") before",
+                after.space.allocated, after.spacemap_blocks,
+                before.space.allocated, before.spacemap_blocks);
   env_close (&e);
   free (perm);
 }

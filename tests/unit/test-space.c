@@ -978,8 +978,10 @@ Test (space, partly_open_gen_with_older_birth_aborts, .signal = SIGABRT)
 }
 
 /* Blocks allocated in the open generation but freed with an older birth
- * (the space map chain written for the generation before) are deferred,
- * not freed at once.
+ * (a walk of a tree whose pointers carry an older birth) are deferred, not
+ * freed at once, and leave the delta on both sides: free before the
+ * generation and free after it, they need no space map record (space.c
+ * invariant 5).
  */
 Test (space, open_gen_block_with_older_birth_is_deferred)
 {
@@ -995,11 +997,73 @@ Test (space, open_gen_block_with_older_birth_is_deferred)
   cr_assert_eq (space_alloc (sp, 100, 0, SPACE_RESERVE, &start), -ENOSPC);
   cr_assert_eq (space_freeze (sp, &d), 0);
   cr_assert_eq (d->nalloc, 0, "moved out of the alloc delta");
-  cr_assert_eq (d->nfreed, 1);
+  cr_assert_eq (d->nfreed, 0, "and not into the freed delta");
   space_delta_free (d);
   space_gen_durable (sp, 2);
   space_stats (sp, &st);
   cr_assert_eq (st.free, 100);
+  space_destroy (sp);
+}
+
+/* space_delta_ranges counts what the next freeze hands out: the space map
+ * log sizes a generation's record blocks with it.
+ */
+Test (space, delta_ranges_match_the_freeze)
+{
+  struct space *sp = mk (0, 100, 0, 2);
+  struct space_delta *d;
+
+  cr_assert_eq (space_delta_ranges (sp), 0);
+  alloc_at (sp, 10, 0, 0, 0);
+  alloc_at (sp, 5, 20, 0, 20);
+  cr_assert_eq (space_delta_ranges (sp), 2);
+  d = freeze (sp);
+  space_delta_free (d);
+  space_gen_durable (sp, 2);
+  cr_assert_eq (space_delta_ranges (sp), 0, "a new generation starts empty");
+  space_free (sp, 0, 2, 2);             /* deferred */
+  space_free (sp, 20, 5, 2);            /* deferred */
+  alloc_at (sp, 3, 0, 0, 10);           /* joins nothing in the delta */
+  alloc_at (sp, 1, 13, 0, 13);          /* touches [10,13): one range */
+  cr_assert_eq (space_delta_ranges (sp), 3);
+  space_free (sp, 13, 1, 3);            /* born now: cancels out */
+  cr_assert_eq (space_delta_ranges (sp), 3);
+  d = freeze (sp);
+  cr_assert_eq (d->nalloc + d->nfreed, 3);
+  cr_assert_eq (d->alloc[0].start, 10);
+  cr_assert_eq (d->alloc[0].len, 3);
+  space_delta_free (d);
+  space_destroy (sp);
+}
+
+/* A moved range inside a deferred free splits the freed side of the delta
+ * around it.
+ */
+Test (space, moved_range_splits_the_freed_delta)
+{
+  struct space *sp = mk (0, 100, 0, 2);
+  struct space_delta *d;
+
+  alloc_at (sp, 30, 0, 0, 0);
+  d = freeze (sp);
+  space_delta_free (d);
+  space_gen_durable (sp, 2);
+  space_free (sp, 0, 10, 2);            /* deferred: [0,10) */
+  space_free (sp, 20, 10, 2);           /* deferred: [20,30) */
+  alloc_at (sp, 10, 0, 0, 30);          /* [30,40) in gen 3 */
+  space_free (sp, 32, 3, 2);            /* moved */
+  cr_assert_geq (space_delta_ranges (sp), 4);
+  space_free (sp, 10, 10, 2);           /* freed: [0,30) + moved [32,35) */
+  d = freeze (sp);
+  cr_assert_eq (d->nfreed, 1);
+  cr_assert_eq (d->freed[0].start, 0);
+  cr_assert_eq (d->freed[0].len, 30);
+  cr_assert_eq (d->nalloc, 2);
+  cr_assert_eq (d->alloc[0].start, 30);
+  cr_assert_eq (d->alloc[0].len, 2);
+  cr_assert_eq (d->alloc[1].start, 35);
+  cr_assert_eq (d->alloc[1].len, 5);
+  space_delta_free (d);
   space_destroy (sp);
 }
 

@@ -15,54 +15,8 @@
 #include "fsck.h"
 #include "pool.h"
 #include "txn-int.h"
+#include "test-pool.h"
 #include "test-util.h"
-
-/* Collect fsck's problem lines. */
-struct problems {
-  char text[8192];
-  unsigned n;
-};
-
-static void
-note_problem (void *opaque, const char *msg)
-{
-  struct problems *p = opaque;
-
-  p->n++;
-  strncat (p->text, msg, sizeof p->text - strlen (p->text) - 2);
-  strcat (p->text, "\n");
-}
-
-/* Run fsck, collecting problems. */
-static struct fsck_report
-run_fsck (struct cairn_dev *dev, struct problems *p)
-{
-  struct fsck_opts o = { .problem = note_problem, .opaque = p };
-  struct fsck_report rep;
-
-  memset (p, 0, sizeof *p);
-  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
-  return rep;
-}
-
-static void
-assert_clean (struct cairn_dev *dev)
-{
-  struct problems p;
-  struct fsck_report rep = run_fsck (dev, &p);
-
-  cr_assert_eq (rep.errors, 0, "fsck: %s", p.text);
-}
-
-static struct cairn_dev *
-mem_pool (uint64_t size, uint8_t uuid[16])
-{
-  struct cairn_dev *dev;
-
-  cr_assert_eq (dev_mem_create (size, &dev), 0);
-  cr_assert_eq (pool_format (dev, NULL, uuid), 0, "%s", cairn_errmsg ());
-  return dev;
-}
 
 static struct cairn_pool *
 open_pool (struct cairn_dev *dev)
@@ -89,17 +43,6 @@ put (struct cairn_pool *pool, struct btree *t, uint64_t key, const void *v,
   btree_unlock (t);
   txn_end (pool);
   return r;
-}
-
-static struct btree *
-new_tree (struct cairn_pool *pool, uint64_t *idp)
-{
-  struct btree *t;
-
-  cr_assert_eq (txn_begin (pool), 0);
-  cr_assert_eq (pool_tree_create (pool, idp, &t), 0, "%s", cairn_errmsg ());
-  txn_end (pool);
-  return t;
 }
 
 /* ---------------------------------------------------------------- opening */
@@ -370,10 +313,14 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
   assert_clean (dev);
 
-  /* Deleting works on a full pool, and frees space for new writes. */
+  /* Deleting works on a full pool (every other key first: copies of
+   * half-full leaves, on the reserve), and once whole leaves go (the rest
+   * of the first half), frees space for new writes.
+   */
   pool = open_pool (dev);
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
-  for (uint64_t i = 0; i < n; i += 2) {
+  for (uint64_t j = 0; j < n / 2 + n / 4; j++) {
+    uint64_t i = j < n / 2 ? 2 * j : 2 * (j - n / 2) + 1;
     uint8_t k[8];
     put_be64 (k, i);
     cr_assert_eq (txn_begin (pool), 0);
@@ -504,7 +451,10 @@ struct pc_model {
   uint64_t ver[PC_KEYS];      /* 0: absent */
 };
 
-/* The workload: deterministic from wseed; commits every 40 operations.
+/* The workload: deterministic from wseed; commits every 40 operations,
+ * with a space map log bound of 40 records so that the cuts land in
+ * appends, rewrites of the newest log block and condenses alike
+ * (spacemap.c SM-3).
  * models[g] is the state generation g holds, for every generation whose
  * commit started.  Returns the newest acknowledged generation.
  */
@@ -512,7 +462,8 @@ static uint64_t
 pc_workload (struct cairn_dev *dev, uint64_t wseed, struct pc_model *models,
              uint64_t *idp)
 {
-  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40 };
+  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40,
+                               .spacemap_log_min = 40 };
   struct rng r = { wseed };
   struct pc_model cur = { { 0 } };
   struct cairn_pool *pool;

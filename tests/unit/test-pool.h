@@ -1,0 +1,74 @@
+/* Helpers shared by the unit tests of pools (test-txn, test-spacemap):
+ * in-memory pools, fsck with its problems collected, new trees.
+ */
+#ifndef CAIRN_TEST_POOL_H
+#define CAIRN_TEST_POOL_H
+
+#include <criterion/criterion.h>
+
+#include "fsck.h"
+#include "pool.h"
+
+/* Collect fsck's problem lines. */
+struct problems {
+  char text[8192];
+  unsigned n;
+};
+
+static inline void
+note_problem (void *opaque, const char *msg)
+{
+  struct problems *p = opaque;
+
+  p->n++;
+  strncat (p->text, msg, sizeof p->text - strlen (p->text) - 2);
+  strcat (p->text, "\n");
+}
+
+/* Run fsck, collecting problems. */
+static inline struct fsck_report
+run_fsck (struct cairn_dev *dev, struct problems *p)
+{
+  struct fsck_opts o = { .problem = note_problem, .opaque = p };
+  struct fsck_report rep;
+
+  memset (p, 0, sizeof *p);
+  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
+  return rep;
+}
+
+/* fsck must find nothing; its report. */
+static inline struct fsck_report
+assert_clean (struct cairn_dev *dev)
+{
+  struct problems p;
+  struct fsck_report rep = run_fsck (dev, &p);
+
+  cr_assert_eq (rep.errors, 0, "fsck: %s", p.text);
+  return rep;
+}
+
+/* A new pool on an in-memory device (uuid_out may be NULL). */
+static inline struct cairn_dev *
+mem_pool (uint64_t size, uint8_t uuid[16])
+{
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_mem_create (size, &dev), 0);
+  cr_assert_eq (pool_format (dev, NULL, uuid), 0, "%s", cairn_errmsg ());
+  return dev;
+}
+
+/* A new, empty tree in its own transaction. */
+static inline struct btree *
+new_tree (struct cairn_pool *pool, uint64_t *idp)
+{
+  struct btree *t;
+
+  cr_assert_eq (txn_begin (pool), 0);
+  cr_assert_eq (pool_tree_create (pool, idp, &t), 0, "%s", cairn_errmsg ());
+  txn_end (pool);
+  return t;
+}
+
+#endif /* CAIRN_TEST_POOL_H */
