@@ -12,9 +12,10 @@ the fio suite), one volume goes through one life:
   4. nbdcopy of the newest snapshot (Cairn: its export VOL@sN; peers: the
      live volume, which holds the same data) to null: (copy-mib-s);
   5. random 4 KiB writes (queue depth 32) over the whole volume, capped by a
-     time, then a flush: write amplification (server write_bytes from
-     /proc/PID/io over the bytes fio wrote; for btrfs also the loop device's
-     sectors written, after a filesystem sync) and the server's VmHWM;
+     time, then a flush: write amplification (server wchar and write_bytes
+     from /proc/PID/io over the bytes fio wrote; for btrfs also the loop
+     device's sectors written, after a filesystem sync) and the server's
+     VmHWM;
   6. a crash: random writes again, kill -9 of the server after 1.5 s, the
      time from restarting it until it answers and a 1 MiB read succeeds
      (crash-open-ms);
@@ -46,8 +47,9 @@ METRICS = [
     ("snap-create-ms", "ms", "lower", "one snapshot of the fully written volume (mean over the volume's snapshots)"),
     ("copy-mib-s", "MiB/s", "higher", "nbdcopy of the volume (Cairn: its newest snapshot's export) to null:"),
     ("fullsend-mib-s", "MiB/s", "higher", "full send of the newest snapshot to /dev/null, volume bytes per second"),
-    ("fullsend-stream-pct", "%", "lower", "full stream size over the volume size, in percent"),
-    ("wa-proc", "x", "lower", "write amplification: server write_bytes (/proc/PID/io) / bytes written by fio"),
+    ("fullsend-overhead-pct", "%", "lower", "full stream size over the (fully written) volume size, minus 100%"),
+    ("wa-syscall", "x", "lower", "write amplification: bytes the server passed to write calls (wchar, /proc/PID/io) / bytes written by fio"),
+    ("wa-proc", "x", "lower", "write amplification: server write_bytes (/proc/PID/io: page-cache folios it dirtied) / bytes written by fio"),
     ("wa-dev", "x", "lower", "write amplification: loop device bytes written / bytes written by fio (btrfs only)"),
     ("hwm-mib", "MiB", "lower", "server VmHWM after the random writes"),
     ("crash-open-ms", "ms", "lower", "kill -9 during writes: restart until it answers and a 1 MiB read succeeds"),
@@ -92,15 +94,13 @@ def elapsed(fn):
     return time.monotonic() - t
 
 
-def io_write_bytes(pid):
+def io_counters(pid):
+    """/proc/PID/io as a dict (wchar, write_bytes, ...), {} if unreadable."""
     try:
         with open("/proc/%d/io" % pid) as f:
-            for line in f:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
+            return {k: int(v) for k, v in (line.split(":") for line in f)}
+    except (OSError, ValueError):
+        return {}
 
 
 def loop_sectors_written(loop):
@@ -281,12 +281,13 @@ def amplification(h, b, size, wd, rep, wa_runtime, got):
     """Random writes: server write_bytes (and btrfs's loop device) over the
     bytes fio wrote; the server's VmHWM after them."""
     pid = b.server.pid
-    wb0 = io_write_bytes(pid)
+    io0 = io_counters(pid)
     dev0 = loop_sectors_written(b.loop) if b.name == "btrfs" else None
     written = randwrite(h, b.server.uri, size, wd, "wa", 900 + rep, runtime=wa_runtime)
-    wb1 = io_write_bytes(pid)
-    if wb0 is not None and wb1 is not None and written:
-        got["wa-proc"] = (wb1 - wb0) / written
+    io1 = io_counters(pid)
+    for key, metric in (("wchar", "wa-syscall"), ("write_bytes", "wa-proc")):
+        if key in io0 and key in io1 and written:
+            got[metric] = (io1[key] - io0[key]) / written
     if dev0 is not None:
         h.run(["btrfs", "filesystem", "sync", b.mnt])
         dev1 = loop_sectors_written(b.loop)
@@ -337,7 +338,7 @@ def cairn_offline(h, b, size, changes, names, wd, got):
         _, r = timed([h.CAIRN, "--pool", pool, "send", last, "--dry-run"], subprocess.PIPE)
         n = dry_run_bytes(r.stdout.decode())
         if n:
-            got["fullsend-stream-pct"] = 100.0 * n / size
+            got["fullsend-overhead-pct"] = 100.0 * (n / size - 1)
     got.attempt("full send", full)
     t, rc, line = timed_check([h.CAIRN, "fsck", pool])
     got["fsck-ms"] = 1000 * t
