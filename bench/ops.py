@@ -566,7 +566,7 @@ def render_targets(goals):
     """The targets table: issue, what, figure, target, met."""
     if not goals:
         return "Targets: none measured in this run"
-    rows = [("issue", "target", "figure", "wanted", "")]
+    rows = [("issue", "target", "figure", "wanted", "verdict")]
     for issue, what, fig, want, met in goals:
         rows.append((issue, what, fig, want, "-" if met is None else ("met" if met else "MISSED")))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
