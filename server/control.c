@@ -39,9 +39,10 @@
  *     ready is closed: a client that never reads cannot hold server memory.
  *  5. At end of input (the client shut down its side) the remaining
  *     requests are still answered; then the server shuts down its side and
- *     closes.  So a client that vanishes while its request runs cannot be
- *     told from one that half-closed: its request runs to the end, the
- *     reply fails to write, and the connection is closed then.  (In
+ *     closes.  A client that vanished (on a Unix socket: POLLHUP, see
+ *     peer_gone) cancels its running request instead; on TCP it cannot be
+ *     told from one that half-closed, so its request runs until a reply or
+ *     notification fails to write, and the connection is closed then.  (In
  *     stream mode, end of input before the end frame cuts the stream
  *     short: the receive stops there, see below.)
  *  6. Stream mode (cairn-protocol(7)) is entered only by the worker's
@@ -79,6 +80,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -739,6 +741,23 @@ conn_pump (struct conn *conn)
   conn_set_reading (conn, want_read);
 }
 
+/* Has the client gone altogether, not only shut down its side?  A Unix
+ * socket whose peer closed reports POLLHUP; one that only half-closed
+ * does not.  (TCP cannot tell the two apart from a FIN: there the request
+ * runs on, as invariant 5 says, until writing to the client fails.)
+ */
+static bool
+peer_gone (struct conn *conn)
+{
+  struct pollfd p = { .events = 0 };
+  uv_os_fd_t fd;
+
+  if (uv_fileno (&conn->h.handle, &fd) < 0)
+    return false;
+  p.fd = fd;
+  return poll (&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
 /* Lend libuv the conn's read buffer (a read is consumed before the next). */
 static void
 on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf)
@@ -758,7 +777,12 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   if (nread == 0)
     return;
   if (nread == UV_EOF) {
-    /* The client may have only shut down its side: answer what it sent. */
+    /* The client may have only shut down its side: answer what it sent.
+     * One that is gone (killed, say) cancels its running request, which
+     * has nobody to answer: a replication job stops instead of running on.
+     */
+    if (conn->job && peer_gone (conn))
+      atomic_store (&conn->cancel, true);
     conn->eof = true;
     uv_read_stop (stream);
     conn->reading = false;

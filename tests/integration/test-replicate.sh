@@ -202,6 +202,10 @@ ca snapshot create w@f1 >/dev/null
 CLIENT=$!
 pace_until "$PID_B" "$CTL_A" $((60 * 1024 * 1024))
 kill -9 "$CLIENT"; wait "$CLIENT" 2>/dev/null || true; CLIENT=
+# A cancels its job (it notices within its 200 ms wait slices) before B
+# runs again: otherwise A could finish the stream first on a fast machine.
+for _ in $(seq 100); do [ "$(job_done "$CTL_A")" = 0 ] && break; sleep 0.1; done
+[ "$(job_done "$CTL_A")" = 0 ] || fail "A's job outlived its client"
 kill -CONT "$PID_B"
 for _ in $(seq 100); do [ "$(job_done "$CTL_B")" = 0 ] && break; sleep 0.1; done
 cb volume list | grep -qw w && fail "the interrupted receive made w visible"
@@ -258,15 +262,20 @@ run --socket "$CTL_A" job list
 expect 0 "no jobs are running"
 
 # A pull whose source has stalled (stopped) is still cancelled at once;
-# the same pull then resumes.
-head -c 60M /dev/urandom >"$TMPDIR_TEST/rnd"
+# the same pull then resumes.  (Well over what the sockets and channels
+# between the two can hold, some 30 MiB: B must not finish from buffers
+# while A is stopped.)
+head -c 160M /dev/urandom >"$TMPDIR_TEST/rnd"
 nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
 ca snapshot create w@f3 >/dev/null
 "$CAIRN" --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w --progress=none \
   >/dev/null 2>"$TMPDIR_TEST/err" &
 CLIENT=$!
 pace_until "$PID_A" "$CTL_B" $((20 * 1024 * 1024))
-id=$(cb job list --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["jobs"][0]["job"])')
+id=$(cb job list --json | python3 -c 'import json, sys
+j = json.load(sys.stdin)["jobs"]
+print(j[0]["job"] if j else "")')
+[ -n "$id" ] || fail "the pull is no longer a job of B: $(cat "$TMPDIR_TEST/err"; kill -0 "$CLIENT" 2>/dev/null && echo "(its client still runs)")"
 run --socket "$CTL_B" job cancel "$id"
 expect 0 "cancelling job $id \(replicate.pull w\)"
 for _ in $(seq 50); do kill -0 "$CLIENT" 2>/dev/null || break; sleep 0.1; done
