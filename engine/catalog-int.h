@@ -198,6 +198,16 @@ int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
 int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                    struct vol_info *info) CAIRN_WUR;
 void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
+/* Call fn for each root-tree item whose key starts with prefix, in key
+ * order, under the root tree's read lock (fn must not change the tree):
+ * fn returns 0 to go on, > 0 to stop (not an error), < 0 to fail.
+ */
+int cat_foreach_prefix (struct catalog *cat, const uint8_t *prefix,
+                        size_t plen,
+                        int (*fn) (void *opaque, const uint8_t *key,
+                                   size_t klen, const uint8_t *val,
+                                   size_t vlen),
+                        void *opaque) CAIRN_WUR;
 /* Call fn for each pin record of volume id, oldest first; fn returning
  * non-zero stops the walk.
  */
@@ -251,11 +261,11 @@ int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
 
 /* reaper.c: deletes that run in the background and survive restarts */
 /* Start taking apart volume vs, which nothing needs any more (no pins, no
- * handles), in the freeze of gen: its records go, a destroy record takes
- * their place, and vs leaves the table (tlock not held).
+ * handles), in a freeze: a destroy record with its tree's root takes the
+ * place of its tree item.  The caller (destroy_volume) removes its other
+ * records and its table entry.
  */
-int reaper_begin (struct catalog *cat, struct volstate *vs, uint64_t gen)
-  CAIRN_WUR;
+int reaper_begin (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* Apply a step gathered by the reaper (REQ_REAP, in the freeze). */
 int reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   CAIRN_WUR;

@@ -473,9 +473,6 @@ cat_submit (struct cairn_pool *pool, struct cat_request *req)
     r = cairn_fail (req->result, "%s", req->errmsg);
  out:
   pthread_mutex_unlock (&cat->oplock);
-  /* A delete may have left a volume for the background to take apart. */
-  if (r == 0 && req->kind != REQ_REAP)
-    reaper_kick (cat);
   return r;
 }
 
@@ -897,6 +894,59 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
   return r == -ENOENT ? 0 : r;
 }
 
+/* Call fn for each root-tree item whose key starts with prefix, in key
+ * order, under the root tree's read lock (fn must not change the tree):
+ * fn returns 0 to go on, > 0 to stop (not an error), < 0 to fail with
+ * that error.
+ */
+int
+cat_foreach_prefix (struct catalog *cat, const uint8_t *prefix, size_t plen,
+                    int (*fn) (void *opaque, const uint8_t *key, size_t klen,
+                               const uint8_t *val, size_t vlen),
+                    void *opaque)
+{
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  int fr = 0, r = btree_cursor_new (root, &cur);
+
+  if (r < 0)
+    return r;
+  btree_rdlock (root);
+  for (r = btree_cursor_seek (cur, prefix, plen); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl < plen || memcmp (k, prefix, plen) != 0)
+      break;
+    fr = fn (opaque, k, kl, v, vl);
+    if (fr != 0)
+      break;
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  if (fr != 0)
+    return fr < 0 ? fr : 0;
+  return r == -ENOENT ? 0 : r;
+}
+
+/* State of cat_foreach_pin. */
+struct pin_walk {
+  int (*fn) (void *opaque, uint64_t gen, const uint8_t *rec, size_t len);
+  void *opaque;
+};
+
+static int
+pin_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+          size_t vl)
+{
+  struct pin_walk *pw = opaque;
+
+  if (kl != 17)
+    return 1;
+  return pw->fn (pw->opaque, get_be64 (k + 9), v, vl) != 0;
+}
+
 /* Call fn for each pin record of volume id, oldest first, with its
  * generation and record; a non-zero return from fn stops the walk (and is
  * not an error: the walk then returns 0).
@@ -907,29 +957,11 @@ cat_foreach_pin (struct catalog *cat, uint64_t id,
                             size_t len),
                  void *opaque)
 {
-  struct btree *root = pool_root_tree (cat->pool);
-  struct btree_cursor *cur;
+  struct pin_walk pw = { fn, opaque };
   uint8_t key[17];
-  int r;
 
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
   cat_key (key, RK_PIN, id, 0);
-  btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, key, 17); r == 0; r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
-      break;
-    if (fn (opaque, get_be64 (k + 9), v, vl) != 0)
-      break;
-  }
-  btree_unlock (root);
-  btree_cursor_free (cur);
-  return r == -ENOENT ? 0 : r;
+  return cat_foreach_prefix (cat, key, 9, pin_item, &pw);
 }
 
 /* cat_foreach_pin callback: stop at the first pin. */
@@ -970,7 +1002,7 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
 
   r = drop_props (cat, vs->id);
   if (r == 0)
-    r = reaper_begin (cat, vs, gen);
+    r = reaper_begin (cat, vs);
   cat_key (key, RK_VOL, vs->id, 0);
   if (r == 0)
     r = cat_root_del (cat, key, 9);
@@ -1042,39 +1074,36 @@ struct deferred {
   uint32_t n;
 };
 
+/* State of list_deferred. */
+struct deferred_list {
+  struct deferred *d;
+  size_t max, n;
+};
+
+static int
+deferred_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+               size_t vl)
+{
+  struct deferred_list *dl = opaque;
+
+  if (kl != 17 || vl != 4)
+    return cairn_fail (-EIO, "corrupt deferred-delete record (key %zu, value "
+                       "%zu bytes)", kl, vl);
+  dl->d[dl->n++] = (struct deferred) { get_be64 (k + 1), get_be64 (k + 9),
+                                       get_le32 (v) };
+  return dl->n == dl->max;
+}
+
 /* Read up to max RK_DEFER records. */
 static int
 list_deferred (struct catalog *cat, struct deferred *d, size_t max, size_t *np)
 {
-  struct btree *root = pool_root_tree (cat->pool);
-  struct btree_cursor *cur;
+  struct deferred_list dl = { d, max, 0 };
   uint8_t key[1] = { RK_DEFER };
-  int r;
+  int r = cat_foreach_prefix (cat, key, 1, deferred_item, &dl);
 
-  *np = 0;
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
-  btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, key, 1); r == 0 && *np < max;
-       r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl < 1 || k[0] != RK_DEFER)
-      break;
-    if (kl != 17 || vl != 4) {
-      r = cairn_fail (-EIO, "corrupt deferred-delete record (key %zu, value "
-                      "%zu bytes)", kl, vl);
-      break;
-    }
-    d[(*np)++] = (struct deferred) { get_be64 (k + 1), get_be64 (k + 9),
-                                     get_le32 (v) };
-  }
-  btree_unlock (root);
-  btree_cursor_free (cur);
-  return r == -ENOENT ? 0 : r;
+  *np = dl.n;
+  return r;
 }
 
 /* Finish the deletes that waited for handles to close (see above). */
@@ -1307,60 +1336,59 @@ drop_props (struct catalog *cat, uint64_t id)
   }
 }
 
+/* User properties gathered by copy_props. */
+struct prop_copy {
+  struct prop {
+    uint8_t key[1 + 8 + VOL_PROP_KEY_MAX], val[VOL_PROP_VALUE_MAX];
+    size_t klen, vlen;
+  } *p;
+  size_t n, cap;
+};
+
+static int
+prop_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+           size_t vl)
+{
+  struct prop_copy *pc = opaque;
+
+  if (kl > sizeof pc->p->key || vl > sizeof pc->p->val ||
+      !memchr (k + 9, ':', kl - 9))
+    return 0;                 /* internal (or malformed): not copied */
+  if (pc->n == pc->cap) {
+    size_t cap = pc->cap ? pc->cap * 2 : 8;
+    struct prop *np = realloc (pc->p, cap * sizeof *np);
+
+    if (np == NULL)
+      return cairn_fail (-ENOMEM, "out of memory copying properties");
+    pc->p = np;
+    pc->cap = cap;
+  }
+  memcpy (pc->p[pc->n].key, k, kl);
+  memcpy (pc->p[pc->n].val, v, vl);
+  pc->p[pc->n].klen = kl;
+  pc->p[pc->n++].vlen = vl;
+  return 0;
+}
+
 /* Give volume to_id a copy of from_id's user properties (not the internal
  * ones, whose keys have no ':').
  */
 static int
 copy_props (struct catalog *cat, uint64_t from_id, uint64_t to_id)
 {
-  struct btree *root = pool_root_tree (cat->pool);
-  struct prop {
-    uint8_t key[1 + 8 + VOL_PROP_KEY_MAX], val[VOL_PROP_VALUE_MAX];
-    size_t klen, vlen;
-  } *p = NULL;
-  size_t n = 0, cap = 0;
-  struct btree_cursor *cur;
+  struct prop_copy pc = { NULL, 0, 0 };
   uint8_t key[9];
   int r;
 
   key[0] = RK_PROP;
   put_be64 (key + 1, from_id);
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
-  btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, key, 9); r == 0; r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl < 9 || k[0] != RK_PROP || get_be64 (k + 1) != from_id)
-      break;
-    if (kl > sizeof p->key || vl > sizeof p->val || !memchr (k + 9, ':', kl - 9))
-      continue;
-    if (n == cap) {
-      struct prop *np = realloc (p, (cap = cap ? cap * 2 : 8) * sizeof *np);
-
-      if (np == NULL) {
-        r = cairn_fail (-ENOMEM, "out of memory copying properties");
-        break;
-      }
-      p = np;
-    }
-    memcpy (p[n].key, k, kl);
-    memcpy (p[n].val, v, vl);
-    p[n].klen = kl;
-    p[n++].vlen = vl;
+  r = cat_foreach_prefix (cat, key, 9, prop_item, &pc);
+  for (size_t i = 0; i < pc.n && r == 0; i++) {
+    put_be64 (pc.p[i].key + 1, to_id);
+    r = cat_root_put (cat, pc.p[i].key, pc.p[i].klen, pc.p[i].val,
+                      pc.p[i].vlen);
   }
-  btree_unlock (root);
-  btree_cursor_free (cur);
-  if (r == -ENOENT)
-    r = 0;
-  for (size_t i = 0; i < n && r == 0; i++) {
-    put_be64 (p[i].key + 1, to_id);
-    r = cat_root_put (cat, p[i].key, p[i].klen, p[i].val, p[i].vlen);
-  }
-  free (p);
+  free (pc.p);
   return r;
 }
 

@@ -178,14 +178,14 @@ add_destroy (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
   return 0;
 }
 
-/* Is id a deleted volume being reclaimed? */
-static bool
-is_destroying (struct fsck *f, uint64_t id)
+/* The destroy record of id, if it is a deleted volume being reclaimed. */
+static const struct destrec *
+find_destroying (struct fsck *f, uint64_t id)
 {
   for (size_t i = 0; i < f->ndest; i++)
     if (f->dest_ids[i] == id)
-      return true;
-  return false;
+      return &f->dest[i];
+  return NULL;
 }
 
 /* Visitor: a root tree (catalog) item. */
@@ -300,6 +300,7 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
          size_t vlen)
 {
   struct fsck *f = opaque;
+  const struct destrec *dest;
   uint64_t addr, len;
 
   f->rep->items++;
@@ -325,13 +326,13 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
       return 0;
     }
   }
-  if (is_destroying (f, get_be64 (key))) {
+  if ((dest = find_destroying (f, get_be64 (key))) != NULL) {
     /* A deleted volume's entries wait for the reaper: allocated, needed
-     * by nothing, counted once.
+     * by nothing, counted once (those born at or before its origin are
+     * the origin's, RC-5).
      */
-    for (size_t i = 0; i < f->ndest; i++)
-      if (f->dest_ids[i] == get_be64 (key) && get_le64 (val + 8) > f->dest[i].since)
-        mark (f, addr, len, "the deadlist of a deleted volume");
+    if (get_le64 (val + 8) > dest->since)
+      mark (f, addr, len, "the deadlist of a deleted volume");
     return 0;
   }
   for (uint64_t b = addr; b < addr + len; b++)

@@ -71,7 +71,6 @@
 struct reaper {
   pthread_mutex_t step_lock;  /* one step at a time */
   pthread_mutex_t lock;       /* the fields below */
-  pthread_cond_t cond;        /* the thread is idle */
   pthread_t thread;
   bool running, joinable, stopped;
   bool again;                 /* kicked while running: look once more */
@@ -146,6 +145,31 @@ destrec_store (struct catalog *cat, uint64_t id, const struct destrec *d)
   return cat_root_put (cat, key, 9, val, DESTREC_FIXED + d->pointlen);
 }
 
+/* State of first_of_type. */
+struct first_walk {
+  int (*decode) (const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                 void *out);
+  void *out;
+  bool found, counting;
+  uint64_t count;
+};
+
+static int
+first_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+            size_t vl)
+{
+  struct first_walk *fw = opaque;
+
+  if (fw->count++ == 0) {
+    int r = fw->decode (k, kl, v, vl, fw->out);
+
+    if (r < 0)
+      return r;
+    fw->found = true;
+  }
+  return !fw->counting;
+}
+
 /* Decode the first record of a type (a callback), and count them all
  * when countp is not NULL.
  */
@@ -155,38 +179,13 @@ first_of_type (struct catalog *cat, uint8_t type,
                               size_t vl, void *out),
                void *out, bool *found, uint64_t *countp)
 {
-  struct btree *root = pool_root_tree (cat->pool);
-  struct btree_cursor *cur;
-  uint8_t key[1] = { type };
-  uint64_t count = 0;
-  int r;
+  struct first_walk fw = { decode, out, false, countp != NULL, 0 };
+  int r = cat_foreach_prefix (cat, &type, 1, first_item, &fw);
 
-  *found = false;
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
-  btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, key, 1); r == 0; r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl < 1 || k[0] != type)
-      break;
-    if (count++ == 0) {
-      r = decode (k, kl, v, vl, out);
-      if (r < 0)
-        break;
-      *found = true;
-    }
-    if (countp == NULL)
-      break;
-  }
-  btree_unlock (root);
-  btree_cursor_free (cur);
+  *found = fw.found;
   if (countp)
-    *countp = count;
-  return r == -ENOENT ? 0 : r;
+    *countp = fw.count;
+  return r;
 }
 
 /* A destroy record with its volume id. */
@@ -307,12 +306,11 @@ reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
 
 /* Turn a volume nothing needs into a destroy record (see catalog-int.h). */
 int
-reaper_begin (struct catalog *cat, struct volstate *vs, uint64_t gen)
+reaper_begin (struct catalog *cat, struct volstate *vs)
 {
   struct destrec d = { .since = vs->origin_gen };
   int r;
 
-  (void) gen;
   /* Entries still queued belong to pins that are gone: list them, so the
    * drain frees them (RP-4).
    */
@@ -517,10 +515,8 @@ reaper_thread (void *arg)
     /* A kick while this step ran may have brought work it did not see. */
     more = r == 0 && (more || rp->again) && !rp->stopped;
     rp->again = false;
-    if (!more) {
+    if (!more)
       rp->running = false;
-      pthread_cond_broadcast (&rp->cond);
-    }
     pthread_mutex_unlock (&rp->lock);
     if (!more)
       return NULL;
@@ -537,7 +533,6 @@ reaper_new (struct catalog *cat)
     return cairn_fail (-ENOMEM, "out of memory loading the catalog");
   pthread_mutex_init (&rp->step_lock, NULL);
   pthread_mutex_init (&rp->lock, NULL);
-  pthread_cond_init (&rp->cond, NULL);
   rp->budget = REAP_BUDGET;
   cat->reaper = rp;
   return 0;
@@ -595,7 +590,6 @@ reaper_free (struct catalog *cat)
     return;
   pthread_mutex_destroy (&rp->step_lock);
   pthread_mutex_destroy (&rp->lock);
-  pthread_cond_destroy (&rp->cond);
   free (rp);
   cat->reaper = NULL;
 }

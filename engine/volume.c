@@ -58,17 +58,18 @@ max_ext_blocks (struct catalog *cat)
 
 /* ---------------------------------------------------------------- opening */
 
-/* Count a handle on a pinned state (tlock held). */
+/* Count one more handle on a pinned state (tlock held); vol_close counts
+ * it off.
+ */
 static int
-open_pin_add (struct catalog *cat, uint64_t id, uint64_t gen, int delta)
+open_pin_add (struct catalog *cat, uint64_t id, uint64_t gen)
 {
-  for (size_t i = 0; i < cat->nopen_pins; i++)
-    if (cat->open_pins[i].id == id && cat->open_pins[i].gen == gen) {
-      cat->open_pins[i].opens += delta;
-      return 0;
-    }
-  if (delta < 0)
+  struct open_pin *op = cat_open_pin (cat, id, gen);
+
+  if (op) {
+    op->opens++;
     return 0;
+  }
   if (cat->nopen_pins == cat->open_pins_cap) {
     size_t cap = cat->open_pins_cap ? cat->open_pins_cap * 2 : 8;
     struct open_pin *np = realloc (cat->open_pins, cap * sizeof *np);
@@ -77,7 +78,7 @@ open_pin_add (struct catalog *cat, uint64_t id, uint64_t gen, int delta)
     cat->open_pins = np;
     cat->open_pins_cap = cap;
   }
-  cat->open_pins[cat->nopen_pins++] = (struct open_pin) { id, gen, delta, false };
+  cat->open_pins[cat->nopen_pins++] = (struct open_pin) { id, gen, 1, false };
   return 0;
 }
 
@@ -179,7 +180,7 @@ vol_open (struct cairn_pool *pool, const char *export_name,
       r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
     }
     if (r == 0)
-      r = open_pin_add (cat, vs->id, v->gen, 1);
+      r = open_pin_add (cat, vs->id, v->gen);
     if (r < 0)
       vs->opens--;
     pthread_mutex_unlock (&cat->tlock);
@@ -250,10 +251,10 @@ vol_close (struct cairn_volume *v)
   pthread_mutex_lock (&cat->tlock);
   v->vs->opens--;
   if (v->own_tree) {
-    struct open_pin *op = open_pin_add (cat, v->vs->id, v->gen, -1) == 0 ?
-      cat_open_pin (cat, v->vs->id, v->gen) : NULL;
+    struct open_pin *op = cat_open_pin (cat, v->vs->id, v->gen);
 
-    settle = op && op->opens == 0 && op->deferred;
+    if (op && --op->opens == 0)
+      settle = op->deferred;
   }
   /* The last handle on something deleted while open. */
   settle |= (v->vs->flags & VOLF_HIDDEN) && v->vs->opens == 0;
