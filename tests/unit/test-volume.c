@@ -1076,6 +1076,33 @@ allocated (struct cairn_pool *pool)
   return info.space.allocated - info.spacemap_blocks;
 }
 
+/* Reclaim everything deleted, a step at a time; returns the steps. */
+static unsigned
+reclaim_by_steps (struct cairn_pool *pool)
+{
+  unsigned steps = 0;
+  bool more = true;
+
+  while (more) {
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+    steps++;
+  }
+  return steps;
+}
+
+/* The allocated figure of an empty pool with the catalog's own trees in
+ * place (made by creating and deleting a volume).
+ */
+static uint64_t
+empty_pool_base (struct cairn_pool *pool)
+{
+  cr_assert_eq (vol_create (pool, "probe", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_delete (pool, "probe", 0), 0);
+  reclaim_by_steps (pool);
+  cr_assert_eq (pool_commit (pool), 0);
+  return allocated (pool);
+}
+
 /* Deleting a volume takes effect at once; its space comes back in bounded
  * steps that stop at a restart and resume after it (reaper.c, RP-1..5),
  * with fsck clean between any two steps.
@@ -1092,11 +1119,7 @@ Test (volume, background_delete_resumes_after_restart)
   unsigned steps = 0, restarts = 0;
   bool more = true;
 
-  cr_assert_eq (vol_create (pool, "probe", 1 << 20, NULL), 0);
-  cr_assert_eq (vol_delete (pool, "probe", 0), 0);
-  while (more)
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
-  base = allocated (pool);
+  base = empty_pool_base (pool);
 
   /* Scattered blocks (many extents, a tree of several levels), a snapshot,
    * then overwrites (deadlist entries), then more blocks.
@@ -1223,14 +1246,8 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   struct vol_reclaim_info ri;
   static uint8_t a[256 << 10], b[256 << 10], buf[256 << 10];
   uint64_t base, before;
-  bool more = true;
 
-  cr_assert_eq (vol_create (pool, "probe", 1 << 20, NULL), 0);
-  cr_assert_eq (vol_delete (pool, "probe", 0), 0);
-  while (more)
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (pool_commit (pool), 0);
-  base = allocated (pool);
+  base = empty_pool_base (pool);
 
   fill_pattern (a, sizeof a, 1);
   fill_pattern (b, sizeof b, 2);
@@ -1272,9 +1289,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_arr_eq (buf, a, 4096);
   cr_assert_eq (vol_pread (hv, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, b, 4096);
-  more = true;
-  while (more)
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0);
+  reclaim_by_steps (pool);
   cr_assert_gt (allocated (pool), base, "the open volume keeps its data");
 
   /* A crash with the handle still open: the next open finishes. */
@@ -1283,9 +1298,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (pool_commit (pool), 0);
   cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
   cr_assert_eq (ri.volumes, 1, "closing the last handle started the delete");
-  more = true;
-  while (more)
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0);
+  reclaim_by_steps (pool);
   cr_assert_eq (allocated (pool), base, "every block is back");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after the handles closed");
@@ -1295,9 +1308,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   pool = open_pool_stepped (crashed);
   cr_assert_eq (vol_open (pool, "v", &h), -ENOENT);
   cr_assert_eq (pool_commit (pool), 0);
-  more = true;
-  while (more)
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  reclaim_by_steps (pool);
   cr_assert_eq (allocated (pool), base, "the reopened pool finished the deletes");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (crashed, "after finishing the deletes");
@@ -1316,8 +1327,6 @@ Test (volume, snapshot_delete_finishes_in_the_background)
   struct snap_space sp;
   uint8_t block[4096];
   uint64_t before, first;
-  unsigned steps = 0;
-  bool more = true;
 
   cr_assert_eq (vol_create (pool, "v", 16 << 20, NULL), 0);
   cr_assert_eq (vol_open (pool, "v", &v), 0);
@@ -1344,11 +1353,7 @@ Test (volume, snapshot_delete_finishes_in_the_background)
   assert_fsck_clean (dev, "a snapshot delete half done");
   pool = open_pool_stepped (dev);
   before = vol_reclaimed_bytes (pool);     /* counted from the open */
-  while (more) {
-    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
-    steps++;
-  }
-  cr_assert_gt (steps, 10);
+  cr_assert_gt (reclaim_by_steps (pool), 10);
   cr_assert_eq (first + vol_reclaimed_bytes (pool) - before, sp.unique,
                 "freed what the dry run said");
   cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
