@@ -49,8 +49,15 @@
  *   24 u64 create gen   32 u64 flags            40 u64 origin id
  *   48 u64 origin gen   56 u64 referenced (blocks)
  *   64 u64 quota (bytes, 0: none)               72 u16 name length, name
+ *   then, with FEATURE_INCOMPAT_VOLHELD, after the name:
+ *      u64 held (blocks on the volume's deadlist once the record's
+ *      generation is durable)
+ * A record without the trailing field (written before the feature) has its
+ * held count rebuilt by walking the deadlist when the catalog loads; every
+ * record the catalog writes has it, and writing one sets the feature.
  */
 #define VOLREC_FIXED 74u
+#define VOLREC_HELD 8u
 
 /* Snapshot record:
  *   0  u64 ctime (seconds since 1970; a received snapshot keeps the
@@ -117,6 +124,7 @@ struct volstate {
   int64_t referenced;         /* mapped data blocks (atomic) */
   int64_t held;               /* blocks on the deadlist: kept for pins (atomic) */
   bool rec_dirty;             /* referenced changed since the record (atomic) */
+  int64_t held_stored;        /* held as the record has it, -1: no field */
   int opens;                  /* open handles (catalog tlock) */
   pthread_mutex_t pend_lock;  /* pending deadlist entries */
   struct dl_entry *pending;

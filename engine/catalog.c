@@ -102,7 +102,9 @@ volrec_encode (const struct volstate *vs, uint8_t *p)
   put_le64 (p + 64, vs->quota);
   put_le16 (p + 72, (uint16_t) len);
   memcpy (p + VOLREC_FIXED, vs->name, len);
-  return VOLREC_FIXED + len;
+  put_le64 (p + VOLREC_FIXED + len,
+            (uint64_t) __atomic_load_n (&vs->held, __ATOMIC_RELAXED));
+  return VOLREC_FIXED + len + VOLREC_HELD;
 }
 
 /* Decode a volume record into a new volume state. */
@@ -113,7 +115,7 @@ volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
   size_t nlen;
 
   if (len < VOLREC_FIXED || (nlen = get_le16 (p + 72)) > VOL_NAME_MAX ||
-      VOLREC_FIXED + nlen != len)
+      (VOLREC_FIXED + nlen != len && VOLREC_FIXED + nlen + VOLREC_HELD != len))
     return cairn_fail (-EIO, "corrupt volume record in the catalog (length %zu)",
                        len);
   vs = calloc (1, sizeof *vs);
@@ -130,6 +132,11 @@ volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
   vs->quota = get_le64 (p + 64);
   memcpy (vs->name, p + VOLREC_FIXED, nlen);
   vs->name[nlen] = '\0';
+  vs->held_stored = -1;
+  if (len == VOLREC_FIXED + nlen + VOLREC_HELD) {
+    vs->held = (int64_t) get_le64 (p + VOLREC_FIXED + nlen);
+    vs->held_stored = vs->held;
+  }
   pthread_mutex_init (&vs->pend_lock, NULL);
   pthread_mutex_init (&vs->rmw_lock, NULL);
   *vsp = vs;
@@ -243,11 +250,18 @@ cat_root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
 static int
 volrec_store (struct catalog *cat, struct volstate *vs)
 {
-  uint8_t key[17], val[VOLREC_FIXED + VOL_NAME_MAX];
+  uint8_t key[17], val[VOLREC_FIXED + VOL_NAME_MAX + VOLREC_HELD];
+  size_t len = volrec_encode (vs, val);
+  int r;
 
   cat_key (key, RK_VOL, vs->id, 0);
   __atomic_store_n (&vs->rec_dirty, false, __ATOMIC_RELAXED);
-  return cat_root_put (cat, key, 9, val, volrec_encode (vs, val));
+  r = cat_root_put (cat, key, 9, val, len);
+  if (r == 0) {
+    vs->held_stored = (int64_t) get_le64 (val + len - VOLREC_HELD);
+    pool_need_feature (cat->pool, FEATURE_INCOMPAT_VOLHELD);
+  }
+  return r;
 }
 
 /* Read a pin record. */
@@ -441,10 +455,17 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
     reaper_kick (cat);
   }
   pthread_mutex_lock (&cat->tlock);
-  for (size_t i = 0; i < cat->nvols; i++)
-    if (__atomic_load_n (&cat->vols[i]->rec_dirty, __ATOMIC_RELAXED) &&
-        volrec_store (cat, cat->vols[i]) < 0)
+  /* Last, so that every change this freeze made to the deadlists is in the
+   * held counts the records keep.
+   */
+  for (size_t i = 0; i < cat->nvols; i++) {
+    struct volstate *vs = cat->vols[i];
+
+    if ((__atomic_load_n (&vs->rec_dirty, __ATOMIC_RELAXED) ||
+         __atomic_load_n (&vs->held, __ATOMIC_RELAXED) != vs->held_stored) &&
+        volrec_store (cat, vs) < 0)
       break;      /* the record is rewritten at the next commit */
+  }
   pthread_mutex_unlock (&cat->tlock);
 }
 
@@ -580,6 +601,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   if (r < 0 && r != -ENOENT)
     goto fail;
   for (size_t i = 0; i < cat->nvols; i++) {
+    if (cat->vols[i]->held_stored >= 0)
+      continue;                 /* the record has it (VOLREC_HELD) */
     r = reclaim_count_held (cat, cat->vols[i]);
     if (r < 0)
       goto fail;
@@ -696,6 +719,7 @@ volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
   vs->size = size;
   vs->ctime = (uint64_t) time (NULL);
   vs->create_gen = gen;
+  vs->held_stored = -1;
   return vs;
 }
 

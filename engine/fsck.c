@@ -23,8 +23,12 @@ struct fsck {
   uint64_t *tree_ids;
   bool *is_volume;          /* the tree holds volume extents */
   size_t ntrees, trees_cap;
-  uint64_t *vol_ids;        /* ids with a volume record */
-  size_t nvol_ids, vol_ids_cap;
+  struct fsck_vol {         /* volume records, in id order */
+    uint64_t id;
+    int64_t held;           /* as recorded (VOLREC_HELD), -1: not recorded */
+    uint64_t dead;          /* blocks its deadlist entries hold */
+  } *vols;
+  size_t nvols, vols_cap;
   uint64_t deadlist_id;     /* 0: none */
   struct btree_root deadlist;
   uint64_t max_ext;         /* longest extent item, in blocks */
@@ -129,31 +133,54 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
 
 /* Remember that id is a volume's tree. */
 static int
-add_volume_id (struct fsck *f, uint64_t id)
+add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
 {
-  if (f->nvol_ids == f->vol_ids_cap) {
-    size_t cap = f->vol_ids_cap ? f->vol_ids_cap * 2 : 16;
-    uint64_t *nv = realloc (f->vol_ids, cap * sizeof *nv);
+  size_t nlen = vlen >= VOLREC_FIXED ? get_le16 (val + 72) : 0;
+
+  if (f->nvols == f->vols_cap) {
+    size_t cap = f->vols_cap ? f->vols_cap * 2 : 16;
+    struct fsck_vol *nv = realloc (f->vols, cap * sizeof *nv);
 
     if (nv == NULL)
       return cairn_fail (-ENOMEM, "out of memory listing volumes");
-    f->vol_ids = nv;
-    f->vol_ids_cap = cap;
+    f->vols = nv;
+    f->vols_cap = cap;
   }
-  f->vol_ids[f->nvol_ids++] = id;
+  f->vols[f->nvols++] = (struct fsck_vol) {
+    .id = id,
+    .held = vlen == VOLREC_FIXED + nlen + VOLREC_HELD
+      ? (int64_t) get_le64 (val + VOLREC_FIXED + nlen) : -1,
+  };
   return 0;
 }
 
-/* Does id have a volume record?  (Root tree keys come in order: every
- * volume record has been seen before the walk of the trees starts.)
+/* The volume record of id, or NULL.  (Root tree keys come in order: every
+ * volume record has been seen, in id order, before the walk of the trees
+ * starts.)
  */
+static struct fsck_vol *
+find_volume (struct fsck *f, uint64_t id)
+{
+  size_t lo = 0, hi = f->nvols;
+
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+
+    if (f->vols[mid].id == id)
+      return &f->vols[mid];
+    if (f->vols[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* Does id have a volume record? */
 static bool
 is_volume_id (struct fsck *f, uint64_t id)
 {
-  for (size_t i = 0; i < f->nvol_ids; i++)
-    if (f->vol_ids[i] == id)
-      return true;
-  return false;
+  return find_volume (f, id) != NULL;
 }
 
 /* Remember a deleted volume being reclaimed in the background. */
@@ -224,7 +251,7 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       f->deadlist_id = get_le64 (val);
     return 0;
   case RK_VOL:
-    return klen == 9 ? add_volume_id (f, get_be64 (key + 1)) : 0;
+    return klen == 9 ? add_volume (f, get_be64 (key + 1), val, vlen) : 0;
   case RK_FREE: {
     struct fsck_free *nf = realloc (f->frees, (f->nfrees + 1) * sizeof *nf);
 
@@ -301,6 +328,7 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
 {
   struct fsck *f = opaque;
   const struct destrec *dest;
+  struct fsck_vol *vol;
   uint64_t addr, len;
 
   f->rep->items++;
@@ -315,6 +343,8 @@ on_dead (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
              get_be64 (key));
     return 0;
   }
+  if ((vol = find_volume (f, get_be64 (key))) != NULL)
+    vol->dead += len;
   for (size_t i = 0; i < f->nfrees; i++) {
     const struct fsck_free *x = &f->frees[i];
     uint64_t d = get_be64 (key + 8), b = get_le64 (val + 8);
@@ -478,6 +508,10 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
     problem (&f, "cannot open the pool: %s", cairn_errmsg ());
     return 0;
   }
+  if (pool_space_load (f.pool) < 0) {   /* read-only opens defer it */
+    problem (&f, "cannot open the pool: %s", cairn_errmsg ());
+    return pool_close (f.pool) < 0 ? -EIO : 0;
+  }
   pool_info (f.pool, &info);
   rep->generation = info.generation;
   f.total_blocks = info.total_blocks;
@@ -533,6 +567,11 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   }
   if (f.deadlist_id)
     check_tree (&f, "deadlist tree", &f.deadlist, on_dead, false);
+  for (size_t i = 0; i < f.nvols; i++)
+    if (f.vols[i].held >= 0 && (uint64_t) f.vols[i].held != f.vols[i].dead)
+      problem (&f, "volume %" PRIu64 " records %" PRId64 " blocks held for "
+               "its snapshots, its deadlist holds %" PRIu64, f.vols[i].id,
+               f.vols[i].held, f.vols[i].dead);
 
   /* Space audit over the data area. */
   a.next = info.data_start_block;
@@ -551,7 +590,7 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   free (f.trees);
   free (f.tree_ids);
   free (f.is_volume);
-  free (f.vol_ids);
+  free (f.vols);
   free (f.dest);
   free (f.dest_ids);
   free (f.frees);

@@ -149,6 +149,7 @@ pool_free (struct cairn_pool *pool)
   pthread_mutex_destroy (&pool->committer_lock);
   pthread_cond_destroy (&pool->committer_cond);
   pthread_mutex_destroy (&pool->attach_lock);
+  pthread_mutex_destroy (&pool->space_lock);
   free (pool);
 }
 
@@ -191,6 +192,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pthread_mutex_init (&pool->committer_lock, NULL);
   pthread_cond_init (&pool->committer_cond, NULL);
   pthread_mutex_init (&pool->attach_lock, NULL);
+  pthread_mutex_init (&pool->space_lock, NULL);
   pool->dev = dev;
 
   r = sb_read_newest (dev, o.expect_uuid, &pool->sb);
@@ -207,8 +209,13 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                     pool->sb.reserve_blocks, pool->open_gen, &pool->space);
   if (r < 0)
     goto fail;
-  r = spacemap_load (dev, pool->space, &pool->sb, &pool->sm);
-  if (r < 0)
+  /* A read-only pool never allocates: its map is read when something asks
+   * about free space (status, fsck), so that a read or a send of a pool
+   * whose free space is fragmented does not pay for replaying the map.
+   */
+  if (pool->readonly)
+    pool->space_lazy = true;
+  else if ((r = spacemap_load (dev, pool->space, &pool->sb, &pool->sm)) < 0)
     goto fail;
   pool->sm.log_min = o.spacemap_log_min;
 
@@ -413,8 +420,46 @@ pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
 
 /* Describe the pool. */
 void
+pool_uuid (struct cairn_pool *pool, uint8_t uuid[16])
+{
+  pthread_mutex_lock (&pool->commit_lock);    /* a commit copies sb whole */
+  memcpy (uuid, pool->sb.uuid, 16);
+  pthread_mutex_unlock (&pool->commit_lock);
+}
+
+/* Load a read-only pool's space map if it is not yet (see pool_open). */
+static int
+space_ensure (struct cairn_pool *pool)
+{
+  int r;
+
+  pthread_mutex_lock (&pool->space_lock);
+  if (pool->space_lazy) {
+    pool->space_lazy = false;
+    r = spacemap_load (pool->dev, pool->space, &pool->sb, &pool->sm);
+    if (r < 0) {
+      pool->space_err = r;
+      snprintf (pool->space_msg, sizeof pool->space_msg, "%s", cairn_errmsg ());
+      __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+    }
+  }
+  r = pool->space_err;
+  if (r < 0)
+    cairn_fail (r, "%s", pool->space_msg);
+  pthread_mutex_unlock (&pool->space_lock);
+  return r;
+}
+
+int
+pool_space_load (struct cairn_pool *pool)
+{
+  return space_ensure (pool);
+}
+
+void
 pool_info (struct cairn_pool *pool, struct pool_info *info)
 {
+  (void) space_ensure (pool);   /* a failure shows as info->failed */
   memset (info, 0, sizeof *info);
   pthread_mutex_lock (&pool->commit_lock);
   memcpy (info->uuid, pool->sb.uuid, 16);
@@ -441,6 +486,7 @@ pool_cache (struct cairn_pool *pool)
 struct space *
 pool_space (struct cairn_pool *pool)
 {
+  (void) space_ensure (pool);   /* callers that care use pool_space_load */
   return pool->space;
 }
 
@@ -459,6 +505,7 @@ pool_root_tree (struct cairn_pool *pool)
 void
 pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info)
 {
+  (void) space_ensure (pool);
   info->base = pool->sm.base;
   info->nbase = pool->sm.nbase;
   info->log = pool->sm.log;
@@ -501,6 +548,12 @@ void
 pool_attach_unlock (struct cairn_pool *pool)
 {
   pthread_mutex_unlock (&pool->attach_lock);
+}
+
+void
+pool_need_feature (struct cairn_pool *pool, uint64_t bits)
+{
+  pool->need_incompat |= bits;    /* txn_lock is held exclusive */
 }
 
 /* The open generation. */

@@ -36,8 +36,10 @@ struct cairn_pool;
  */
 #define FEATURE_INCOMPAT_SHA256 (1ull << 0)     /* checksums are SHA-256 */
 #define FEATURE_INCOMPAT_SPACELOG (1ull << 1)   /* space map: base + log */
+#define FEATURE_INCOMPAT_VOLHELD (1ull << 2)    /* volume records keep held */
 #define FEATURE_INCOMPAT_SUPPORTED \
-  (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG)
+  (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG | \
+   FEATURE_INCOMPAT_VOLHELD)
 #define FEATURE_RO_COMPAT_SUPPORTED 0ull
 #define FEATURE_COMPAT_SUPPORTED 0ull
 
@@ -149,6 +151,16 @@ void pool_attach_unlock (struct cairn_pool *pool);
  */
 void txn_mark_dirty (struct cairn_pool *pool);
 uint64_t pool_open_gen (struct cairn_pool *pool);
+/* The commit being frozen writes a structure that needs incompat feature
+ * flags bits: its superblock gets them.  Only from a freeze hook.
+ */
+void pool_need_feature (struct cairn_pool *pool, uint64_t bits);
+/* Read the space map now if the pool has not yet (a read-only pool reads
+ * it on first use); -EIO with the reason when it is damaged, after which
+ * the pool counts as failed.  pool_info, pool_space and pool_spacemap load
+ * it too but cannot say why it failed.
+ */
+int pool_space_load (struct cairn_pool *pool) CAIRN_WUR;
 
 struct pool_info {
   uint8_t uuid[16];
@@ -163,6 +175,8 @@ struct pool_info {
   struct nodecache_stats cache;
 };
 void pool_info (struct cairn_pool *pool, struct pool_info *info);
+/* The pool's UUID (cheaper than pool_info: no space map is read). */
+void pool_uuid (struct cairn_pool *pool, uint8_t uuid[16]);
 struct nodecache *pool_cache (struct cairn_pool *pool);
 struct space *pool_space (struct cairn_pool *pool);
 struct cairn_dev *pool_dev (struct cairn_pool *pool);

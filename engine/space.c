@@ -208,13 +208,11 @@ space_load_alloc (struct space *sp, uint64_t start, uint64_t len)
                     " length %" PRIu64 " is outside the data area [%" PRIu64
                     ", %" PRIu64 ")",
                     start, len, sp->base, sp->end);
-  else if (!rangeset_contains (&sp->free, start, len))
+  else if ((r = rangeset_remove (&sp->free, start, len)) == -ENOENT)
     r = cairn_fail (-EINVAL,
                     "space map: range [%" PRIu64 ", %" PRIu64
                     ") is allocated but not all free (allocated twice?)",
                     start, start + len);
-  else
-    r = rangeset_remove (&sp->free, start, len);
   pthread_mutex_unlock (&sp->lock);
   return r;
 }
@@ -231,14 +229,21 @@ space_load_free (struct space *sp, uint64_t start, uint64_t len)
                     "space map: freed range start %" PRIu64 " length %" PRIu64
                     " is outside the data area [%" PRIu64 ", %" PRIu64 ")",
                     start, len, sp->base, sp->end);
-  else if (!all_allocated (sp, start, len)
-           || rangeset_overlaps (&sp->alloc, start, len))
-    r = cairn_fail (-EINVAL,
-                    "space map: range [%" PRIu64 ", %" PRIu64
-                    ") is freed but not all allocated (freed twice?)",
-                    start, start + len);
-  else
-    r = rangeset_add (&sp->free, start, len);
+  else {
+    /* The add itself refuses a range that overlaps a free one; only the
+     * other sets need a look, and while the map loads they are empty.
+     */
+    if (overlaps_deferred (sp, start, len)
+        || rangeset_overlaps (&sp->alloc, start, len))
+      r = -EEXIST;
+    else
+      r = rangeset_add (&sp->free, start, len);
+    if (r == -EEXIST)
+      r = cairn_fail (-EINVAL,
+                      "space map: range [%" PRIu64 ", %" PRIu64
+                      ") is freed but not all allocated (freed twice?)",
+                      start, start + len);
+  }
   pthread_mutex_unlock (&sp->lock);
   return r;
 }

@@ -152,6 +152,13 @@ struct cairn_pool {
   bool dirty;                     /* the open generation has changes (atomic) */
   bool failed;                    /* latched after a failed commit (atomic) */
   uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
+  uint64_t need_incompat;         /* pool_need_feature, under the freeze */
+
+  /* A read-only open loads the space map on first use (space_ensure). */
+  pthread_mutex_t space_lock;
+  bool space_lazy;                /* not loaded yet */
+  int space_err;                  /* the load failed: -errno */
+  char space_msg[256];            /* and why */
 
   /* Group commit state, under commit_lock. */
   pthread_mutex_t commit_lock;

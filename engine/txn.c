@@ -154,6 +154,7 @@ txn_commit_now (struct cairn_pool *pool)
   if (r < 0)
     goto fail_locked;
   sb.generation = gen;
+  sb.incompat |= pool->need_incompat;
   sb.next_tree_id = pool->next_tree_id;
   sb.slot = (uint32_t) (gen % SB_SLOTS);
   sb.mtime = (uint64_t) time (NULL);

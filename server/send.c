@@ -124,12 +124,9 @@ static void
 fill_header (struct cairn_pool *pool, const struct vol_info *from,
              const struct vol_info *to, struct stream_header *hdr)
 {
-  struct pool_info pi;
-
-  pool_info (pool, &pi);
   memset (hdr, 0, sizeof *hdr);
   hdr->block_size = STREAM_BLOCK_SIZE;
-  memcpy (hdr->pool_uuid, pi.uuid, 16);
+  pool_uuid (pool, hdr->pool_uuid);
   hdr->vol_id = to->id;
   hdr->vol_size = to->size;
   if (from) {

@@ -418,6 +418,30 @@ assert_refused_naming (struct cairn_dev *dev, uint64_t blk, const char *also)
              cairn_errmsg ());
 }
 
+/* A read-only open defers the map (pool.c): it opens and reads, and the
+ * damage shows when free space is asked for, naming the block.
+ */
+static void
+assert_lazy_refusal (struct cairn_dev *dev, uint64_t blk)
+{
+  struct pool_open_opts ro = { .readonly = true };
+  struct cairn_pool *pool;
+  struct pool_info info;
+  char want[64];
+
+  cr_assert_eq (pool_open (dev, &ro, &pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (btree_lookup (pool_root_tree (pool), "", 0, NULL, 0, NULL),
+                -ENOENT, "the trees read without the map");
+  cr_assert_eq (pool_space_load (pool), -EIO);
+  snprintf (want, sizeof want, "space map block %" PRIu64 ":", blk);
+  cr_assert (strstr (cairn_errmsg (), want) != NULL, "'%s' in: %s", want,
+             cairn_errmsg ());
+  pool_info (pool, &info);
+  cr_assert (info.failed, "a damaged map marks the pool failed");
+  cr_assert_eq (pool_space_load (pool), -EIO, "and stays so");
+  cr_assert_eq (pool_close (pool), 0);
+}
+
 /* SM-5: a flipped bit in a log block, the newest or an older one, is a
  * checksum mismatch naming that block; fsck reports it too.
  */
@@ -438,6 +462,7 @@ Test (spacemap, corrupt_log_block_named)
     byte ^= 0x04;
     cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
     assert_refused_naming (dev, blk, "checksum mismatch");
+    assert_lazy_refusal (dev, blk);
     rep = run_fsck (dev, &p);
     cr_assert_eq (rep.errors, 1);
     cr_assert (strstr (p.text, "space map block") != NULL, "%s", p.text);

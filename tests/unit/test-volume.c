@@ -12,7 +12,9 @@
 
 #include <criterion/criterion.h>
 
+#include "catalog-int.h"
 #include "fsck.h"
+#include "txn-int.h"
 #include "volume.h"
 #include "test-util.h"
 
@@ -1481,5 +1483,101 @@ Test (volume, stats_errors_and_untracked_handles)
   cr_assert_eq (x.st.writes, 0, "an untracked handle was counted");
   cr_assert_eq (x.opens, 0);
   cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* Rewrite volume id's record in the root tree with fn applied (the
+ * catalog is not loaded: the pool was opened for this only).
+ */
+static void
+edit_volrec (struct cairn_dev *dev, uint64_t id,
+             size_t (*fn) (uint8_t *val, size_t len))
+{
+  struct cairn_pool *pool = open_pool (dev);
+  struct btree *root = pool_root_tree (pool);
+  uint8_t key[9] = { RK_VOL }, val[VOLREC_FIXED + VOL_NAME_MAX + VOLREC_HELD];
+  size_t len;
+
+  put_be64 (key + 1, id);
+  cr_assert_eq (txn_begin (pool), 0);
+  btree_wrlock (root);
+  cr_assert_eq (btree_lookup (root, key, 9, val, sizeof val, &len), 0);
+  len = fn (val, len);
+  cr_assert_eq (btree_insert (root, key, 9, val, len, BTREE_RESERVE), 0);
+  btree_unlock (root);
+  txn_mark_dirty (pool);
+  txn_end (pool);
+  cr_assert_eq (pool_close (pool), 0);
+}
+
+/* A record as written before FEATURE_INCOMPAT_VOLHELD: no held field. */
+static size_t
+drop_held (uint8_t *val, size_t len)
+{
+  (void) val;
+  return len - VOLREC_HELD;
+}
+
+/* A record whose held count is 5 blocks too high. */
+static size_t
+bump_held (uint8_t *val, size_t len)
+{
+  put_le64 (val + len - VOLREC_HELD, get_le64 (val + len - VOLREC_HELD) + 5);
+  return len;
+}
+
+/* The blocks a volume keeps for its snapshots are in its record, so that
+ * opening a pool does not walk the deadlists; a record from before the
+ * field is counted on open and gets it at the next commit; fsck checks
+ * the recorded count against the deadlist.
+ */
+Test (volume, held_count_is_recorded)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct vol_info info;
+  struct superblock sb;
+  static uint8_t data[128 << 10];
+  uint64_t held;
+  struct fsck_report rep;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  fill_pattern (data, sizeof data, 1);
+  cr_assert_eq (vol_pwrite (v, data, sizeof data, 0, 0), 0);
+  cr_assert_eq (snap_create (pool, "v", "s"), 0);
+  fill_pattern (data, sizeof data, 2);
+  cr_assert_eq (vol_pwrite (v, data, 64 << 10, 0, 0), 0);
+  vol_close (v);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (vol_stat (pool, "v", &info), 0);
+  held = info.held;
+  cr_assert_geq (held, 64 << 10, "the snapshot keeps the 64K overwritten "
+                "(and the nodes it shares): held %" PRIu64, held);
+  cr_assert_eq (pool_close (pool), 0);
+  cr_assert_eq (sb_read_newest (dev, NULL, &sb), 0);
+  cr_assert (sb.incompat & FEATURE_INCOMPAT_VOLHELD, "the feature is set");
+  assert_fsck_clean (dev, "held recorded");
+
+  pool = open_pool (dev);
+  cr_assert_eq (vol_stat (pool, "v", &info), 0);
+  cr_assert_eq (info.held, held, "held read back from the record");
+  cr_assert_eq (pool_close (pool), 0);
+
+  /* A record without the field: counted from the deadlist, then stored. */
+  edit_volrec (dev, info.id, drop_held);
+  assert_fsck_clean (dev, "old record");
+  pool = open_pool (dev);
+  cr_assert_eq (vol_stat (pool, "v", &info), 0);
+  cr_assert_eq (info.held, held, "held counted for an old record");
+  cr_assert_eq (snap_create (pool, "v", "t"), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "old record rewritten");
+
+  /* A wrong count is found. */
+  edit_volrec (dev, info.id, bump_held);
+  cr_assert_eq (fsck_pool (dev, NULL, &rep), 0);
+  cr_assert_eq (rep.errors, 1, "fsck saw the wrong held count");
   dev_close (dev);
 }
