@@ -5,12 +5,23 @@
  * evicted.  The cache lock is never held across I/O: a miss reads and
  * validates the node unlocked and inserts it afterwards (a racing reader's
  * copy wins and the other is dropped).
+ *
+ * Buffers.  Node buffers come from chunks the cache maps itself and go
+ * back to its own free list, never to malloc.  With malloc, the nbdkit
+ * threads' arenas each kept the buffers freed into them: a server that
+ * had randomly written a 16 GiB volume held twice its cache in memory.
+ * Here memory is the most buffers ever alive at once (the cache limit,
+ * plus dirty nodes and the nodes a commit is writing) and stays so; it
+ * goes back to the system when the pool closes.  Under AddressSanitizer
+ * each buffer is malloc'd, so that it still sees overruns and uses after
+ * free of node buffers.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/mman.h>
 
 #include "btree-int.h"
 
@@ -48,16 +59,79 @@ nodecache_create (const struct nodecache_config *cfg, struct nodecache **cachep)
     return cairn_fail (-ENOMEM, "out of memory creating the node cache");
   }
   pthread_mutex_init (&c->lock, NULL);
+  pthread_mutex_init (&c->buf_lock, NULL);
   *cachep = c;
   return 0;
 }
+
+#define BUF_CHUNK (2u << 20)    /* bytes mapped at a time */
+
+#if defined(__SANITIZE_ADDRESS__)
+static uint8_t *
+buf_get (struct nodecache *c)
+{
+  return malloc (c->node_size);
+}
+
+static void
+buf_put (struct nodecache *c, uint8_t *b)
+{
+  (void) c;
+  free (b);
+}
+#else
+
+/* A node buffer from the free list, mapping another chunk when it is
+ * empty; NULL when out of memory.
+ */
+static uint8_t *
+buf_get (struct nodecache *c)
+{
+  uint8_t *b;
+
+  pthread_mutex_lock (&c->buf_lock);
+  if (c->free_bufs == NULL) {
+    void **nc = realloc (c->chunks, (c->nchunks + 1) * sizeof *nc);
+    uint8_t *m = MAP_FAILED;
+
+    if (nc != NULL) {
+      c->chunks = nc;
+      m = mmap (NULL, BUF_CHUNK, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    if (m == MAP_FAILED) {
+      pthread_mutex_unlock (&c->buf_lock);
+      return NULL;
+    }
+    c->chunks[c->nchunks++] = m;
+    for (size_t off = BUF_CHUNK; off >= c->node_size; off -= c->node_size) {
+      *(void **) (m + off - c->node_size) = c->free_bufs;
+      c->free_bufs = m + off - c->node_size;
+    }
+  }
+  b = c->free_bufs;
+  c->free_bufs = *(void **) b;
+  pthread_mutex_unlock (&c->buf_lock);
+  return b;
+}
+
+/* Give a node buffer back to the free list. */
+static void
+buf_put (struct nodecache *c, uint8_t *b)
+{
+  pthread_mutex_lock (&c->buf_lock);
+  *(void **) b = c->free_bufs;
+  c->free_bufs = b;
+  pthread_mutex_unlock (&c->buf_lock);
+}
+#endif
 
 /* Free a node's memory. */
 static void
 node_destroy (struct nodecache *c, struct node *n)
 {
   __atomic_sub_fetch (&c->stats.alive, 1, __ATOMIC_RELAXED);
-  free (n->buf);
+  buf_put (c, n->buf);
   free (n);
 }
 
@@ -76,6 +150,10 @@ nodecache_destroy (struct nodecache *c)
     }
   }
   free (c->hash);
+  for (size_t i = 0; i < c->nchunks; i++)
+    munmap (c->chunks[i], BUF_CHUNK);
+  free (c->chunks);
+  pthread_mutex_destroy (&c->buf_lock);
   pthread_mutex_destroy (&c->lock);
   free (c);
 }
@@ -229,7 +307,7 @@ node_alloc (struct nodecache *c)
 
   if (n == NULL)
     return NULL;
-  n->buf = malloc (c->node_size);
+  n->buf = buf_get (c);
   if (n->buf == NULL) {
     free (n);
     return NULL;

@@ -68,6 +68,12 @@ struct nodecache {
   size_t hash_size;         /* power of two */
   struct node *lru_head, *lru_tail;
   struct nodecache_stats stats;
+
+  /* Node buffers (btree-cache.c, "buffers"), under their own lock. */
+  pthread_mutex_t buf_lock;
+  void *free_bufs;          /* free buffers, linked through their first bytes */
+  void **chunks;            /* the mappings they come from */
+  size_t nchunks;
 };
 
 struct btree {

@@ -6,6 +6,8 @@
  * one after it".  A failing operation never reaches the lower device.
  * Discards always pass.  The rules are guarded by a mutex, so that faults
  * can be armed while other threads do I/O; the I/O itself runs outside it.
+ * A kind of operation can also be held: its operations wait until it is
+ * released (a slow disk, for tests of what runs meanwhile).
  */
 #include <config.h>
 
@@ -30,8 +32,11 @@ struct fault_rule {
 struct fault_dev {
   struct cairn_dev dev;       /* must be first */
   struct cairn_dev *lower;
-  pthread_mutex_t lock;       /* guards rules */
+  pthread_mutex_t lock;       /* guards rules, held and waiting */
+  pthread_cond_t released;
   struct fault_rule rules[FAULT_NOPS];
+  bool held[FAULT_NOPS];
+  unsigned waiting[FAULT_NOPS];
 };
 
 static const char *const fault_op_names[FAULT_NOPS] = {
@@ -55,6 +60,10 @@ fault_check (struct fault_dev *f, enum dev_fault_op op)
   int err = 0;
 
   pthread_mutex_lock (&f->lock);
+  f->waiting[op]++;
+  while (f->held[op])
+    pthread_cond_wait (&f->released, &f->lock);
+  f->waiting[op]--;
   if (rule->firing)
     err = rule->err;
   else if (rule->countdown > 0 && --rule->countdown == 0) {
@@ -123,6 +132,7 @@ fault_close (struct cairn_dev *dev)
 {
   struct fault_dev *f = to_fault_dev (dev);
 
+  pthread_cond_destroy (&f->released);
   pthread_mutex_destroy (&f->lock);
   free (f);
 }
@@ -152,6 +162,7 @@ dev_fault_create (struct cairn_dev *lower, struct cairn_dev **devp)
     free (f);
     return cairn_fail (-r, "fault device: pthread_mutex_init failed");
   }
+  pthread_cond_init (&f->released, NULL);
   f->lower = lower;
   f->dev.ops = &fault_ops;
   f->dev.size = lower->size;
@@ -192,4 +203,32 @@ dev_fault_clear (struct cairn_dev *dev)
   pthread_mutex_lock (&f->lock);
   memset (f->rules, 0, sizeof f->rules);
   pthread_mutex_unlock (&f->lock);
+}
+
+/* Hold (or release) every operation of kind op. */
+void
+dev_fault_hold (struct cairn_dev *dev, enum dev_fault_op op, bool hold)
+{
+  struct fault_dev *f = to_fault_dev (dev);
+
+  assert (dev->ops == &fault_ops);
+  assert ((unsigned) op < FAULT_NOPS);
+  pthread_mutex_lock (&f->lock);
+  f->held[op] = hold;
+  pthread_cond_broadcast (&f->released);
+  pthread_mutex_unlock (&f->lock);
+}
+
+/* How many operations of kind op are waiting while held. */
+unsigned
+dev_fault_waiting (struct cairn_dev *dev, enum dev_fault_op op)
+{
+  struct fault_dev *f = to_fault_dev (dev);
+  unsigned n;
+
+  assert (dev->ops == &fault_ops);
+  pthread_mutex_lock (&f->lock);
+  n = f->held[op] ? f->waiting[op] : 0;
+  pthread_mutex_unlock (&f->lock);
+  return n;
 }

@@ -88,6 +88,11 @@ int dev_fault_create (struct cairn_dev *lower, struct cairn_dev **devp)
 void dev_fault_set (struct cairn_dev *dev, enum dev_fault_op op,
                     uint64_t nth, bool sticky, int err);
 void dev_fault_clear (struct cairn_dev *dev);
+/* Hold every operation of kind op until released (a slow disk), and how
+ * many are waiting so.
+ */
+void dev_fault_hold (struct cairn_dev *dev, enum dev_fault_op op, bool hold);
+unsigned dev_fault_waiting (struct cairn_dev *dev, enum dev_fault_op op);
 
 /* Power-cut device stacked on lower (which the caller keeps and closes).
  *

@@ -253,25 +253,33 @@ txn_begin (struct cairn_pool *pool)
 
 /* Leave a mutation; commit when dirty metadata passed its limit or the
  * pool runs on its reserve.  No tree lock may be held.
+ *
+ * The write throttle: past the dirty limit the commit thread is woken;
+ * past twice the limit (writers outran a slow commit, whose flush may wait
+ * for gigabytes of data to reach the disk) the writer waits for a commit
+ * itself.  So dirty nodes, plus the frozen ones a commit is writing, stay
+ * within about four times the limit -- the whole cache by default --
+ * rather than growing with the time a flush takes.
  */
 void
 txn_end (struct cairn_pool *pool)
 {
   struct nodecache_stats st;
   struct space_stats ss;
+  uint64_t dirty;
   bool low_space;
 
   pthread_rwlock_unlock (&pool->txn_lock);
   nodecache_stats (pool->cache, &st);
+  dirty = st.dirty_nodes * nodecache_node_size (pool->cache);
   /* Running on the reserve while frees wait for a commit: commit, so that
    * deletes on a full pool keep freeing more than their copies take.
    */
   space_stats (pool->space, &ss);
   low_space = ss.free <= ss.reserve && ss.pending > 0;
-  if (!low_space &&
-      st.dirty_nodes * nodecache_node_size (pool->cache) <= pool->dirty_limit)
+  if (!low_space && dirty <= pool->dirty_limit)
     return;
-  if (pool->committer_running) {
+  if (pool->committer_running && (low_space || dirty <= 2 * pool->dirty_limit)) {
     pthread_mutex_lock (&pool->committer_lock);
     pool->committer_kick = true;
     pthread_cond_signal (&pool->committer_cond);

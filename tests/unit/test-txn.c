@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -440,6 +441,92 @@ Test (pool, concurrent_writers_and_group_commit)
   }
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
+}
+
+/* A writer of keys spread over the key space (so that every put dirties
+ * another leaf), counting its progress.
+ */
+struct spreader {
+  struct cairn_pool *pool;
+  struct btree *t;
+  unsigned n;
+  unsigned done;              /* atomic */
+  int err;
+};
+
+static void *
+spreader_main (void *arg)
+{
+  struct spreader *w = arg;
+  uint8_t v[200];
+
+  for (unsigned i = 0; i < w->n && w->err == 0; i++) {
+    uint64_t key = (uint64_t) i * 0x9e3779b97f4a7c15ull;
+
+    fill_pattern (v, sizeof v, key);
+    w->err = put (w->pool, w->t, key, v, sizeof v);
+    __atomic_store_n (&w->done, i + 1, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+
+/* The write throttle (txn_end): while a commit's flush is stuck, a writer
+ * stops once dirty metadata passes twice the dirty limit rather than
+ * filling memory, and goes on when the commit does.
+ */
+Test (pool, writers_wait_for_a_slow_commit)
+{
+  struct cairn_dev *mem = mem_pool (128 << 20, NULL), *dev;
+  struct pool_open_opts oo = { .cache_bytes = 4 << 20,
+                               .dirty_limit_bytes = 256 << 10 };
+  struct cairn_pool *pool;
+  struct spreader w = { .n = 20000 };
+  struct pool_info info;
+  pthread_t th;
+  uint64_t id, dirty, stalled_at;
+  unsigned last;
+  int waited;
+
+  cr_assert_eq (dev_fault_create (mem, &dev), 0);
+  cr_assert_eq (pool_open (dev, &oo, &pool), 0, "%s", cairn_errmsg ());
+  w.pool = pool;
+  w.t = new_tree (pool, &id);
+  cr_assert_eq (pool_start_committer (pool, 60000), 0);
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, true);
+  pthread_create (&th, NULL, spreader_main, &w);
+
+  /* A commit gets stuck in its flush, then the writer stops. */
+  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, DEV_FAULT_FLUSH) == 0;
+       waited++)
+    usleep (10000);
+  cr_assert_gt (dev_fault_waiting (dev, DEV_FAULT_FLUSH), 0,
+                "no commit reached its flush in 10 s");
+  last = __atomic_load_n (&w.done, __ATOMIC_ACQUIRE);
+  for (waited = 0; waited < 100; waited++) {
+    usleep (100000);
+    if (__atomic_load_n (&w.done, __ATOMIC_ACQUIRE) == last)
+      break;
+    last = __atomic_load_n (&w.done, __ATOMIC_ACQUIRE);
+  }
+  stalled_at = last;
+  cr_assert_lt (stalled_at, w.n, "the writer finished while no commit could");
+  pool_info (pool, &info);
+  dirty = info.cache.dirty_nodes * info.node_size;
+  /* Twice the limit, plus what one put dirties past it (a path and the
+   * nodes a split adds).
+   */
+  cr_assert_leq (dirty, 2 * oo.dirty_limit_bytes + 8 * info.node_size,
+                 "%" PRIu64 " bytes dirty with a %" PRIu64 " limit", dirty,
+                 oo.dirty_limit_bytes);
+
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, false);
+  pthread_join (th, NULL);
+  cr_assert_eq (w.err, 0, "%s", cairn_errmsg ());
+  cr_assert_eq (w.done, w.n);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+  assert_clean (mem);
+  dev_close (mem);
 }
 
 /* ---------------------------------------------------------------- power cuts */
