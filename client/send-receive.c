@@ -11,7 +11,9 @@
  * both open the pool in this process and call the replication module
  * (server/replicate.h) directly; without it they go to a running server,
  * whose control connection switches to stream mode (stream-online.c).
- * Progress goes to standard error (progress.h).
+ * Progress goes to standard error (progress.h).  `receive --rollback`
+ * sets repl_recv_opts.rollback (or the stream.receive param): an
+ * incremental may then roll a diverged target back to its base.
  */
 #include <config.h>
 

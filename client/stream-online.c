@@ -11,7 +11,11 @@
  * server connects to the other one's control port and moves the stream
  * itself; this command shows the progress it reports and the outcome.
  * Closing the connection cancels the job (the receiver keeps what it has,
- * and the same command resumes it).
+ * and the same command resumes it).  A push moves a chain of snapshots and
+ * its reply lists each one ("sent"), which is what this command prints.
+ * --rollback (receive, replicate, pull) only passes the request's
+ * "rollback" on: the receiving side decides and does the rollback
+ * (server/receive.c).
  */
 #include <config.h>
 
