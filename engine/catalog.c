@@ -1712,7 +1712,8 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
  *         newer than the base (with its deferred-delete record): RB-1 left
  *         them no other reason.  The base is then the target's newest pin.
  *   RB-3  The target's deadlist entries that died after the base are
- *         settled at once, synchronously: those born after the base were
+ *         settled at once, synchronously (and the background free ranges
+ *         over them dropped, reaper.c RP-6): those born after the base were
  *         kept only for the pins RB-2 removed, so they are freed; those born
  *         at or before it are the base's blocks that the discarded history
  *         stopped using, and are forgotten (the base still holds them, and
@@ -1911,6 +1912,8 @@ rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
   if (r == 0)
     r = reclaim_free_entries (cat, vs->id, &vs->held, pgen, UINT64_MAX, 0,
                               UINT64_MAX, pgen, SIZE_MAX, NULL);
+  if (r == 0)
+    r = reaper_drop_ranges (cat, vs->id, pgen);
   if (r == 0)
     r = reclaim_max_pin (cat, vs->id, &vs->max_pin);
   return r;

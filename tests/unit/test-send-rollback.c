@@ -358,3 +358,61 @@ Test (send_rollback, cut_stream_destroys_nothing)
   pool = fsck_reopen (dev, pool, "after resuming a rollback receive");
   finish (dev, pool, base, &src);
 }
+
+Test (send_rollback, pending_free_range_is_dropped)
+{
+  struct rng rng = { test_seed ("send_rollback.pending_free_range_is_dropped",
+                                17) };
+  struct pool_open_opts o = { .no_background = true };
+  struct repl_recv_result res;
+  struct vol_reclaim_info ri;
+  struct repl_recv *rr;
+  struct source src;
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  uint64_t base;
+  size_t used, half;
+
+  source_make (&src, &rng);
+  half = src.incr.len / 2;
+  pool = target_with_base (&dev, &src, &rng, &base);
+  cr_assert_eq (pool_close (pool), 0);
+  cr_assert_eq (pool_open (dev, &o, &pool), 0, "%s", cairn_errmsg ());
+  vol_reclaim_set_budget (pool, 16);
+
+  /* Half the stream first: the partial holds blocks born now ... */
+  cr_assert_eq (repl_recv_new (pool, "v", &rollback, &rr), 0);
+  cr_assert_eq (repl_recv_feed (rr, src.incr.p, half, &used), 0, "%s",
+                cairn_errmsg ());
+  /* ... before a snapshot of the target whose delete leaves a range of
+   * births up to it to the background (every other block: one deadlist
+   * entry each, far more than a step).
+   */
+  for (uint64_t i = 0; i < 256; i++)
+    write_block (pool, "v", 2 * i, i);
+  cr_assert_eq (snap_create (pool, "v", "extra"), 0);
+  for (uint64_t i = 0; i < 256; i++)
+    write_block (pool, "v", 2 * i, 1000 + i);
+  cr_assert_eq (snap_delete (pool, "v", "extra"), 0);
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.ranges, 1, "no free range is pending");
+
+  /* The rollback settles that range: nothing is left pending that the
+   * received blocks, born in it, could join.
+   */
+  cr_assert_eq (repl_recv_feed (rr, src.incr.p + half, src.incr.len - half,
+                                &used), 1, "%s", cairn_errmsg ());
+  cr_assert_eq (repl_recv_finish (rr, &res), 0, "%s", cairn_errmsg ());
+  repl_recv_free (rr);
+  cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
+  cr_assert_eq (ri.ranges, 0, "the rollback left a free range pending");
+  /* Overwrite the received state; v@s2 keeps it, whatever the background
+   * frees.
+   */
+  scribble (pool, "v", &rng, 80);
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  assert_same (src.pool, "v@s2", pool, "v@s2");
+  pool = fsck_reopen (dev, pool, "after the background after a rollback");
+  assert_same (src.pool, "v@s2", pool, "v@s2");
+  finish (dev, pool, base, &src);
+}
