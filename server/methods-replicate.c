@@ -32,11 +32,14 @@
  * newer ones or was written since, and each receive rolls the receiving
  * volume back to its base (receive.c): the receiver mirrors the sender.
  * A push reports progress over the whole chain: the data of every stream
- * is added up (repl_send_data) before the first one starts.  Resuming: the receiving side's interrupted
- * receive (its token, with the GUIDs of the stream it belongs to) is asked
- * for before the stream starts, and the sender resumes from it.  So the
- * same request after a dropped connection, a cancelled job or a restart of
- * either server continues without resending what arrived.
+ * is added up (repl_send_data) before the first one starts.
+ *
+ * Resuming: the receiving side's interrupted receive (its token, with the
+ * GUIDs of the stream it belongs to) is asked for before each stream
+ * starts, and the sender resumes from it.  So the same request after a
+ * dropped connection, a cancelled job or a restart of either server
+ * continues without resending what arrived: the snapshots of a chain that
+ * arrived are the receiver's now, so the chain starts after them.
  *
  * Both are long-running jobs: progress is the sender's (data bytes of the
  * total), cancelling stops the stream (the receiver keeps what it has).
