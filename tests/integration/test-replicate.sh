@@ -377,6 +377,32 @@ run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w
 expect 0 "received w@f3 from .* \(incremental, resumed"
 same w@f3
 
+# ---------------------------------------------------------------- interrupted chain
+# A push of two snapshots (64 MiB of changes each) killed in the second:
+# run again, it sends only the rest of the second.
+for s in f4 f5; do
+  head -c 64M /dev/urandom >"$TMPDIR_TEST/rnd"
+  nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+  ca snapshot create "w@$s" >/dev/null
+done
+"$CAIRN" --socket "$CTL_A" replicate w@f5 --to "127.0.0.1:$PORT_B" \
+  --progress=none >/dev/null 2>&1 &
+CLIENT=$!
+pace_until "$PID_B" "$CTL_A" $((100 * 1024 * 1024))
+kill -9 "$CLIENT"; wait "$CLIENT" 2>/dev/null || true; CLIENT=
+for _ in $(seq 100); do [ "$(job_done "$CTL_A")" = 0 ] && break; sleep 0.1; done
+[ "$(job_done "$CTL_A")" = 0 ] || fail "A's job outlived its client"
+kill -CONT "$PID_B"
+for _ in $(seq 100); do [ "$(job_done "$CTL_B")" = 0 ] && break; sleep 0.1; done
+cb snapshot list w | grep -qw f4 || fail "the interrupted chain did not leave w@f4 on B"
+cb snapshot list w | grep -qw f5 && fail "the interrupted chain made w@f5 visible"
+run --socket "$CTL_A" replicate w@f5 --to "127.0.0.1:$PORT_B"
+expect 0 "sent w@f5 to 127.0.0.1:$PORT_B \(incremental, resumed"
+grep -q "sent w@f4" <<<"$out" && fail "the resumed chain sent w@f4 again: $out"
+less_than_mib 56
+same w@f4
+same w@f5
+
 # Both pools are clean after all this.
 kill "$PID_A"; wait "$PID_A" || fail "nbdkit A did not exit cleanly"; PID_A=
 kill "$PID_B"; wait "$PID_B" || fail "nbdkit B did not exit cleanly"; PID_B=
