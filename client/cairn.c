@@ -76,40 +76,51 @@ static const struct command commands[] = {
 "                        progress on standard error\n",
     cmd_send, NULL, CMD_ONLINE },
   { "receive", "make a snapshot from a stream on standard input",
-    "VOL [--abort | --token] [--progress WHEN]",
+    "VOL [--rollback] [--abort | --token] [--progress WHEN]",
 "Read a send stream from standard input into volume VOL: a full stream\n"
 "creates VOL (which must not exist); an incremental one applies to VOL,\n"
 "whose newest snapshot must be the stream's base and which must not have\n"
-"been written since.  Nothing changes until the whole stream has been\n"
-"verified; then VOL@SNAP appears (named as on the sender) and VOL holds it.\n"
-"A receive cut short keeps its progress and prints a token: 'cairn send\n"
-"--resume TOKEN' continues it.  Through the running server, or with --pool\n"
-"PATH in-process on a stopped pool.\n"
+"been written since (unless --rollback).  Nothing changes until the whole\n"
+"stream has been verified; then VOL@SNAP appears (named as on the sender)\n"
+"and VOL holds it.  A receive cut short keeps its progress and prints a\n"
+"token: 'cairn send --resume TOKEN' continues it.  Through the running\n"
+"server, or with --pool PATH in-process on a stopped pool.\n"
 "\n"
+"      --rollback        the base may be any snapshot of VOL: when the\n"
+"                        stream has been verified, VOL is rolled back to it\n"
+"                        first, discarding VOL's writes since the base and\n"
+"                        destroying its snapshots newer than the base\n"
 "  -a, --abort           discard VOL's interrupted receive\n"
 "  -t, --token           print the token of VOL's interrupted receive\n"
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_receive, NULL, CMD_ONLINE },
   { "replicate", "send a snapshot to another server",
-    "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--progress WHEN]",
+    "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--rollback] [--progress WHEN]",
 "Send snapshot VOL@SNAP from this server to the server at HOST (its\n"
-"control port, control-tcp=; default port 10810) into its volume VOL: an\n"
-"incremental stream from the newest snapshot HOST has (or from --from),\n"
-"or a full one when HOST has no VOL.  Run it again after an interruption:\n"
-"it resumes where the receiver stopped.\n"
+"control port, control-tcp=; default port 10810) into its volume VOL,\n"
+"with every snapshot of VOL between the newest one HOST has (or --from)\n"
+"and SNAP, oldest first, as a chain of incremental streams (a full stream\n"
+"of VOL's oldest snapshot first when HOST has no VOL).  Run it again after\n"
+"an interruption: it resumes where the receiver stopped.\n"
 "\n"
 "  -t, --to HOST[:PORT]  the receiving server ([ADDR]:PORT for IPv6)\n"
 "  -f, --from SNAP       the base snapshot (default: the newest on HOST)\n"
+"      --rollback        start from the newest snapshot both servers have,\n"
+"                        rolling HOST's VOL back to it (its newer snapshots\n"
+"                        and writes since are discarded)\n"
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_replicate, NULL, CMD_ONLINE },
   { "pull", "bring a volume's new snapshots from another server",
-    "HOST[:PORT] VOL [--progress WHEN]",
+    "HOST[:PORT] VOL [--rollback] [--progress WHEN]",
 "Bring every snapshot of VOL on the server at HOST (its control port,\n"
 "control-tcp=; default port 10810) that is newer than the newest one both\n"
 "servers have, as a chain of incremental streams (or a full stream of the\n"
 "oldest first, when this server has no VOL).  Run it again after an\n"
 "interruption: it resumes where this server stopped.\n"
 "\n"
+"      --rollback        roll VOL here back to the newest snapshot both\n"
+"                        servers have, discarding its newer snapshots and\n"
+"                        its writes since (VOL mirrors HOST's)\n"
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_pull, NULL, CMD_ONLINE },
   { "job", "list and cancel the server's running jobs", "SUBCOMMAND [ARGS]",

@@ -178,7 +178,8 @@ struct repl_send_opts;
 int cli_send_online (const struct cli *cli, const char *snap,
                      const struct repl_send_opts *so, struct progress *prog);
 int cli_receive_online (const struct cli *cli, const char *target,
-                        bool abort_it, bool token, struct progress *prog);
+                        bool abort_it, bool token, bool rollback,
+                        struct progress *prog);
 int cmd_replicate (const struct cli *cli, int argc, char **argv);
 int cmd_pull (const struct cli *cli, int argc, char **argv);
 extern const struct command cli_job_commands[];

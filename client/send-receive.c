@@ -11,7 +11,9 @@
  * both open the pool in this process and call the replication module
  * (server/replicate.h) directly; without it they go to a running server,
  * whose control connection switches to stream mode (stream-online.c).
- * Progress goes to standard error (progress.h).
+ * Progress goes to standard error (progress.h).  `receive --rollback`
+ * sets repl_recv_opts.rollback (or the stream.receive param): an
+ * incremental may then roll a diverged target back to its base.
  */
 #include <config.h>
 
@@ -206,12 +208,13 @@ cli_print_received (const char *name, bool incremental, bool resumed,
 /* Read the stream from standard input into a receive. */
 static int
 receive_stdin (const struct cli *cli, struct cairn_pool *pool,
-               const char *target, struct progress *prog,
+               const char *target, bool rollback, struct progress *prog,
                struct repl_recv_result *res)
 {
   static uint8_t buf[READ_SIZE];
   struct repl_recv_opts ro = { .progress = progress_fn,
-                               .progress_opaque = prog };
+                               .progress_opaque = prog,
+                               .rollback = rollback };
   struct repl_recv *rr;
   uint64_t trailing = 0;
   int r = 0;
@@ -246,13 +249,14 @@ receive_stdin (const struct cli *cli, struct cairn_pool *pool,
   return r;
 }
 
-/* cairn receive VOL [--abort | --token] */
+/* cairn receive VOL [--abort | --token | --rollback] */
 int
 cmd_receive (const struct cli *cli, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "abort", no_argument, NULL, 'a' },
     { "token", no_argument, NULL, 't' },
+    { "rollback", no_argument, NULL, 'R' },
     { "progress", required_argument, NULL, 'P' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
@@ -263,7 +267,7 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   struct cairn_dev *dev;
   struct cairn_pool *pool;
   const char *target;
-  bool abort_it = false, token = false;
+  bool abort_it = false, token = false, rollback = false;
   char tok[STREAM_TOKEN_MAX];
   int c, r;
 
@@ -271,6 +275,7 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
     switch (c) {
     case 'a': abort_it = true; break;
     case 't': token = true; break;
+    case 'R': rollback = true; break;
     case 'P':
       if (cli_progress_option (cli, optarg, &pmode) != 0)
         return EXIT_USAGE;
@@ -288,6 +293,9 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
     return cli_usage_error (cli, "unexpected argument '%s'", argv[optind + 1]);
   if (abort_it && token)
     return cli_usage_error (cli, "--abort and --token exclude each other");
+  if (rollback && (abort_it || token))
+    return cli_usage_error (cli, "--rollback applies to a stream: it goes "
+                            "without --%s", abort_it ? "abort" : "token");
   target = argv[optind];
   if (!abort_it && !token && isatty (STDIN_FILENO))
     return cli_usage_error (cli, "refusing to read a stream from a terminal: "
@@ -295,7 +303,8 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
                             "cairn receive %s", target, target);
   progress_init (&prog, pmode, "received");
   if (cli->pool == NULL)
-    return cli_receive_online (cli, target, abort_it, token, &prog);
+    return cli_receive_online (cli, target, abort_it, token, rollback,
+                               &prog);
   r = cli_open_pool (cli, !token, &dev, &pool);
   if (r != EXIT_OK)
     return r;
@@ -304,7 +313,7 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   else if (token)
     r = repl_recv_token (pool, target, tok);
   else
-    r = receive_stdin (cli, pool, target, &prog, &res);
+    r = receive_stdin (cli, pool, target, rollback, &prog, &res);
   if (r < 0) {
     r = cli_error (cli, r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, "%s",
                    cairn_errmsg ());

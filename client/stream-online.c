@@ -11,7 +11,11 @@
  * server connects to the other one's control port and moves the stream
  * itself; this command shows the progress it reports and the outcome.
  * Closing the connection cancels the job (the receiver keeps what it has,
- * and the same command resumes it).
+ * and the same command resumes it).  A push moves a chain of snapshots and
+ * its reply lists each one ("sent"), which is what this command prints.
+ * --rollback (receive, replicate, pull) only passes the request's
+ * "rollback" on: the receiving side decides and does the rollback
+ * (server/receive.c).
  */
 #include <config.h>
 
@@ -160,7 +164,7 @@ receive_failed (const struct cli *cli, struct control_client *c,
 
 int
 cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
-                    bool token, struct progress *prog)
+                    bool token, bool rollback, struct progress *prog)
 {
   static uint8_t buf[READ_SIZE];
   struct control_client *c;
@@ -181,7 +185,9 @@ cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
   r = cli_connect (cli, &c);
   if (r != EXIT_OK)
     return r;
-  params = json_pack ("{s:s}", "volume", target);
+  params = rollback ? json_pack ("{s:s, s:b}", "volume", target,
+                                  "rollback", true)
+                    : json_pack ("{s:s}", "volume", target);
   r = params ? control_client_stream_start (c, "stream.receive", params,
                                             &ready, &result)
              : cairn_fail (-ENOMEM, "out of memory");
@@ -252,11 +258,12 @@ call_job (const struct cli *cli, const char *method, json_t *params,
 /* Options shared by replicate and pull. */
 static int
 parse_common (const struct cli *cli, int argc, char **argv, const char **to,
-              const char **from, enum progress_mode *pmode)
+              const char **from, bool *rollback, enum progress_mode *pmode)
 {
   static const struct option opts[] = {
     { "to", required_argument, NULL, 't' },
     { "from", required_argument, NULL, 'f' },
+    { "rollback", no_argument, NULL, 'R' },
     { "progress", required_argument, NULL, 'P' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
@@ -271,6 +278,9 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
         return cli_usage_error (cli, "'cairn pull' takes no --%s",
                                 c == 't' ? "to" : "from");
       *(c == 't' ? to : from) = optarg;
+      break;
+    case 'R':
+      *rollback = true;
       break;
     case 'P':
       if (cli_progress_option (cli, optarg, pmode) != 0)
@@ -308,9 +318,11 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
   const char *to = NULL, *from = NULL;
+  bool rollback = false;
   struct progress prog;
-  json_t *result;
-  int r = parse_common (cli, argc, argv, &to, &from, &pmode);
+  json_t *result, *list, *t;
+  size_t i;
+  int r = parse_common (cli, argc, argv, &to, &from, &rollback, &pmode);
 
   if (r >= 0)
     return r;
@@ -326,12 +338,17 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
                             argv[optind]);
   progress_init (&prog, pmode, "sent");
   r = call_job (cli, "replicate.push",
-                json_pack ("{s:s, s:s, s:s*}", "snapshot", argv[optind],
-                           "to", to, "from", from), &prog, &result);
+                json_pack ("{s:s, s:s, s:s*, s:b}", "snapshot", argv[optind],
+                           "to", to, "from", from, "rollback", rollback),
+                &prog, &result);
   if (r != EXIT_OK)
     return r;
+  list = json_object_get (result, "sent");
   if (json_is_true (json_object_get (result, "already")))
     printf ("%s has %s already\n", to, argv[optind]);
+  else if (json_is_array (list))
+    json_array_foreach (list, i, t)
+      print_transfer ("sent", t, to);
   else
     print_transfer ("sent", result, to);
   json_decref (result);
@@ -343,10 +360,11 @@ int
 cmd_pull (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
+  bool rollback = false;
   struct progress prog;
   json_t *result, *list, *t;
   size_t i;
-  int r = parse_common (cli, argc, argv, NULL, NULL, &pmode);
+  int r = parse_common (cli, argc, argv, NULL, NULL, &rollback, &pmode);
 
   if (r >= 0)
     return r;
@@ -358,8 +376,9 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
                             : "HOST[:PORT], the server to pull from");
   progress_init (&prog, pmode, "received");
   r = call_job (cli, "replicate.pull",
-                json_pack ("{s:s, s:s}", "from", argv[optind],
-                           "volume", argv[optind + 1]), &prog, &result);
+                json_pack ("{s:s, s:s, s:b}", "from", argv[optind],
+                           "volume", argv[optind + 1], "rollback", rollback),
+                &prog, &result);
   if (r != EXIT_OK)
     return r;
   list = json_object_get (result, "received");

@@ -283,6 +283,11 @@ int reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
 int reaper_new (struct catalog *cat) CAIRN_WUR;
 /* Entries a step frees at most. */
 size_t reaper_budget (struct catalog *cat);
+/* Drop volume id's free records whose deaths all lie after generation
+ * after: a rollback settled their entries (in the freeze).
+ */
+int reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
+  CAIRN_WUR;
 /* Leave the rest of a removed pin's deadlist range to the background. */
 int reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,

@@ -1724,6 +1724,32 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
  * itself.  The partial left holding the base's tree owns nothing in it
  * (every block is born at or before its origin), so destroying it frees
  * nothing but its clone pin on the base.
+ *
+ * Publishing with a rollback (VOL_RECV_ROLLBACK) first makes the target
+ * its base again, in the same freeze, so that the argument above holds:
+ *
+ *   RB-1  Checks first (rollback_check): no handle on the target or its
+ *         snapshots, no clone of a state newer than the base, no snapshot
+ *         at or before the base with the new snapshot's name.  A refusal
+ *         changes nothing; the partial stays for a later publish.
+ *   RB-2  Every snapshot record newer than the base goes, and every pin
+ *         newer than the base (with its deferred-delete record): RB-1 left
+ *         them no other reason.  The base is then the target's newest pin.
+ *   RB-3  The target's deadlist entries that died after the base are
+ *         settled at once, synchronously (and the background free ranges
+ *         over them dropped, reaper.c RP-6): those born after the base were
+ *         kept only for the pins RB-2 removed, so they are freed; those born
+ *         at or before it are the base's blocks that the discarded history
+ *         stopped using, and are forgotten (the base still holds them, and
+ *         the received state's own uses of them are the partial's RC-5
+ *         entries that the target adopts, so keeping both would count a
+ *         block twice).
+ *   RB-4  The target's discarded live tree goes to the partial by the swap;
+ *         the partial is a clone of the base, so destroying it frees
+ *         exactly the discarded blocks born after the base (RC-1, RC-4).
+ *         What RB-3 freed was not in that tree (dead blocks), and what the
+ *         tree holds was on no deadlist (live blocks): nothing is freed
+ *         twice, and fsck's space audit proves it in the tests.
  */
 
 /* The key of a partial's state property. */
@@ -1767,7 +1793,8 @@ check_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
   if (vs->max_pin != pgen)
     return cairn_fail (-ESTALE, "volume '%s' has a snapshot or clone newer "
                        "than '%s@%s' (generation %" PRIu64 " against %" PRIu64
-                       "): a stream can only extend the newest state",
+                       "): a stream can only extend the newest state (receive "
+                       "with --rollback to discard the newer snapshots)",
                        vs->name, vs->name, snap, vs->max_pin, pgen);
   btree_get_root (vs->tree, &live);
   if (live.bp.addr != pinned.bp.addr || live.bp.birth != pinned.bp.birth ||
@@ -1775,8 +1802,145 @@ check_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
     return cairn_fail (-ESTALE, "volume '%s' was written after its snapshot "
                        "'%s' (perhaps with the same bytes): a volume that "
                        "receives incremental streams must stay as its newest "
-                       "snapshot left it", vs->name, snap);
+                       "snapshot left it (receive with --rollback to discard "
+                       "the writes)", vs->name, snap);
   return 0;
+}
+
+/* Generations of a volume's pins newer than some generation. */
+struct genlist {
+  uint64_t after;
+  uint64_t *gen;
+  size_t n, cap;
+};
+
+/* cat_foreach_pin callback: collect the pins newer than gl->after. */
+static int
+collect_newer_pin (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
+{
+  struct genlist *gl = opaque;
+
+  (void) rec, (void) len;
+  if (gen <= gl->after)
+    return 0;
+  if (gl->n == gl->cap) {
+    size_t cap = gl->cap ? 2 * gl->cap : 16;
+    uint64_t *ng = realloc (gl->gen, cap * sizeof *ng);
+
+    if (ng == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing pins");
+    gl->gen = ng;
+    gl->cap = cap;
+  }
+  gl->gen[gl->n++] = gen;
+  return 0;
+}
+
+/* The pins of vs newer than pgen, oldest first (free gl->gen). */
+static int
+newer_pins (struct catalog *cat, struct volstate *vs, uint64_t pgen,
+            struct genlist *gl)
+{
+  *gl = (struct genlist) { .after = pgen };
+  return cat_foreach_pin (cat, vs->id, collect_newer_pin, gl);
+}
+
+/* May the target vs be rolled back to its state at pgen (base: its name)
+ * and then take snapshot snap (RB-1)?  -EBUSY or -EEXIST saying why not.
+ */
+static int
+rollback_check (struct catalog *cat, struct volstate *vs, uint64_t pgen,
+                const char *base, const char *snap)
+{
+  struct genlist gl;
+  uint64_t sgen;
+  int r = cat_lookup_snap (cat, vs->id, snap, &sgen);
+
+  if (r == 0 && sgen <= pgen)
+    return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' "
+                       "already, at or before the base '%s': rename it first",
+                       vs->name, snap, base);
+  if (r < 0 && r != -ENOENT)
+    return r;
+  r = newer_pins (cat, vs, pgen, &gl);
+  for (size_t i = 0; r == 0 && i < gl.n; i++) {
+    uint32_t clones = 0;
+    const char *clone = "(a hidden volume)";
+
+    r = cat_lookup_pin (cat, vs->id, gl.gen[i], NULL, &clones, NULL);
+    if (r < 0 || clones == 0)
+      continue;
+    pthread_mutex_lock (&cat->tlock);
+    for (size_t j = 0; j < cat->nvols; j++)
+      if (cat->vols[j]->origin_id == vs->id &&
+          cat->vols[j]->origin_gen == gl.gen[i] &&
+          vs_visible (cat->vols[j]))
+        clone = cat->vols[j]->name;
+    r = cairn_fail (-EBUSY, "volume '%s' has a clone, '%s', of its state at "
+                    "generation %" PRIu64 ", newer than the base '%s@%s': a "
+                    "rollback would destroy the state it started from, so "
+                    "delete the clone first", vs->name, clone, gl.gen[i],
+                    vs->name, base);
+    pthread_mutex_unlock (&cat->tlock);
+  }
+  free (gl.gen);
+  return r;
+}
+
+/* Roll the target vs back to its pinned state at pgen for a publish: drop
+ * its newer snapshots and pins (RB-2) and settle what they kept (RB-3).
+ * The caller swaps the live tree away afterwards (RB-4).
+ */
+static int
+rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX];
+  struct snaplist *sl = NULL;
+  struct genlist gl = { .gen = NULL };
+  int r = newer_pins (cat, vs, pgen, &gl);
+
+  /* The pins go under tlock, with no handle open: from here vol_open
+   * finds none of them (it looks a pin up under tlock too).
+   */
+  pthread_mutex_lock (&cat->tlock);
+  if (r == 0 && vs->opens > 0)
+    r = cairn_fail (-EBUSY, "volume '%s' was opened during the receive: "
+                    "disconnect its clients, then resume", vs->name);
+  for (size_t i = 0; r == 0 && i < gl.n; i++) {
+    struct open_pin *op = cat_open_pin (cat, vs->id, gl.gen[i]);
+
+    cat_key (key, RK_PIN, vs->id, gl.gen[i]);
+    r = cat_root_del (cat, key, 17);
+    cat_key (key, RK_DEFER, vs->id, gl.gen[i]);
+    if (r == 0 && (r = cat_root_del (cat, key, 17)) == -ENOENT)
+      r = 0;
+    if (op)
+      op->deferred = false;
+  }
+  pthread_mutex_unlock (&cat->tlock);
+  free (gl.gen);
+  if (r == 0 && (sl = calloc (1, sizeof *sl)) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  if (r == 0)
+    r = list_snaps (cat, vs->id, sl);
+  for (size_t i = 0; r == 0 && i < sl->n; i++) {
+    if (sl->gen[i] <= pgen)
+      continue;
+    cat_key (key, RK_SNAP, vs->id, sl->gen[i]);
+    r = cat_root_del (cat, key, 17);
+    if (r == 0)
+      r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id,
+                                            sl->name[i]));
+  }
+  snaplist_free (sl);
+  if (r == 0)
+    r = reclaim_free_entries (cat, vs->id, &vs->held, pgen, UINT64_MAX, 0,
+                              UINT64_MAX, pgen, SIZE_MAX, NULL);
+  if (r == 0)
+    r = reaper_drop_ranges (cat, vs->id, pgen);
+  if (r == 0)
+    r = reclaim_max_pin (cat, vs->id, &vs->max_pin);
+  return r;
 }
 
 /* Store a partial's state string. */
@@ -1817,7 +1981,7 @@ apply_partial_create (struct catalog *cat, struct cat_request *req,
     if (r == -ENOENT)
       return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
                          req->name, req->snap);
-    if (r == 0)
+    if (r == 0 && !req->flag)     /* a rollback checks when publishing */
       r = check_base (cat, base, pgen, req->snap);
     if (r < 0)
       return r;
@@ -1908,14 +2072,21 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
     return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
                        "disconnect them, then resume the receive",
                        target->name, target->opens);
-  r = snap_name_free (cat, target, req->snap);
-  if (r == 0) {
+  {
     struct vol_info base = { .snap = "" };
 
     if (cat_read_snap (cat, target->id, vs->origin_gen, &base) < 0)
       snprintf (base.snap, sizeof base.snap, "#%" PRIu64, vs->origin_gen);
-    r = check_base (cat, target, vs->origin_gen, base.snap);
+    if (req->flag)
+      r = rollback_check (cat, target, vs->origin_gen, base.snap, req->snap);
+    else {
+      r = snap_name_free (cat, target, req->snap);
+      if (r == 0)
+        r = check_base (cat, target, vs->origin_gen, base.snap);
+    }
   }
+  if (r == 0 && req->flag)
+    r = rollback_to_base (cat, target, vs->origin_gen);
   if (r == 0)
     r = pool_tree_swap (cat->pool, target->id, vs->id);
   if (r < 0)
@@ -2330,10 +2501,12 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
 
 int
 vol_partial_create (struct cairn_pool *pool, const char *name,
-                    const char *base, uint64_t size, const char *state)
+                    const char *base, uint64_t size, const char *state,
+                    unsigned flags)
 {
   struct cat_request req = { .kind = REQ_PARTIAL_CREATE, .name = name,
-                             .name2 = state, .size = size };
+                             .name2 = state, .size = size,
+                             .flag = (flags & VOL_RECV_ROLLBACK) != 0 };
   int r = vol_check_name (name);
 
   if (r == 0 && strlen (state) >= VOL_PARTIAL_STATE_MAX)
@@ -2401,10 +2574,12 @@ vol_partial_save (struct cairn_pool *pool, const char *name, const char *state)
 
 int
 vol_partial_publish (struct cairn_pool *pool, const char *name,
-                     const char *snap, uint64_t guid, uint64_t ctime)
+                     const char *snap, uint64_t guid, uint64_t ctime,
+                     unsigned flags)
 {
   struct cat_request req = { .kind = REQ_PARTIAL_PUBLISH, .name = name,
-                             .snap = snap, .guid = guid, .ctime = ctime };
+                             .snap = snap, .guid = guid, .ctime = ctime,
+                             .flag = (flags & VOL_RECV_ROLLBACK) != 0 };
   int r = vol_check_name (snap);
 
   if (r == 0 && strchr (snap, '/'))

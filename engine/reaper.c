@@ -35,6 +35,12 @@
  *        later and the ranges of two pins never overlap, so waiting changes
  *        no other figure; a volume destroyed meanwhile frees its entries
  *        through its own drain, and the free record then finds none.
+ *        A publish with rollback (catalog.c RB-3) is the one change after
+ *        which a block could join a range (the history after its base is
+ *        replaced): it settles every entry that died after the base at
+ *        once and drops the free records whose deaths all lie after it
+ *        (reaper_drop_ranges); a step gathered before finds its record
+ *        gone and does nothing.
  *
  * Free records go first: they are small and what users wait for after
  * deleting a snapshot.
@@ -302,6 +308,56 @@ reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
   return cat_root_put (cat, key, 25, val, 16);
 }
 
+/* State of reaper_drop_ranges. */
+struct drop_ranges {
+  uint64_t id, after;
+  uint8_t (*key)[25];
+  size_t n, cap;
+};
+
+/* cat_foreach_prefix callback: collect the free records to drop. */
+static int
+drop_range_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+                 size_t vl)
+{
+  struct drop_ranges *dr = opaque;
+  uint64_t id, range[4];
+  int r = freerec_decode (k, kl, v, vl, &id, range);
+
+  if (r < 0 || range[0] < dr->after)
+    return r;
+  if (dr->n == dr->cap) {
+    size_t cap = dr->cap ? 2 * dr->cap : 8;
+    uint8_t (*nk)[25] = realloc (dr->key, cap * sizeof *nk);
+
+    if (nk == NULL)
+      return cairn_fail (-ENOMEM, "out of memory");
+    dr->key = nk;
+    dr->cap = cap;
+  }
+  memcpy (dr->key[dr->n++], k, 25);
+  return 0;
+}
+
+/* Drop volume id's free records whose deaths all lie after generation
+ * after, whose entries the caller settled (RP-6; in the freeze).
+ */
+int
+reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
+{
+  struct drop_ranges dr = { .id = id, .after = after };
+  uint8_t prefix[9];
+  int r;
+
+  prefix[0] = RK_FREE;
+  put_be64 (prefix + 1, id);
+  r = cat_foreach_prefix (cat, prefix, 9, drop_range_item, &dr);
+  for (size_t i = 0; r == 0 && i < dr.n; i++)
+    r = cat_root_del (cat, dr.key[i], 25);
+  free (dr.key);
+  return r;
+}
+
 /* ---------------------------------------------------------------- begin */
 
 /* Turn a volume nothing needs into a destroy record (see catalog-int.h). */
@@ -389,13 +445,17 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
     struct volstate *vs;
     size_t removed;
 
+    /* A record dropped since the step was gathered (RP-6) is done. */
+    freerec_key (key, f);
+    r = cat_root_get (cat, key, 25, val, sizeof val, &vlen);
+    if (r < 0)
+      return r == -ENOENT ? 0 : r;
     pthread_mutex_lock (&cat->tlock);
     vs = cat_find_id_locked (cat, f->id);
     pthread_mutex_unlock (&cat->tlock);
     r = reclaim_free_entries (cat, f->id, vs ? &vs->held : NULL, f->lo_d,
                               f->hi_d, f->lo_b, f->hi_b, 0,
                               cat->reaper->budget, &removed);
-    freerec_key (key, f);
     if (r == 0 && removed < cat->reaper->budget)
       r = cat_root_del (cat, key, 25);
     return r;

@@ -147,7 +147,20 @@ int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
  * exactly its base, so creating and publishing both refuse a target that
  * was written after the base (tree-level: even a write that left the same
  * bytes), or that has a newer snapshot or clone than the base.
+ *
+ * Unless the receive asks for a rollback (VOL_RECV_ROLLBACK, as `zfs
+ * receive -F`): then creating only needs the base snapshot to exist, and
+ * publishing first rolls the target back to its base in the same
+ * generation: the live volume's writes since the base are discarded and
+ * every snapshot newer than the base is destroyed, its space freed (the
+ * target mirrors its source).  Older snapshots, the target's id, settings
+ * and properties stay.  A rollback is refused (-EBUSY, nothing changed)
+ * while a client has the target or any of its snapshots open, or while a
+ * clone starts from a state newer than the base.  As the rollback happens
+ * only when publishing, a receive that fails or is cut short has destroyed
+ * nothing.
  */
+#define VOL_RECV_ROLLBACK 1u
 #define VOL_PARTIAL_STATE_MAX 1024
 /* Start a receive into name: from an empty volume of size bytes when base
  * is NULL (name must not exist), else from base, "NAME@SNAP", which must be
@@ -156,8 +169,8 @@ int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
  * or has a partial already.  Durable when it returns.
  */
 int vol_partial_create (struct cairn_pool *pool, const char *name,
-                        const char *base, uint64_t size, const char *state)
-  CAIRN_WUR;
+                        const char *base, uint64_t size, const char *state,
+                        unsigned flags) CAIRN_WUR;
 /* The state string of name's partial (state may be NULL) and a description
  * of it (info may be NULL; origin_id/origin_gen name the base of an
  * incremental receive).  -ENOENT when name has no partial.
@@ -179,12 +192,15 @@ int vol_partial_save (struct cairn_pool *pool, const char *name,
  * and creation time, and as name's live state; its state string goes.
  * A full receive makes volume name appear (-EEXIST if one was created
  * meanwhile); an incremental one replaces name's live state (-EBUSY while
- * name is open, -EEXIST if name@snap exists, -ESTALE if name is no longer
- * exactly the base).  On failure the partial is kept.
+ * name or one of its snapshots is open, -EEXIST if name@snap exists,
+ * -ESTALE if name is no longer exactly the base), or with
+ * VOL_RECV_ROLLBACK first rolls name back to the base (see above; then
+ * only a snapshot at or before the base can clash with snap).  On failure
+ * the partial is kept and nothing changed.
  */
 int vol_partial_publish (struct cairn_pool *pool, const char *name,
-                         const char *snap, uint64_t guid, uint64_t ctime)
-  CAIRN_WUR;
+                         const char *snap, uint64_t guid, uint64_t ctime,
+                         unsigned flags) CAIRN_WUR;
 /* Discard name's partial (closed) and free what only it holds. */
 int vol_partial_abort (struct cairn_pool *pool, const char *name) CAIRN_WUR;
 

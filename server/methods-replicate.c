@@ -1,10 +1,14 @@
 /* Cairn control server: replication jobs that connect to another server
  * (cairn-protocol(7); DESIGN §1: replication is a server job).
  *
- *   replicate.push  {"snapshot": "v@s", "to": "HOST[:PORT]", "from"?: "s0"}
+ *   replicate.push  {"snapshot": "v@s", "to": "HOST[:PORT]", "from"?: "s0",
+ *                    "rollback"?: false}
  *                   → {"snapshot", "incremental", "resumed", "stream_bytes",
- *                      "data_bytes", "already": bool}
- *   replicate.pull  {"from": "HOST[:PORT]", "volume": "v"}
+ *                      "data_bytes", "already": bool, "sent": [{"snapshot",
+ *                      "incremental", "resumed", "stream_bytes",
+ *                      "data_bytes"}, ...]}
+ *   replicate.pull  {"from": "HOST[:PORT]", "volume": "v",
+ *                    "rollback"?: false}
  *                   → {"received": [{"snapshot", "incremental", "resumed",
  *                      "stream_bytes", "data_bytes"}, ...], "newest"}
  *
@@ -16,15 +20,26 @@
  * stream.send into a local receive (repl_recv_*).  One TCP connection, no
  * other port.
  *
- * What to send is decided from the GUIDs of both sides' snapshots: a push
- * without "from" goes from the newest snapshot the remote has (which must
- * be one of ours), a pull brings every remote snapshot newer than the
- * newest one both have, oldest first (a full stream of the remote's oldest
- * when we have no such volume).  Resuming: the receiving side's interrupted
- * receive (its token, with the GUIDs of the stream it belongs to) is asked
- * for before the stream starts, and the sender resumes from it.  So the
- * same request after a dropped connection, a cancelled job or a restart of
- * either server continues without resending what arrived.
+ * What to send is decided from the GUIDs of both sides' snapshots, and
+ * both directions move a chain: a push sends every snapshot of the volume
+ * after its base up to the one asked for, oldest first, where the base is
+ * "from", else the newest snapshot the remote has (which must be one of
+ * ours), else (no volume there) nothing: the chain then starts with a full
+ * stream of our oldest snapshot; a pull brings every remote snapshot newer
+ * than the newest one both have, oldest first (a full stream of the
+ * remote's oldest when we have no such volume).  With "rollback" the base
+ * is the newest snapshot both sides have even when the receiving side has
+ * newer ones or was written since, and each receive rolls the receiving
+ * volume back to its base (receive.c): the receiver mirrors the sender.
+ * A push reports progress over the whole chain: the data of every stream
+ * is added up (repl_send_data) before the first one starts.
+ *
+ * Resuming: the receiving side's interrupted receive (its token, with the
+ * GUIDs of the stream it belongs to) is asked for before each stream
+ * starts, and the sender resumes from it.  So the same request after a
+ * dropped connection, a cancelled job or a restart of either server
+ * continues without resending what arrived: the snapshots of a chain that
+ * arrived are the receiver's now, so the chain starts after them.
  *
  * Both are long-running jobs: progress is the sender's (data bytes of the
  * total), cancelling stops the stream (the receiver keeps what it has).
@@ -231,6 +246,8 @@ find_guid (json_t *snaps, const char *guid)
 struct push {
   struct control_ctx *ctx;
   struct remote *rm;
+  uint64_t before, total;     /* progress over the chain: data bytes of the
+                                 streams before this one, of all of them */
 };
 
 /* The sink of a push: the remote's receive. */
@@ -253,27 +270,34 @@ push_progress (void *opaque, uint64_t done, uint64_t total)
 {
   struct push *p = opaque;
 
-  control_job_progress (p->ctx, done, total);
+  /* A stream's own count may differ a little from the estimate: never
+   * past the next stream's start, never beyond the total.
+   */
+  control_job_progress (p->ctx, p->before + MIN (done, total),
+                        MAX (p->total, p->before + total));
 }
 
 /* Stream snapshot snap (base: NULL or a snapshot name; guid: its GUID)
- * into the remote's volume vol; *resumed tells whether it resumed.
+ * into the remote's volume vol (rolling it back to the base if asked);
+ * *info describes the stream.
  */
 static int
-push_stream (struct control_ctx *ctx, struct remote *rm, const char *snap,
-             const char *base, const char *guid, const char *vol,
-             json_t **result)
+push_stream (struct push *p, const char *snap, const char *base,
+             const char *guid, const char *vol, bool rollback, json_t **info)
 {
-  struct push p = { .ctx = ctx, .rm = rm };
+  struct control_ctx *ctx = p->ctx;
+  struct remote *rm = p->rm;
   struct repl_send_opts so = { .from = base, .sink = push_sink,
-                               .sink_opaque = &p, .progress = push_progress,
-                               .progress_opaque = &p };
+                               .sink_opaque = p, .progress = push_progress,
+                               .progress_opaque = p };
   struct repl_send_result res;
-  json_t *params = json_pack ("{s:s}", "volume", vol), *ready = NULL;
+  json_t *params, *ready = NULL;
   json_t *resume, *rres = NULL;
   char why[1024];
   int r, fr;
 
+  params = rollback ? json_pack ("{s:s, s:b}", "volume", vol, "rollback", true)
+                    : json_pack ("{s:s}", "volume", vol);
   r = params ? control_client_stream_start (rm->c, "stream.receive", params,
                                             &ready, &rres)
              : cairn_fail (-ENOMEM, "out of memory");
@@ -303,17 +327,127 @@ push_stream (struct control_ctx *ctx, struct remote *rm, const char *snap,
   else if (r < 0)
     r = cairn_fail (r, "%s", why);
   if (r == 0) {
-    *result = json_pack ("{s:s, s:b, s:b, s:I, s:I, s:b}", "snapshot", snap,
-                         "incremental", base != NULL,
-                         "resumed", so.resume != NULL,
-                         "stream_bytes", (json_int_t) res.stream_bytes,
-                         "data_bytes", (json_int_t) res.data_bytes,
-                         "already", false);
-    if (*result == NULL)
+    *info = json_pack ("{s:s, s:b, s:b, s:I, s:I}", "snapshot", snap,
+                       "incremental", base != NULL,
+                       "resumed", so.resume != NULL,
+                       "stream_bytes", (json_int_t) res.stream_bytes,
+                       "data_bytes", (json_int_t) res.data_bytes);
+    if (*info == NULL)
       r = cairn_fail (-ENOMEM, "out of memory");
   }
   json_decref (ready);
   json_decref (rres);
+  return r;
+}
+
+/* The index in snaps of the snapshot with this GUID, or of this name
+ * (guid NULL); -1 when none.
+ */
+static long
+snap_index (json_t *snaps, const char *guid, const char *name)
+{
+  size_t i;
+  json_t *v;
+
+  json_array_foreach (snaps, i, v) {
+    const char *s = jstr (v, guid ? "guid" : "snapshot");
+
+    if (s && strcmp (s, guid ? guid : name) == 0)
+      return (long) i;
+  }
+  return -1;
+}
+
+/* Choose the base of a push of lsnaps[k] to a remote that has rsnaps:
+ * *b gets its index in lsnaps, -1 for none (the chain starts with a full
+ * stream).
+ */
+static int
+push_base (json_t *lsnaps, json_t *rsnaps, long k, const char *vol,
+           const char *from, bool rollback, const struct remote *rm, long *b)
+{
+  json_t *newest = json_array_get (rsnaps, json_array_size (rsnaps) - 1);
+  size_t vlen = strlen (vol);
+
+  *b = -1;
+  if (from) {
+    /* SNAP or VOL@SNAP */
+    if (strncmp (from, vol, vlen) == 0 && from[vlen] == '@')
+      from += vlen + 1;
+    *b = snap_index (lsnaps, NULL, from);
+    if (*b < 0)
+      return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
+                         vol, from);
+  }
+  else if (rollback) {
+    /* The newest snapshot both sides have. */
+    for (*b = k - 1; *b >= 0; (*b)--)
+      if (find_guid (rsnaps, jstr (json_array_get (lsnaps, (size_t) *b),
+                                   "guid")))
+        break;
+    if (*b < 0 && newest)
+      return cairn_fail (-ESTALE, "'%s' here and on %s have no snapshot in "
+                         "common before '%s', even to roll back to: delete "
+                         "'%s' there to send it whole", vol, rm->name,
+                         jstr (json_array_get (lsnaps, (size_t) k),
+                               "snapshot"), vol);
+  }
+  else if (newest) {
+    *b = snap_index (lsnaps, jstr (newest, "guid"), NULL);
+    if (*b < 0)
+      return cairn_fail (-ESTALE, "the newest snapshot of '%s' on %s ('%s') "
+                         "is not one of this server's: there is no base for "
+                         "an incremental stream (give \"from\", roll it back "
+                         "to the newest snapshot both have with \"rollback\", "
+                         "or delete '%s' there to send it whole)", vol,
+                         rm->name, jstr (newest, "snapshot"), vol);
+  }
+  if (*b >= k)
+    return cairn_fail (-EINVAL, "the base '%s@%s' is not older than '%s@%s'",
+                       vol, jstr (json_array_get (lsnaps, (size_t) *b),
+                                  "snapshot"),
+                       vol, jstr (json_array_get (lsnaps, (size_t) k),
+                                  "snapshot"));
+  return 0;
+}
+
+/* Send the chain lsnaps[b + 1 .. k] (the first one from lsnaps[b], or
+ * whole when b is -1) to the remote's volume vol; *sent lists the streams.
+ */
+static int
+push_chain (struct push *p, json_t *lsnaps, long b, long k, const char *vol,
+            bool rollback, json_t *sent)
+{
+  struct cairn_pool *pool = ctx_pool (p->ctx);
+  char name[2 * VOL_NAME_MAX + 2];
+  uint64_t *bytes = calloc ((size_t) (k - b), sizeof *bytes);
+  int r = bytes ? 0 : cairn_fail (-ENOMEM, "out of memory");
+
+  /* Every stream's base is the snapshot before it: lsnaps[b] for the
+   * first (none when b is -1, i = 0).  The data of all of them first, for
+   * progress over the chain.
+   */
+  for (long i = b + 1; r == 0 && i <= k; i++) {
+    const char *base = i > 0 ? jstr (json_array_get (lsnaps, (size_t) i - 1),
+                                     "snapshot") : NULL;
+
+    snprintf (name, sizeof name, "%s@%s", vol,
+              jstr (json_array_get (lsnaps, (size_t) i), "snapshot"));
+    r = repl_send_data (pool, name, base, &bytes[i - b - 1]);
+    p->total += bytes[i - b - 1];
+  }
+  for (long i = b + 1; r == 0 && i <= k; i++) {
+    json_t *s = json_array_get (lsnaps, (size_t) i), *info = NULL;
+    const char *base = i > 0 ? jstr (json_array_get (lsnaps, (size_t) i - 1),
+                                     "snapshot") : NULL;
+
+    snprintf (name, sizeof name, "%s@%s", vol, jstr (s, "snapshot"));
+    r = push_stream (p, name, base, jstr (s, "guid"), vol, rollback, &info);
+    if (r == 0 && json_array_append_new (sent, info) == -1)
+      r = cairn_fail (-ENOMEM, "out of memory");
+    p->before += bytes[i - b - 1];
+  }
+  free (bytes);
   return r;
 }
 
@@ -322,20 +456,30 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
 {
   struct cairn_pool *pool = ctx_pool (ctx);
   struct remote rm = { NULL };
-  json_t *lsnaps = NULL, *rsnaps = NULL, *newest, *common;
-  const char *snap, *to, *from, *at, *base = NULL;
+  struct push p = { .ctx = ctx, .rm = &rm };
+  json_t *lsnaps = NULL, *rsnaps = NULL, *sent = NULL, *rb, *last;
+  const char *snap, *to, *from, *at;
   char vol[VOL_NAME_MAX + 1], guid[17];
+  uint64_t stream_bytes = 0, data_bytes = 0;
+  bool rollback, resumed = false;
   struct vol_info vi;
+  long k, b;
+  size_t i;
+  json_t *t;
   int r;
 
   snap = jstr (params, "snapshot");
   to = jstr (params, "to");
   from = jstr (params, "from");
+  rb = json_object_get (params, "rollback");
+  rollback = json_is_true (rb);
   if (!json_is_object (params) || snap == NULL || to == NULL ||
-      json_object_size (params) != 2u + (from != NULL))
+      (rb && !json_is_boolean (rb)) ||
+      json_object_size (params) != 2u + (from != NULL) + (rb != NULL))
     return control_invalid_params (ctx, "replicate.push takes {\"snapshot\": "
                                    "\"VOL@SNAP\", \"to\": \"HOST[:PORT]\", "
-                                   "\"from\"?: \"SNAP\"} (strings)");
+                                   "\"from\"?: \"SNAP\"} (strings) and "
+                                   "\"rollback\"?: true or false");
   at = strchr (snap, '@');
   if (at == NULL || (size_t) (at - snap) > VOL_NAME_MAX)
     return control_invalid_params (ctx, "\"%s\" is not VOL@SNAP", snap);
@@ -357,23 +501,37 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
     r = *result ? 0 : cairn_fail (-ENOMEM, "out of memory");
     goto out;
   }
-  newest = json_array_get (rsnaps, json_array_size (rsnaps) - 1);
-  if (from)
-    base = from;
-  else if (newest) {
-    common = find_guid (lsnaps, jstr (newest, "guid"));
-    if (common == NULL) {
-      r = cairn_fail (-ESTALE, "the newest snapshot of '%s' on %s ('%s') is "
-                      "not one of this server's: there is no base for an "
-                      "incremental stream (give \"from\", or delete '%s' "
-                      "there to send it whole)", vol, rm.name,
-                      jstr (newest, "snapshot"), vol);
-      goto out;
-    }
-    base = jstr (common, "snapshot");
+  k = snap_index (lsnaps, guid, NULL);
+  if (k < 0) {
+    r = cairn_fail (-ENOENT, "'%s' is not a snapshot of '%s'", snap, vol);
+    goto out;
   }
-  r = push_stream (ctx, &rm, snap, base, guid, vol, result);
+  r = push_base (lsnaps, rsnaps, k, vol, from, rollback, &rm, &b);
+  if (r == 0 && (sent = json_array ()) == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  if (r == 0)
+    r = push_chain (&p, lsnaps, b, k, vol, rollback, sent);
+  if (r < 0)
+    goto out;
+  json_array_foreach (sent, i, t) {
+    stream_bytes += (uint64_t) json_integer_value (json_object_get
+                                                   (t, "stream_bytes"));
+    data_bytes += (uint64_t) json_integer_value (json_object_get
+                                                 (t, "data_bytes"));
+    resumed |= json_is_true (json_object_get (t, "resumed"));
+  }
+  last = json_array_get (sent, json_array_size (sent) - 1);
+  *result = json_pack ("{s:s, s:b, s:b, s:I, s:I, s:b, s:O}", "snapshot", snap,
+                       "incremental", json_is_true (json_object_get
+                                                    (last, "incremental")),
+                       "resumed", resumed,
+                       "stream_bytes", (json_int_t) stream_bytes,
+                       "data_bytes", (json_int_t) data_bytes,
+                       "already", false, "sent", sent);
+  if (*result == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
  out:
+  json_decref (sent);
   json_decref (lsnaps);
   json_decref (rsnaps);
   control_client_close (rm.c);
@@ -400,8 +558,9 @@ pull_notify (void *opaque, const char *method, json_t *params)
 static int
 pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
              const char *name, const char *base, const char *guid,
-             json_t **info)
+             bool rollback, json_t **info)
 {
+  struct repl_recv_opts ro = { .rollback = rollback };
   struct cairn_pool *pool = ctx_pool (ctx);
   char snap[2 * VOL_NAME_MAX + 2], tok[STREAM_TOKEN_MAX], to[17];
   struct repl_recv_result res;
@@ -428,7 +587,7 @@ pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
     resume = tok;
   }
   cairn_error_clear ();
-  r = repl_recv_new (pool, vol, NULL, &rr);
+  r = repl_recv_new (pool, vol, &ro, &rr);
   if (r < 0)
     goto out;
   params = json_pack ("{s:s, s:s*, s:s*}", "snapshot", snap, "from", base,
@@ -497,18 +656,23 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
 {
   struct cairn_pool *pool = ctx_pool (ctx);
   struct remote rm = { NULL };
-  json_t *lsnaps = NULL, *rsnaps = NULL, *received = NULL;
+  json_t *lsnaps = NULL, *rsnaps = NULL, *received = NULL, *rb;
   const char *vol, *from, *base = NULL;
   size_t start = 0, n;
+  bool rollback;
   int r;
 
   vol = jstr (params, "volume");
   from = jstr (params, "from");
+  rb = json_object_get (params, "rollback");
+  rollback = json_is_true (rb);
   if (!json_is_object (params) || vol == NULL || from == NULL ||
-      json_object_size (params) != 2)
+      (rb && !json_is_boolean (rb)) ||
+      json_object_size (params) != 2u + (rb != NULL))
     return control_invalid_params (ctx, "replicate.pull takes {\"from\": "
                                    "\"HOST[:PORT]\", \"volume\": \"VOL\"} "
-                                   "(strings)");
+                                   "(strings) and \"rollback\"?: true or "
+                                   "false");
   r = vol_check_name (vol);
   if (r < 0)
     return r;
@@ -552,7 +716,7 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
     json_t *s = json_array_get (rsnaps, start), *info = NULL;
 
     r = pull_stream (ctx, &rm, vol, jstr (s, "snapshot"), base,
-                     jstr (s, "guid"), &info);
+                     jstr (s, "guid"), rollback, &info);
     if (r == 0 && json_array_append_new (received, info) == -1)
       r = cairn_fail (-ENOMEM, "out of memory");
     base = jstr (s, "snapshot");

@@ -7,13 +7,14 @@
  *                     then {"snapshot", "incremental", "stream_bytes",
  *                     "data_bytes", "digest"}
  *                   (dry_run: no stream, the reply at once)
- *   stream.receive  {"volume": "v"}
+ *   stream.receive  {"volume": "v", "rollback"?: false}
  *                   → stream.ready {"job", "volume", "resume": null |
  *                     {"token", "from_guid", "to_guid", "next_offset"}},
  *                     the client's stream, then {"snapshot", "incremental",
  *                     "resumed", "stream_bytes", "data_bytes", "digest"};
  *                     an error that kept the progress has "token" in its
- *                     data
+ *                     data; "rollback": an incremental stream may roll a
+ *                     diverged target back to its base (receive.c)
  *   stream.token    {"volume": "v"} → the "resume" object above
  *   stream.abort    {"volume": "v"} → {} (the interrupted receive is gone)
  *
@@ -306,7 +307,7 @@ pump_stream (struct control_ctx *ctx, struct repl_recv *rr, uint64_t *got)
 static int
 stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
 {
-  static const char *const names[] = { "volume", NULL };
+  static const char *const names[] = { "volume", "rollback", NULL };
   struct cairn_pool *pool = ctx_pool (ctx);
   struct recv_job rj = { .ctx = ctx };
   struct repl_recv_opts ro = { .progress = recv_progress,
@@ -317,12 +318,13 @@ stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
   const char *target;
   json_t *info;
   uint64_t got = 0;
-  int r = check_params (ctx, "stream.receive", params, names, "s", 1);
+  int r = check_params (ctx, "stream.receive", params, names, "sb", 1);
   int slot, pr;
 
   if (r < 0)
     return r;
   target = str (params, "volume");
+  ro.rollback = json_is_true (json_object_get (params, "rollback"));
   slot = stream_recv_claim (target);
   if (slot < 0)
     return slot;

@@ -18,6 +18,17 @@
  *                       older snapshot and the target's identity (the
  *                       engine exchanges the two trees in one generation:
  *                       see "partial volumes" in engine/catalog.c)
+ *   ... with rollback   (opts.rollback, `cairn receive --rollback`, like
+ *                       `zfs receive -F`) the stream's base may be any
+ *                       snapshot of the target, which may also have been
+ *                       written since: publishing rolls the target back to
+ *                       the base in the same catalog change, discarding the
+ *                       live writes since the base and destroying the
+ *                       snapshots newer than it, so the target mirrors its
+ *                       source.  Nothing is rolled back before the END is
+ *                       verified (RV-1): a failed or cut stream destroys
+ *                       nothing.  A base the target does not have is
+ *                       refused with or without rollback.
  *
  * Invariants (tests cite them as RV-n):
  *  RV-1  Nothing visible changes before the END record is verified: WRITE
@@ -133,6 +144,44 @@ collect_snap (void *opaque, const struct vol_info *info)
   return 0;
 }
 
+/* With rollback: the stream's base may be any snapshot of the target (s,
+ * oldest first); name it (NAME@SNAP) in base.  What lies after it is
+ * discarded when the receive publishes, so only the snapshots up to the
+ * base matter: the stream's own snapshot must not be among them, nor its
+ * name.
+ */
+static int
+check_rollback (struct repl_recv *rr, const struct snaps *s,
+                char base[2 * VOL_NAME_MAX + 2])
+{
+  const struct stream_header *h = &rr->hdr;
+  char uuid[37];
+  size_t b;
+
+  for (b = 0; b < s->n && s->v[b].guid != h->from_guid; b++)
+    ;
+  if (b == s->n) {
+    uuid_format (h->pool_uuid, uuid);
+    return cairn_fail (-ESTALE, "'%s' has no snapshot with the stream's base "
+                       "GUID %016" PRIx64 " (generation %" PRIu64 " of pool "
+                       "%s), even to roll back to: send from a snapshot that "
+                       "both sides have", rr->target, h->from_guid,
+                       h->from_gen, uuid);
+  }
+  for (size_t i = 0; i < s->n; i++)
+    if (s->v[i].guid == h->to_guid)
+      return cairn_fail (-EEXIST, "'%s@%s' is the snapshot this stream "
+                         "carries: it was received already", rr->target,
+                         s->v[i].snap);
+  for (size_t i = 0; i <= b; i++)
+    if (strcmp (s->v[i].snap, rr->snap) == 0)
+      return cairn_fail (-EEXIST, "volume '%s' has a snapshot named '%s' "
+                         "already (another state): rename it first",
+                         rr->target, rr->snap);
+  snprintf (base, 2 * VOL_NAME_MAX + 2, "%s@%s", rr->target, s->v[b].snap);
+  return 0;
+}
+
 /* Check that the target can take an incremental stream, and name its base
  * snapshot (NAME@SNAP) in base.
  */
@@ -163,6 +212,10 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
     goto out;
   }
   newest = &s.v[s.n - 1];
+  if (rr->opts.rollback) {
+    r = check_rollback (rr, &s, base);
+    goto out;
+  }
   for (size_t i = 0; i < s.n; i++)
     if (s.v[i].guid == h->to_guid) {
       r = cairn_fail (-EEXIST, "'%s@%s' is the snapshot this stream carries: "
@@ -175,8 +228,8 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
         r = cairn_fail (-ESTALE, "the stream's base is '%s@%s', but '%s' has "
                         "newer snapshots ('%s' is the newest): a stream only "
                         "extends the newest snapshot, so delete the newer ones "
-                        "first", rr->target, s.v[i].snap, rr->target,
-                        newest->snap);
+                        "first, or receive with --rollback to discard them",
+                        rr->target, s.v[i].snap, rr->target, newest->snap);
         goto out;
       }
     r = cairn_fail (-ESTALE, "the newest snapshot of '%s' is '%s' (GUID "
@@ -199,8 +252,9 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
     r = cairn_fail (-ESTALE, "volume '%s' was written after its snapshot '%s' "
                     "(first change at byte %" PRIu64 "), so the stream does not "
                     "apply to it: a volume that receives incremental streams "
-                    "must stay as its newest snapshot left it (to start over, "
-                    "delete it and receive a full stream)", rr->target,
+                    "must stay as its newest snapshot left it (receive with "
+                    "--rollback to discard the writes, or delete it and "
+                    "receive a full stream to start over)", rr->target,
                     newest->snap, change);
  out:
   free (s.v);
@@ -238,7 +292,8 @@ on_header (struct repl_recv *rr, const struct stream_header *h)
       return r;
     stream_token_format (&tok, text);
     r = vol_partial_create (rr->pool, rr->target, h->from_guid ? base : NULL,
-                            h->vol_size, text);
+                            h->vol_size, text,
+                            rr->opts.rollback ? VOL_RECV_ROLLBACK : 0);
     if (r < 0)
       return r;
   }
@@ -272,7 +327,8 @@ on_end (struct repl_recv *rr, const uint8_t digest[STREAM_SHA_LEN])
   vol_close (rr->part);
   rr->part = NULL;
   r = vol_partial_publish (rr->pool, rr->target, rr->snap, rr->hdr.to_guid,
-                           rr->hdr.ctime);
+                           rr->hdr.ctime,
+                           rr->opts.rollback ? VOL_RECV_ROLLBACK : 0);
   if (r == 0)
     rr->done = true;
   return r;

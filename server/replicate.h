@@ -65,11 +65,20 @@ int repl_send (struct cairn_pool *pool, const char *snap,
                const struct repl_send_opts *opts,
                struct repl_send_result *res) CAIRN_WUR;
 
+/* The volume data bytes a stream of snap from base `from` (NULL: a full
+ * stream; SNAP or VOL@SNAP) would carry, without making it.
+ */
+int repl_send_data (struct cairn_pool *pool, const char *snap,
+                    const char *from, uint64_t *bytes) CAIRN_WUR;
+
 /* ---------------------------------------------------------------- receive */
 
 struct repl_recv_opts {
   repl_progress_fn progress;  /* NULL: none (total is always 0) */
   void *progress_opaque;
+  bool rollback;              /* an incremental stream may roll a target
+                                 that diverged from its base back to the
+                                 base when it publishes (receive.c) */
 };
 
 struct repl_recv_result {

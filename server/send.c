@@ -103,6 +103,29 @@ count_data (void *opaque, uint64_t off, uint64_t len, unsigned type)
   return 0;
 }
 
+/* The volume data a stream of snap (from: NULL or its base, SNAP or
+ * VOL@SNAP) carries: for progress over a chain of streams.
+ */
+int
+repl_send_data (struct cairn_pool *pool, const char *snap, const char *from,
+                uint64_t *bytes)
+{
+  char from_name[2 * VOL_NAME_MAX + 2];
+  struct vol_info to;
+  int r = vol_stat (pool, snap, &to);
+
+  *bytes = 0;
+  if (r < 0 || from == NULL) {
+    *bytes = r < 0 ? 0 : to.referenced;
+    return r;
+  }
+  if (strchr (from, '@'))
+    snprintf (from_name, sizeof from_name, "%s", from);
+  else
+    snprintf (from_name, sizeof from_name, "%s@%s", to.name, from);
+  return vol_diff (pool, from_name, snap, count_data, bytes);
+}
+
 /* Describe snapshot name, refusing what is not one. */
 static int
 stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,

@@ -8,6 +8,9 @@
 # client killed with SIGKILL, the receiving nbdkit killed with SIGKILL and
 # restarted) and the same command run again, which resumes (it says so) to
 # an identical result; progress as JSON; a job listed and cancelled.
+# Receive, pull and push with --rollback onto a volume of B's that diverged
+# (a snapshot of its own, writes): refused without, mirrored with; a push
+# of a chain of three snapshots, each compared.
 #
 # replicate and pull are jobs of the servers (replicate.push/pull): to
 # interrupt one at a known point however fast the machine is, the other
@@ -190,6 +193,92 @@ expect 0 "up to date"
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" nosuch
 expect 3 "nothing to pull"
 
+# ---------------------------------------------------------------- rollback
+# Write B's export $1 with byte $2 (1 MiB at 8 MiB), then wait until
+# nbdkit has closed the handle (a publish waits for open handles).
+write_b () {
+  qemu-io -f raw -c "write -P $2 8M 1M" "nbd+unix:///$1?socket=$NBD_B" >/dev/null ||
+    fail "writing B's $1"
+  for _ in $(seq 50); do
+    [ "$(cb stats "$1" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["connections"])')" = 0 ] && return 0
+    sleep 0.1
+  done
+  fail "nbdkit B did not close its handle on $1"
+}
+# B's v diverges: a snapshot of its own and writes after it.
+diverge_b () {
+  cb snapshot create "v@$1" >/dev/null || fail "snapshot v@$1 on B"
+  write_b v 0x7$2
+}
+
+# Online receive: refused, then applied with --rollback.
+diverge_b b1 1
+scribble v 61 $((64 * 1024 * 1024))
+ca snapshot create v@s6 >/dev/null
+rc=0; ca send v@s6 --from s5 | cb receive v >"$TMPDIR_TEST/out" 2>&1 || rc=$?
+[ $rc -eq 1 ] || fail "an incremental onto a diverged v: exit $rc: $(cat "$TMPDIR_TEST/out")"
+grep -q "has newer snapshots ('b1' is the newest).*--rollback" "$TMPDIR_TEST/out" ||
+  fail "the refusal said: $(cat "$TMPDIR_TEST/out")"
+cb receive v --abort >/dev/null 2>&1 || true
+ca send v@s6 --from s5 | cb receive v --rollback >"$TMPDIR_TEST/out" 2>&1 ||
+  fail "receive --rollback: $(cat "$TMPDIR_TEST/out")"
+grep -q "received v@s6 (incremental stream" "$TMPDIR_TEST/out" ||
+  fail "receive --rollback said: $(cat "$TMPDIR_TEST/out")"
+cb snapshot list v | grep -qw b1 && fail "v@b1 survived the rollback"
+same v@s6
+same v
+
+# Pull: refused onto a diverged v, then --rollback mirrors A.
+diverge_b b2 2
+scribble v 71 $((64 * 1024 * 1024))
+ca snapshot create v@s7 >/dev/null
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
+expect 1 "has newer snapshots \('b2' is the newest\).*--rollback"
+cb receive v --abort >/dev/null 2>&1 || true
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --rollback
+expect 0 "received v@s7 from 127.0.0.1:$PORT_A \(incremental"
+cb snapshot list v | grep -qw b2 && fail "v@b2 survived pull --rollback"
+same v@s7
+same v
+
+# Push of a chain: every snapshot between the newest one B has and s10,
+# each one checked on B.
+for s in s8 s9 s10; do
+  scribble v "${s#s}1" $((64 * 1024 * 1024))
+  ca snapshot create "v@$s" >/dev/null
+done
+run --socket "$CTL_A" replicate v@s10 --to "127.0.0.1:$PORT_B" --progress=json
+expect 0 "sent v@s10 to 127.0.0.1:$PORT_B \(incremental"
+for s in s8 s9; do
+  grep -q "sent v@$s to" <<<"$out" || fail "the push did not send v@$s: $out"
+done
+last=$(ca send v@s10 --from s9 --dry-run | sed -E 's/.*\(([0-9]+) bytes\).*/\1/')
+python3 - "$out" "$last" <<'PY' || fail "progress does not cover the chain: $out"
+import json, sys
+ev = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
+prog = [e for e in ev if e.get("event") in ("progress", "done")]
+tot = {e.get("total") for e in prog}
+# One total for the whole chain (more than the last stream alone), and
+# done never goes back.
+done = [e["done"] for e in prog]
+sys.exit(0 if prog and len(tot) == 1 and None not in tot
+         and min(tot) > int(sys.argv[2]) and done == sorted(done) else 1)
+PY
+for s in s8 s9 s10; do same "v@$s"; done
+same v@s7
+
+# Push onto a diverged v: refused, then --rollback from the newest common.
+diverge_b b3 3
+scribble v 111 $((64 * 1024 * 1024))
+ca snapshot create v@s11 >/dev/null
+run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B"
+expect 1 "\('b3'\) is not one of this server's.*\"rollback\""
+run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B" --rollback
+expect 0 "sent v@s11 to 127.0.0.1:$PORT_B \(incremental"
+cb snapshot list v | grep -qw b3 && fail "v@b3 survived replicate --rollback"
+same v@s11
+same v
+
 # ---------------------------------------------------------------- interrupted push
 # 160 MiB of data: 10 resume points (one every 16 MiB of stream).
 ca volume create w 256M >/dev/null
@@ -287,6 +376,32 @@ grep -q "cancelled" "$TMPDIR_TEST/err" || fail "the cancelled pull said: $(cat "
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" w
 expect 0 "received w@f3 from .* \(incremental, resumed"
 same w@f3
+
+# ---------------------------------------------------------------- interrupted chain
+# A push of two snapshots (64 MiB of changes each) killed in the second:
+# run again, it sends only the rest of the second.
+for s in f4 f5; do
+  head -c 64M /dev/urandom >"$TMPDIR_TEST/rnd"
+  nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///w?socket=$NBD_A" || fail "nbdcopy"
+  ca snapshot create "w@$s" >/dev/null
+done
+"$CAIRN" --socket "$CTL_A" replicate w@f5 --to "127.0.0.1:$PORT_B" \
+  --progress=none >/dev/null 2>&1 &
+CLIENT=$!
+pace_until "$PID_B" "$CTL_A" $((100 * 1024 * 1024))
+kill -9 "$CLIENT"; wait "$CLIENT" 2>/dev/null || true; CLIENT=
+for _ in $(seq 100); do [ "$(job_done "$CTL_A")" = 0 ] && break; sleep 0.1; done
+[ "$(job_done "$CTL_A")" = 0 ] || fail "A's job outlived its client"
+kill -CONT "$PID_B"
+for _ in $(seq 100); do [ "$(job_done "$CTL_B")" = 0 ] && break; sleep 0.1; done
+cb snapshot list w | grep -qw f4 || fail "the interrupted chain did not leave w@f4 on B"
+cb snapshot list w | grep -qw f5 && fail "the interrupted chain made w@f5 visible"
+run --socket "$CTL_A" replicate w@f5 --to "127.0.0.1:$PORT_B"
+expect 0 "sent w@f5 to 127.0.0.1:$PORT_B \(incremental, resumed"
+grep -q "sent w@f4" <<<"$out" && fail "the resumed chain sent w@f4 again: $out"
+less_than_mib 56
+same w@f4
+same w@f5
 
 # Both pools are clean after all this.
 kill "$PID_A"; wait "$PID_A" || fail "nbdkit A did not exit cleanly"; PID_A=

@@ -4,8 +4,9 @@
 # served by the plugin at once and every received snapshot compared with
 # the one sent by qemu-img compare over NBD.  Then what must change nothing
 # visible: a stream cut short (which keeps its progress, resumed with its
-# token), a corrupted one (aborted), an incremental onto a written target;
-# and the usage errors.  Data is written through the plugin with qemu-io.
+# token), a corrupted one (aborted), an incremental onto a written target
+# or one with a newer snapshot (refused, then received with --rollback,
+# which a stream cut short leaves unchanged); and the usage errors.  Data is written through the plugin with qemu-io.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require qemu-img
 require qemu-io
@@ -78,6 +79,8 @@ run --pool "$POOL" send
 expect 2 "missing VOL@SNAP"
 run --pool "$POOL_B" receive v --abort --token
 expect 2 "exclude"
+run --pool "$POOL_B" receive v --abort --rollback
+expect 2 "--rollback applies to a stream: it goes without --abort"
 
 # ---------------------------------------------------------------- data
 "$CAIRN" --pool "$POOL" volume create v 64M >/dev/null || fail "volume create"
@@ -180,15 +183,42 @@ expect 0 "discarded"
 fsck_b "after a corrupted stream"
 
 # ---------------------------------------------------------------- diverged
+# Write pool B's v through its server (qemu-io -c CMD), then try to
+# receive the s4 stream (the catalog before it in $before).
+receive_after_write () {
+  start_b
+  qemu-io -f raw -c "$1" "nbd+unix:///v?socket=$SOCK_B" >/dev/null ||
+    fail "writing B's v"
+  stop_b
+  before=$(catalog_b)
+  run --pool "$POOL_B" receive v <"$TMPDIR_TEST/s4.stream"
+}
+
 # Pool B's v is written: the next incremental is refused, saying why.
-start_b
-qemu-io -f raw -c 'write -P 0x77 0 4k' "nbd+unix:///v?socket=$SOCK_B" >/dev/null ||
-  fail "writing B's v"
-stop_b
-before=$(catalog_b)
-run --pool "$POOL_B" receive v <"$TMPDIR_TEST/s4.stream"
+receive_after_write 'write -P 0x77 0 4k'
 expect 1 "was written after its snapshot 's3' \(first change at byte 0\)"
+grep -q "receive with --rollback to discard the writes" <<<"$out" ||
+  fail "the refusal does not mention --rollback: $out"
 [ "$(catalog_b)" = "$before" ] || fail "a refused incremental changed the catalog"
+# A snapshot of B's own after s3, and more writes: refused, saying why.
+"$CAIRN" --pool "$POOL_B" snapshot create v@local >/dev/null || fail "snapshot v@local"
+receive_after_write 'write -P 0x78 8M 1M'
+expect 1 "has newer snapshots \('local' is the newest\).*or receive with --rollback to discard them"
+# With --rollback, a stream cut short destroys nothing (and keeps its
+# progress, discarded here) ...
+run --pool "$POOL_B" receive v --rollback < <(head -c 1000000 "$TMPDIR_TEST/s4.stream")
+expect 1 "truncated"
+[ "$(catalog_b)" = "$before" ] || fail "a truncated --rollback stream changed the catalog"
+run --pool "$POOL_B" volume show v@local
+expect 0 "local"
+run --pool "$POOL_B" receive v --abort
+expect 0 "discarded"
+# ... and the whole one rolls v back to s3: v@local and the writes go.
+run --pool "$POOL_B" receive v --rollback <"$TMPDIR_TEST/s4.stream"
+expect 0 "received v@s4 \(incremental stream"
+run --pool "$POOL_B" volume show v@local
+expect 3 "no snapshot named 'local'"
+fsck_b "after a receive with --rollback"
 # A full stream does not replace a volume either.
 run --pool "$POOL_B" receive v <"$TMPDIR_TEST/s1.stream"
 expect 1 "volume 'v' exists"
@@ -200,6 +230,8 @@ fsck_b "at the end"
 start_plugin
 start_b
 compare v@s3 v@s3
+compare v@s4 v@s4
+compare v@s4 v
 compare v@s1 w@s1
 stop_b
 stop_plugin

@@ -430,6 +430,56 @@ Test (stream, receive_full_then_incremental)
   free (inc.p);
 }
 
+/* "rollback": a target that diverged from the stream's base (written, a
+ * snapshot of its own) is rolled back to it; the param must be a boolean.
+ */
+Test (stream, receive_with_rollback)
+{
+  struct buf full = stream_of ("v@s1", NULL, NULL);
+  struct buf inc = stream_of ("v@s2", "s1", NULL);
+  struct control_client *c = client ();
+  json_t *ready = NULL, *result = NULL, *params;
+  struct cairn_volume *v;
+  struct vol_info vi;
+  uint8_t block[4096];
+
+  json_decref (start_receive (c, "v"));
+  cr_assert_eq (push (c, full.p, full.len), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (control_client_stream_finish (c, true, &result), 0, "%s",
+                cairn_errmsg ());
+  json_decref (result);
+  memset (block, 0x5a, sizeof block);
+  cr_assert_eq (vol_open (pool_b, "v", &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (v, block, sizeof block, 0, 0), 0);
+  vol_close (v);
+  cr_assert_eq (snap_create (pool_b, "v", "extra"), 0);
+
+  params = json_pack ("{s:s, s:s}", "volume", "v", "rollback", "yes");
+  cr_assert_lt (control_client_stream_start (c, "stream.receive", params,
+                                             &ready, &result), 0);
+  cr_assert (strstr (cairn_errmsg (), "\"rollback\" must be true or false"),
+             "%s", cairn_errmsg ());
+  json_decref (params);
+
+  params = json_pack ("{s:s, s:b}", "volume", "v", "rollback", 1);
+  ready = result = NULL;
+  cr_assert_eq (control_client_stream_start (c, "stream.receive", params,
+                                             &ready, &result), 0, "%s",
+                cairn_errmsg ());
+  json_decref (params);
+  json_decref (ready);
+  cr_assert_eq (push (c, inc.p, inc.len), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (control_client_stream_finish (c, true, &result), 0, "%s",
+                cairn_errmsg ());
+  json_decref (result);
+  assert_same ("v@s2", "v@s2");
+  assert_same ("v@s2", "v");
+  cr_assert_eq (vol_stat (pool_b, "v@extra", &vi), -ENOENT);
+  control_client_close (c);
+  free (full.p);
+  free (inc.p);
+}
+
 /* A byte changed: refused with where, nothing visible changes, and the
  * connection can go on (the rest of the stream is read and dropped).
  */

@@ -1,4 +1,4 @@
-/* Unit tests for send and receive (server/send.c, server/receive.c) and the
+/* Unit tests for send and receive_buf (server/send.c, server/receive.c) and the
  * engine calls under them (snapshot GUIDs, partial volumes): streams go
  * from one in-memory pool to another and every received state is compared
  * byte for byte with the state sent; broken streams (cut anywhere, a byte
@@ -16,13 +16,11 @@
 #include "replicate.h"
 #include "volume.h"
 #include "test-util.h"
-
-#define MIB (1024u * 1024)
-#define VOL_SIZE (8u * MIB)
+#include "test-send.h"
 
 /* ---------------------------------------------------------------- helpers */
 
-static struct cairn_dev *
+struct cairn_dev *
 mem_pool (uint64_t size)
 {
   struct cairn_dev *dev;
@@ -32,7 +30,7 @@ mem_pool (uint64_t size)
   return dev;
 }
 
-static struct cairn_pool *
+struct cairn_pool *
 open_pool (struct cairn_dev *dev)
 {
   struct cairn_pool *pool;
@@ -48,7 +46,7 @@ print_problem (void *opaque, const char *msg)
 }
 
 /* Close the pool, check it, and open it again. */
-static struct cairn_pool *
+struct cairn_pool *
 fsck_reopen (struct cairn_dev *dev, struct cairn_pool *pool, const char *when)
 {
   struct fsck_opts o = { .problem = print_problem, .opaque = (void *) when };
@@ -61,13 +59,7 @@ fsck_reopen (struct cairn_dev *dev, struct cairn_pool *pool, const char *when)
   return open_pool (dev);
 }
 
-/* A growing buffer: the sink of a stream. */
-struct buf {
-  uint8_t *p;
-  size_t len, cap;
-};
-
-static int
+int
 buf_sink (void *opaque, const void *data, size_t len)
 {
   struct buf *b = opaque;
@@ -89,8 +81,8 @@ buf_sink (void *opaque, const void *data, size_t len)
 /* Send snap (from: NULL or the base; resume: NULL or a token) into a new
  * buffer.
  */
-static struct buf
-send (struct cairn_pool *pool, const char *snap, const char *from,
+struct buf
+send_to_buf (struct cairn_pool *pool, const char *snap, const char *from,
       const char *resume)
 {
   struct buf b = { NULL, 0, 0 };
@@ -107,9 +99,10 @@ send (struct cairn_pool *pool, const char *snap, const char *from,
 /* Receive len bytes of a stream into target, fed in pieces of random
  * sizes; returns what repl_recv_finish returned (res may be NULL).
  */
-static int
-receive (struct cairn_pool *pool, const char *target, const uint8_t *p,
-         size_t len, struct rng *rng, struct repl_recv_result *res)
+int
+receive_opts (struct cairn_pool *pool, const char *target, const uint8_t *p,
+              size_t len, struct rng *rng, const struct repl_recv_opts *opts,
+              struct repl_recv_result *res)
 {
   struct repl_recv_result local;
   struct repl_recv *rr;
@@ -118,7 +111,7 @@ receive (struct cairn_pool *pool, const char *target, const uint8_t *p,
 
   if (res == NULL)
     res = &local;
-  r = repl_recv_new (pool, target, NULL, &rr);
+  r = repl_recv_new (pool, target, opts, &rr);
   if (r < 0)
     return r;
   while (off < len) {
@@ -136,8 +129,16 @@ receive (struct cairn_pool *pool, const char *target, const uint8_t *p,
   return r;
 }
 
+/* receive_opts without options. */
+int
+receive_buf (struct cairn_pool *pool, const char *target, const uint8_t *p,
+             size_t len, struct rng *rng, struct repl_recv_result *res)
+{
+  return receive_opts (pool, target, p, len, rng, NULL, res);
+}
+
 /* Assert that two states (in two pools) read the same, byte for byte. */
-static void
+void
 assert_same (struct cairn_pool *pa, const char *a, struct cairn_pool *pb,
              const char *b)
 {
@@ -182,7 +183,7 @@ list_line (void *opaque, const struct vol_info *vi)
   return buf_sink (b, line, (size_t) n);
 }
 
-static char *
+char *
 listing (struct cairn_pool *pool)
 {
   struct buf b = { NULL, 0, 0 };
@@ -193,7 +194,7 @@ listing (struct cairn_pool *pool)
 }
 
 /* Random writes, zeros and trims on a live volume. */
-static void
+void
 scribble (struct cairn_pool *pool, const char *name, struct rng *rng,
           unsigned ops)
 {
@@ -227,7 +228,7 @@ scribble (struct cairn_pool *pool, const char *name, struct rng *rng,
 }
 
 /* Write blocks of one volume. */
-static void
+void
 write_block (struct cairn_pool *pool, const char *name, uint64_t block,
              uint64_t tag)
 {
@@ -302,8 +303,8 @@ Test (send, full_stream_round_trip)
   scribble (a, "tenant/v", &rng, 60);
   cr_assert_eq (snap_create (a, "tenant/v", "s1"), 0);
   scribble (a, "tenant/v", &rng, 20);      /* after the snapshot: not sent */
-  s = send (a, "tenant/v@s1", NULL, NULL);
-  cr_assert_eq (receive (b, "copy", s.p, s.len, &rng, &res), 0, "%s",
+  s = send_to_buf (a, "tenant/v@s1", NULL, NULL);
+  cr_assert_eq (receive_buf (b, "copy", s.p, s.len, &rng, &res), 0, "%s",
                 cairn_errmsg ());
   cr_assert_str_eq (res.name, "copy@s1");
   cr_assert (!res.incremental && !res.kept);
@@ -316,7 +317,7 @@ Test (send, full_stream_round_trip)
   cr_assert_eq (ib.ctime, ia.ctime);
   cr_assert_eq (ib.referenced, ia.referenced);
   /* A full stream does not overwrite a volume. */
-  cr_assert_eq (receive (b, "copy", s.p, s.len, &rng, NULL), -EEXIST);
+  cr_assert_eq (receive_buf (b, "copy", s.p, s.len, &rng, NULL), -EEXIST);
   cr_assert (strstr (cairn_errmsg (), "exists") != NULL, "%s", cairn_errmsg ());
   b = fsck_reopen (db, b, "after a full receive");
   assert_same (a, "tenant/v@s1", b, "copy@s1");
@@ -332,7 +333,7 @@ Test (send, full_stream_round_trip)
 /* The pool's allocated blocks with the catalog's own trees in place, as
  * in test-volume.c's model test: what deleting everything comes back to.
  */
-static uint64_t
+uint64_t
 empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
 {
   struct pool_info pi;
@@ -359,8 +360,8 @@ Test (send, chain_of_incrementals)
   cr_assert_eq (vol_create (a, "v", VOL_SIZE, NULL), 0);
   scribble (a, "v", &rng, 40);
   cr_assert_eq (snap_create (a, "v", "s0"), 0);
-  s = send (a, "v@s0", NULL, NULL);
-  cr_assert_eq (receive (b, "v", s.p, s.len, &rng, NULL), 0, "%s", cairn_errmsg ());
+  s = send_to_buf (a, "v@s0", NULL, NULL);
+  cr_assert_eq (receive_buf (b, "v", s.p, s.len, &rng, NULL), 0, "%s", cairn_errmsg ());
   free (s.p);
   for (unsigned i = 1; i <= ROUNDS; i++) {
     char snap[16], prev[32], name[32];
@@ -383,8 +384,8 @@ Test (send, chain_of_incrementals)
     /* The base as SNAP or as VOL@SNAP. */
     snprintf (prev, sizeof prev, i % 2 ? "s%u" : "v@s%u", i - 1);
     cr_assert_eq (snap_create (a, "v", snap), 0);
-    s = send (a, name, prev, NULL);
-    cr_assert_eq (receive (b, "v", s.p, s.len, &rng, &res), 0, "round %u: %s",
+    s = send_to_buf (a, name, prev, NULL);
+    cr_assert_eq (receive_buf (b, "v", s.p, s.len, &rng, &res), 0, "round %u: %s",
                   i, cairn_errmsg ());
     cr_assert (res.incremental);
     cr_assert_str_eq (res.name, name);
@@ -419,16 +420,7 @@ Test (send, chain_of_incrementals)
 
 /* ---------------------------------------------------------------- broken streams */
 
-/* A source pool with v@s1 and v@s2 (written between them), and the full
- * stream of s1 and the incremental one from s1 to s2.
- */
-struct source {
-  struct cairn_dev *dev;
-  struct cairn_pool *pool;
-  struct buf full, incr;
-};
-
-static void
+void
 source_make (struct source *src, struct rng *rng)
 {
   src->dev = mem_pool (64 * MIB);
@@ -438,11 +430,11 @@ source_make (struct source *src, struct rng *rng)
   cr_assert_eq (snap_create (src->pool, "v", "s1"), 0);
   scribble (src->pool, "v", rng, 30);
   cr_assert_eq (snap_create (src->pool, "v", "s2"), 0);
-  src->full = send (src->pool, "v@s1", NULL, NULL);
-  src->incr = send (src->pool, "v@s2", "s1", NULL);
+  src->full = send_to_buf (src->pool, "v@s1", NULL, NULL);
+  src->incr = send_to_buf (src->pool, "v@s2", "s1", NULL);
 }
 
-static void
+void
 source_free (struct source *src)
 {
   free (src->full.p);
@@ -452,7 +444,7 @@ source_free (struct source *src)
 }
 
 /* A receiving pool; with base, v@s1 received into it already. */
-static struct cairn_pool *
+struct cairn_pool *
 target_make (struct cairn_dev **devp, struct source *src, bool base,
              struct rng *rng)
 {
@@ -461,7 +453,7 @@ target_make (struct cairn_dev **devp, struct source *src, bool base,
   *devp = mem_pool (64 * MIB);
   pool = open_pool (*devp);
   if (base)
-    cr_assert_eq (receive (pool, "v", src->full.p, src->full.len, rng, NULL), 0,
+    cr_assert_eq (receive_buf (pool, "v", src->full.p, src->full.len, rng, NULL), 0,
                   "%s", cairn_errmsg ());
   return pool;
 }
@@ -469,7 +461,7 @@ target_make (struct cairn_dev **devp, struct source *src, bool base,
 /* Check that a failed receive changed nothing vol_list shows, before and
  * after a reopen with fsck.
  */
-static struct cairn_pool *
+struct cairn_pool *
 assert_unchanged (struct cairn_dev *dev, struct cairn_pool *pool,
                   const char *before, const char *when)
 {
@@ -492,10 +484,10 @@ resume (struct source *src, struct cairn_pool *pool, const char *token,
         bool incr, struct rng *rng)
 {
   const char *snap = incr ? "v@s2" : "v@s1";
-  struct buf s = send (src->pool, snap, incr ? "s1" : NULL, token);
+  struct buf s = send_to_buf (src->pool, snap, incr ? "s1" : NULL, token);
   struct repl_recv_result res;
 
-  cr_assert_eq (receive (pool, "v", s.p, s.len, rng, &res), 0, "resuming: %s",
+  cr_assert_eq (receive_buf (pool, "v", s.p, s.len, rng, &res), 0, "resuming: %s",
                 cairn_errmsg ());
   cr_assert (res.resumed);
   cr_assert_str_eq (res.name, snap);
@@ -521,7 +513,7 @@ Test (send, truncated_streams_change_nothing_and_resume)
       size_t cut = k == 0 ? 0 : k == 1 ? 7 : k == 2 ? 100 : k == 3 ? s->len - 1
         : rng_below (&rng, s->len);
       char *before = listing (pool), token[STREAM_TOKEN_MAX];
-      int r = receive (pool, "v", s->p, cut, &rng, &res);
+      int r = receive_buf (pool, "v", s->p, cut, &rng, &res);
 
       cr_assert_lt (r, 0, "a stream cut at byte %zu of %zu was accepted", cut,
                     s->len);
@@ -535,7 +527,7 @@ Test (send, truncated_streams_change_nothing_and_resume)
         cr_assert_eq (repl_recv_token (pool, "v", token), 0);
         cr_assert_str_eq (token, res.token);
         /* Without the resumed stream, the receive refuses and keeps it. */
-        cr_assert_lt (receive (pool, "v", s->p, s->len, &rng, NULL), 0);
+        cr_assert_lt (receive_buf (pool, "v", s->p, s->len, &rng, NULL), 0);
         cr_assert (strstr (cairn_errmsg (), "resume") != NULL, "%s",
                    cairn_errmsg ());
         if (k % 2) {
@@ -572,12 +564,12 @@ Test (send, resumed_stream_cut_again)
 
   source_make (&src, &rng);
   pool = target_make (&dev, &src, true, &rng);
-  cr_assert_eq (receive (pool, "v", src.incr.p, src.incr.len / 3, &rng, &res),
+  cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len / 3, &rng, &res),
                 -EPIPE);
   cr_assert (res.kept);
   snprintf (token, sizeof token, "%s", res.token);
-  s = send (src.pool, "v@s2", "s1", token);
-  cr_assert_eq (receive (pool, "v", s.p, s.len / 2, &rng, &res), -EPIPE);
+  s = send_to_buf (src.pool, "v@s2", "s1", token);
+  cr_assert_eq (receive_buf (pool, "v", s.p, s.len / 2, &rng, &res), -EPIPE);
   cr_assert (res.kept && res.resumed);
   cr_assert_str_neq (res.token, token, "no progress was kept");
   free (s.p);
@@ -609,7 +601,7 @@ Test (send, flipped_bytes_change_nothing)
 
       memcpy (copy, s->p, s->len);
       copy[at] ^= (uint8_t) (1u << rng_below (&rng, 8));
-      r = receive (pool, "v", copy, s->len, &rng, &res);
+      r = receive_buf (pool, "v", copy, s->len, &rng, &res);
       cr_assert_lt (r, 0, "a stream with byte %zu of %zu flipped was accepted",
                     at, s->len);
       pool = assert_unchanged (dev, pool, before, "a corrupted stream");
@@ -630,7 +622,7 @@ Test (send, flipped_bytes_change_nothing)
     free (copy);
     free (before);
     pool = fsck_reopen (dev, pool, "after the corrupted streams");
-    cr_assert_eq (receive (pool, "v", s->p, s->len, &rng, NULL), 0, "%s",
+    cr_assert_eq (receive_buf (pool, "v", s->p, s->len, &rng, NULL), 0, "%s",
                   cairn_errmsg ());
     cr_assert_eq (pool_close (pool), 0);
     dev_close (dev);
@@ -646,7 +638,7 @@ refused (struct source *src, struct cairn_dev *dev, struct cairn_pool *pool,
          int err, const char *msg, struct rng *rng)
 {
   char *before = listing (pool);
-  int r = receive (pool, "v", src->incr.p, src->incr.len, rng, NULL);
+  int r = receive_buf (pool, "v", src->incr.p, src->incr.len, rng, NULL);
 
   cr_assert_eq (r, err, "expected %d, got %d: %s", err, r, cairn_errmsg ());
   cr_assert (strstr (cairn_errmsg (), msg) != NULL, "no '%s' in: %s", msg,
@@ -686,7 +678,7 @@ Test (send, refused_bases)
   cr_assert_eq (snap_create (pool, "v", "extra"), 0);
   pool = refused (&src, dev, pool, -ESTALE, "has newer snapshots ('extra'", &rng);
   cr_assert_eq (snap_delete (pool, "v", "extra"), 0);
-  cr_assert_eq (receive (pool, "v", src.incr.p, src.incr.len, &rng, NULL), 0,
+  cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len, &rng, NULL), 0,
                 "%s", cairn_errmsg ());
   assert_same (src.pool, "v@s2", pool, "v@s2");
   /* The same stream again: its snapshot is there already. */
@@ -701,7 +693,7 @@ Test (send, refused_bases)
   cr_assert_eq (vol_clone (pool, "v", "c"), 0);
   pool = refused (&src, dev, pool, -ESTALE, "newer than 'v@s1'", &rng);
   cr_assert_eq (vol_delete (pool, "c", 0), 0);
-  cr_assert_eq (receive (pool, "v", src.incr.p, src.incr.len, &rng, NULL), 0,
+  cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len, &rng, NULL), 0,
                 "%s", cairn_errmsg ());
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
@@ -709,12 +701,12 @@ Test (send, refused_bases)
   /* A base the target does not have. */
   scribble (src.pool, "v", &rng, 5);
   cr_assert_eq (snap_create (src.pool, "v", "s3"), 0);
-  s3 = send (src.pool, "v@s3", "s2", NULL);
+  s3 = send_to_buf (src.pool, "v@s3", "s2", NULL);
   pool = target_make (&dev, &src, true, &rng);
   {
     char *before = listing (pool);
 
-    cr_assert_eq (receive (pool, "v", s3.p, s3.len, &rng, NULL), -ESTALE);
+    cr_assert_eq (receive_buf (pool, "v", s3.p, s3.len, &rng, NULL), -ESTALE);
     cr_assert (strstr (cairn_errmsg (), "does not have") != NULL, "%s",
                cairn_errmsg ());
     pool = assert_unchanged (dev, pool, before, "a missing base");
@@ -762,7 +754,7 @@ Test (send, target_changed_during_the_receive)
   pool = target_make (&dev, &src, true, &rng);
   rr = half_received (&src, pool);
   /* One receive at a time into a volume. */
-  cr_assert_eq (receive (pool, "v", src.incr.p, src.incr.len, &rng, NULL),
+  cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len, &rng, NULL),
                 -EBUSY);
   cr_assert (strstr (cairn_errmsg (), "another receive") != NULL, "%s",
              cairn_errmsg ());
@@ -821,7 +813,7 @@ Test (send, overhead_of_scattered_blocks)
   for (uint64_t i = 0; i < 1000; i++)
     write_block (pool, "v", i * 5 + 1, 10000 + i);      /* none adjacent */
   cr_assert_eq (snap_create (pool, "v", "s2"), 0);
-  s = send (pool, "v@s2", "s1", NULL);
+  s = send_to_buf (pool, "v@s2", "s1", NULL);
   overhead = (double) (s.len - data) / (double) data * 100;
   fprintf (stderr, "send.overhead: 1000 scattered 4 KiB blocks make a stream of "
            "%zu bytes: %.3f%% over the data\n", s.len, overhead);
@@ -863,7 +855,7 @@ Test (send, receive_resumes_after_a_power_cut)
   }
   vol_close (v);
   cr_assert_eq (snap_create (a, "v", "s1"), 0);
-  s = send (a, "v@s1", NULL, NULL);
+  s = send_to_buf (a, "v@s1", NULL, NULL);
 
   b = open_pool (lower);
   before = listing (b);
@@ -888,9 +880,9 @@ Test (send, receive_resumes_after_a_power_cut)
            tok.next_offset, tok.bytes, s.len);
   cr_assert_geq (tok.next_offset, 16 * MIB, "the receive saved no progress");
   free (s.p);
-  s = send (a, "v@s1", NULL, token);
+  s = send_to_buf (a, "v@s1", NULL, token);
   cr_assert_lt (s.len, 30 * MIB, "the resumed stream is %zu bytes", s.len);
-  cr_assert_eq (receive (b, "v", s.p, s.len, &rng, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (receive_buf (b, "v", s.p, s.len, &rng, NULL), 0, "%s", cairn_errmsg ());
   assert_same (a, "v@s1", b, "v@s1");
   b = fsck_reopen (lower, b, "after resuming past a power cut");
   free (s.p);
