@@ -1198,10 +1198,10 @@ void
 cat_settle_soon (struct catalog *cat)
 {
   __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);
-  if (txn_begin (cat->pool) == 0) {
-    txn_mark_dirty (cat->pool);
-    txn_end (cat->pool);
-  }
+  /* No txn_begin: that waits for the space map, and the catalog loads
+   * when a restarted server's first client opens an export.
+   */
+  txn_mark_dirty (cat->pool);
 }
 
 /* Rename a volume. */

@@ -130,10 +130,14 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
   return r;
 }
 
+static void *space_loader_main (void *arg);
+
 /* Free everything a pool holds (the device is the caller's). */
 static void
 pool_free (struct cairn_pool *pool)
 {
+  if (pool->space_thread)
+    pthread_join (pool->space_loader, NULL);
   if (pool->attached_destroy)
     pool->attached_destroy (pool->attached);
   for (size_t i = 0; i < pool->ntrees; i++)
@@ -149,6 +153,7 @@ pool_free (struct cairn_pool *pool)
   pthread_mutex_destroy (&pool->committer_lock);
   pthread_cond_destroy (&pool->committer_cond);
   pthread_mutex_destroy (&pool->attach_lock);
+  pthread_cond_destroy (&pool->space_cond);
   pthread_mutex_destroy (&pool->space_lock);
   free (pool);
 }
@@ -193,6 +198,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pthread_cond_init (&pool->committer_cond, NULL);
   pthread_mutex_init (&pool->attach_lock, NULL);
   pthread_mutex_init (&pool->space_lock, NULL);
+  pthread_cond_init (&pool->space_cond, NULL);
   pool->dev = dev;
 
   r = sb_read_newest (dev, o.expect_uuid, &pool->sb);
@@ -209,15 +215,8 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                     pool->sb.reserve_blocks, pool->open_gen, &pool->space);
   if (r < 0)
     goto fail;
-  /* A read-only pool never allocates: its map is read when something asks
-   * about free space (status, fsck), so that a read or a send of a pool
-   * whose free space is fragmented does not pay for replaying the map.
-   */
-  if (pool->readonly)
-    pool->space_lazy = true;
-  else if ((r = spacemap_load (dev, pool->space, &pool->sb, &pool->sm)) < 0)
-    goto fail;
-  pool->sm.log_min = o.spacemap_log_min;
+  pool->space_log_min = o.spacemap_log_min;
+  pool->space_lazy = true;          /* "loading the space map" */
 
   cc.dev = dev;
   cc.space = pool->space;
@@ -427,27 +426,110 @@ pool_uuid (struct cairn_pool *pool, uint8_t uuid[16])
   pthread_mutex_unlock (&pool->commit_lock);
 }
 
-/* Load a read-only pool's space map if it is not yet (see pool_open). */
+/* Loading the space map.
+ *
+ * Replaying the map of a pool whose free space is fragmented takes long
+ * (a third of a second for a randomly written 16 GiB volume), and only
+ * allocating and freeing need it.  So pool_open does not read it: whatever
+ * needs it -- txn_begin, pool_info, pool_space, pool_spacemap -- calls
+ * space_ensure, which loads it on first use or waits for a load under way.
+ * A read, a send or a diff never loads it.  A server calls
+ * pool_preload_space once it may start threads (after nbdkit forks): a
+ * thread loads it while clients already read, so a server restarted after
+ * a crash answers at once and its first write waits only for what is left.
+ * A damaged map does not fail the open: space_ensure reports it, naming
+ * the block, from then on, and the pool counts as failed (TX-4), so that
+ * it is still readable and nothing is written.
+ */
+
+/* Load the map into pool->space and record the outcome (space_lock not
+ * held: nothing else touches the space until space_ready).
+ */
+static void
+space_load (struct cairn_pool *pool)
+{
+  int r = spacemap_load (pool->dev, pool->space, &pool->sb, &pool->sm);
+
+  pthread_mutex_lock (&pool->space_lock);
+  pool->sm.log_min = pool->space_log_min;
+  if (r < 0) {
+    pool->space_err = r;
+    snprintf (pool->space_msg, sizeof pool->space_msg, "%s", cairn_errmsg ());
+    __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+  }
+  pool->space_loading = false;
+  __atomic_store_n (&pool->space_ready, true, __ATOMIC_RELEASE);
+  pthread_cond_broadcast (&pool->space_cond);
+  pthread_mutex_unlock (&pool->space_lock);
+}
+
+static void *
+space_loader_main (void *arg)
+{
+  space_load (arg);
+  return NULL;
+}
+
+/* Wait for the space map, or load it now (read-only); -EIO and why when it
+ * is damaged.
+ */
 static int
 space_ensure (struct cairn_pool *pool)
 {
+  bool load = false;
   int r;
 
+  if (__atomic_load_n (&pool->space_ready, __ATOMIC_ACQUIRE) &&
+      pool->space_err == 0)
+    return 0;
   pthread_mutex_lock (&pool->space_lock);
   if (pool->space_lazy) {
     pool->space_lazy = false;
-    r = spacemap_load (pool->dev, pool->space, &pool->sb, &pool->sm);
-    if (r < 0) {
-      pool->space_err = r;
-      snprintf (pool->space_msg, sizeof pool->space_msg, "%s", cairn_errmsg ());
-      __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
-    }
+    pool->space_loading = load = true;
   }
+  pthread_mutex_unlock (&pool->space_lock);
+  if (load)
+    space_load (pool);
+  pthread_mutex_lock (&pool->space_lock);
+  while (pool->space_loading)
+    pthread_cond_wait (&pool->space_cond, &pool->space_lock);
   r = pool->space_err;
   if (r < 0)
     cairn_fail (r, "%s", pool->space_msg);
   pthread_mutex_unlock (&pool->space_lock);
   return r;
+}
+
+int
+txn_space_ready (struct cairn_pool *pool)
+{
+  return space_ensure (pool);
+}
+
+void
+pool_preload_space (struct cairn_pool *pool)
+{
+  bool start;
+
+  pthread_mutex_lock (&pool->space_lock);
+  start = pool->space_lazy && !pool->space_thread;
+  if (start) {
+    pool->space_lazy = false;
+    pool->space_loading = true;
+    pool->space_thread =
+      pthread_create (&pool->space_loader, NULL, space_loader_main, pool) == 0;
+    if (!pool->space_thread) {      /* load on first use after all */
+      pool->space_lazy = true;
+      pool->space_loading = false;
+    }
+  }
+  pthread_mutex_unlock (&pool->space_lock);
+}
+
+bool
+pool_is_readonly (struct cairn_pool *pool)
+{
+  return pool->readonly;
 }
 
 int

@@ -147,7 +147,8 @@ void pool_attach_lock (struct cairn_pool *pool);
 void pool_attach_unlock (struct cairn_pool *pool);
 /* Mark the open generation changed, so that the next pool_commit runs a
  * commit (and its freeze hook) even if no tree changed.  Inside
- * txn_begin / txn_end.
+ * txn_begin / txn_end, or outside when the change is the freeze hook's
+ * own (it then lands in whichever commit comes next).
  */
 void txn_mark_dirty (struct cairn_pool *pool);
 uint64_t pool_open_gen (struct cairn_pool *pool);
@@ -155,12 +156,20 @@ uint64_t pool_open_gen (struct cairn_pool *pool);
  * flags bits: its superblock gets them.  Only from a freeze hook.
  */
 void pool_need_feature (struct cairn_pool *pool, uint64_t bits);
-/* Read the space map now if the pool has not yet (a read-only pool reads
- * it on first use); -EIO with the reason when it is damaged, after which
+/* Read the space map now if the pool has not yet (a pool reads it on
+ * first use, pool.c); -EIO with the reason when it is damaged, after which
  * the pool counts as failed.  pool_info, pool_space and pool_spacemap load
  * it too but cannot say why it failed.
  */
 int pool_space_load (struct cairn_pool *pool) CAIRN_WUR;
+/* Start loading the space map in a thread now, so that the first change
+ * need not wait for all of it (a server, once it may start threads).
+ */
+void pool_preload_space (struct cairn_pool *pool);
+/* Was the pool opened read-only (asked, or a feature this version cannot
+ * write)?
+ */
+bool pool_is_readonly (struct cairn_pool *pool);
 
 struct pool_info {
   uint8_t uuid[16];

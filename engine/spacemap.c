@@ -15,10 +15,10 @@
  *         a block (the newest one is copied, never changed in place).
  *
  * The free set of G is the base with the log's records applied oldest
- * first: opening reads these blocks only, never trees or data (and a
- * read-only open not even these until free space is asked for: pool.c's
- * space_ensure, since replaying a fragmented map dominates the open of a
- * send or a read).  This is
+ * first: loading reads these blocks only, never trees or data (and the
+ * pool loads them only when free space is first needed: pool.c, "loading
+ * the space map", since replaying a fragmented map dominated the open of
+ * a send, a read or a restarted server).  This is
  * ZFS's space map with condensing rather than btrfs's free-space tree: the
  * engine already keeps the whole free set in memory (space.c), so the
  * persistent form only has to be cheap to append and to replay, and a log

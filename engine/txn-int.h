@@ -73,6 +73,10 @@ void sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE]);
 int sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
                struct superblock *sb) CAIRN_WUR;
 /* Read the ring and pick the newest valid slot. */
+/* Wait until the space map is loaded (pool.c); -EIO and why if it is
+ * damaged.
+ */
+int txn_space_ready (struct cairn_pool *pool) CAIRN_WUR;
 int sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
                     struct superblock *sb) CAIRN_WUR;
 int sb_write (struct cairn_dev *dev, const struct superblock *sb) CAIRN_WUR;
@@ -154,11 +158,19 @@ struct cairn_pool {
   uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
   uint64_t need_incompat;         /* pool_need_feature, under the freeze */
 
-  /* A read-only open loads the space map on first use (space_ensure). */
+  /* The space map is loaded after pool_open returns (pool.c, "loading
+   * the space map"): space_ensure waits for it.
+   */
   pthread_mutex_t space_lock;
-  bool space_lazy;                /* not loaded yet */
+  pthread_cond_t space_cond;
+  bool space_lazy;                /* read-only: not loaded yet */
+  bool space_loading;             /* read-write: the loader thread runs */
+  bool space_ready;               /* loaded, or failed (atomic) */
+  bool space_thread;              /* space_loader is to be joined */
+  pthread_t space_loader;
+  uint64_t space_log_min;         /* pool_open_opts.spacemap_log_min */
   int space_err;                  /* the load failed: -errno */
-  char space_msg[256];            /* and why */
+  char space_msg[400];            /* and why */
 
   /* Group commit state, under commit_lock. */
   pthread_mutex_t commit_lock;

@@ -119,6 +119,11 @@ txn_commit_now (struct cairn_pool *pool)
   uint64_t gen;
   int r;
 
+  /* A commit frees and allocates: the space map must be there (pool.c),
+   * even for a commit that only txn_mark_dirty asked for.
+   */
+  if ((r = txn_space_ready (pool)) < 0)
+    return r;
   pthread_rwlock_wrlock (&pool->txn_lock);
   if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
     pthread_rwlock_unlock (&pool->txn_lock);
@@ -239,8 +244,17 @@ pool_commit (struct cairn_pool *pool)
 int
 txn_begin (struct cairn_pool *pool)
 {
+  int r;
+
   if (pool->readonly)
     return cairn_fail (-EROFS, "the pool is open read-only");
+  if ((r = txn_space_ready (pool)) < 0) {
+    char why[512];
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    return cairn_fail (r, "the pool's free space cannot be known, so "
+                       "nothing can be written: %s", why);
+  }
   pthread_rwlock_rdlock (&pool->txn_lock);
   if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
     pthread_rwlock_unlock (&pool->txn_lock);

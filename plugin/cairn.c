@@ -287,7 +287,6 @@ cairn_get_ready (void)
     .cache_bytes = (uint64_t) cache_bytes,
     .readonly = readonly_pool,
   };
-  struct pool_info info;
   int r;
 
   r = dev_file_open (pool_path, readonly_pool ? DEV_RDONLY : 0, 0, &dev);
@@ -302,12 +301,11 @@ cairn_get_ready (void)
     dev = NULL;
     return -1;
   }
-  pool_info (pool, &info);
-  pool_readonly = readonly_pool || info.readonly;
+  pool_readonly = readonly_pool || pool_is_readonly (pool);
   nbdkit_debug ("cairn: opened pool %s at generation %" PRIu64 "%s",
-                pool_path, info.generation,
+                pool_path, pool_open_gen (pool) - 1,
                 pool_readonly ? ", read-only" : "");
-  if (info.readonly && !readonly_pool)
+  if (pool_readonly && !readonly_pool)
     nbdkit_debug ("cairn: the engine opened the pool read-only "
                   "(a feature this version cannot write)");
   return 0;
@@ -327,6 +325,7 @@ cairn_after_fork (void)
   int r;
 
   if (!pool_readonly) {
+    pool_preload_space (pool);    /* clients read while it loads */
     r = pool_start_committer (pool, commit_interval_ms);
     if (r < 0) {
       nbdkit_error ("%s", cairn_errmsg ());

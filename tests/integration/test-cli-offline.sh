@@ -138,6 +138,21 @@ grep -qE "^$pool: 1 problem found$" <<<"$out" || fail "no verdict in: $out"
 run info "$pool"
 expect 1 "no valid superblock"
 
+# Damage in the space map (a new pool's base block: the superblock in the
+# slot at 128K points to it) leaves the pool readable; a change is refused
+# naming the block, and fsck finds it.
+run mkpool "$pool" --force --size 64M
+expect 0
+sm=$(od -An -t u8 -j $((128 * 1024 + 144)) -N 8 "$pool" | tr -d ' ')
+[ "$sm" -gt 0 ] || fail "no space map pointer in slot 1"
+printf '\x5a' | dd of="$pool" bs=1 seek=$((sm + 100)) conv=notrunc status=none
+run --pool "$pool" volume list
+expect 0
+run --pool "$pool" volume create v 1M
+expect 1 "space map block $((sm / 4096)): .*checksum mismatch"
+run fsck "$pool"
+expect 1 "space map block $((sm / 4096))"
+
 # A file that is not a pool, a path that does not exist.
 truncate -s 16M "$TMPDIR_TEST/junk"
 run fsck "$TMPDIR_TEST/junk"
