@@ -27,12 +27,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "control-client.h"
+#include "control.h"
 #include "rpc.h"
+#include "tls.h"
 
 struct control_client {
   int fd;
-  char *path;
+  char *path;                   /* the socket, or "HOST:PORT" */
+  /* TCP (check_alive connects the same way): */
+  char *host;                   /* NULL on a Unix socket */
+  unsigned port;
+  struct tls_ctx *tls;          /* borrowed; NULL: plain */
+  SSL *ssl;                     /* the TLS session on fd, or NULL */
+  char tls_why[512];            /* why the session failed */
+  bool tls_confirmed;           /* the server sent data: it took us */
   int timeout_ms;
   int liveness_ms;              /* 0: no liveness checks */
   bool broken;                  /* a call failed mid-way: reconnect */
@@ -88,6 +100,9 @@ wait_fd (const struct control_client *c, int fd, short events,
   struct pollfd pfd = { .fd = fd, .events = events };
   int r, wait;
 
+  /* TLS may hold the rest of a record already read from the socket. */
+  if ((events & POLLIN) && c && c->ssl && SSL_pending (c->ssl) > 0)
+    return 0;
   for (;;) {
     wait = -1;
     if (deadline >= 0) {
@@ -213,13 +228,91 @@ control_client_connect (const char *path, int timeout_ms,
   return r;
 }
 
+/* ------------------------------------------------------------ I/O
+ *
+ * c_send and c_recv behave like send and recv on the non-blocking socket
+ * (-1 with errno EAGAIN when they would block), through TLS when the
+ * connection has it.  A TLS failure sets errno to EPROTO and says why in
+ * c->tls_why.
+ */
+
+/* Map a failed SSL call to recv/send's convention. */
+static ssize_t
+tls_io_error (struct control_client *c, int ret, bool reading)
+{
+  int e = SSL_get_error (c->ssl, ret);
+  char why[200];
+
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (reading && (e == SSL_ERROR_ZERO_RETURN ||
+                  (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 &&
+                   (ret == 0 || errno == 0 || errno == ECONNRESET)))) {
+    ERR_clear_error ();
+    return 0;                   /* the end, with or without close_notify */
+  }
+  if (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 && errno) {
+    int err = errno;
+
+    ERR_clear_error ();
+    errno = err;
+    return -1;
+  }
+  tls_describe_error (c->ssl, ret, why, sizeof why);
+  /* TLS 1.3: the server checks our certificate after our side of the
+   * handshake is done, and says no on the first read.
+   */
+  snprintf (c->tls_why, sizeof c->tls_why, "%s%s%s",
+            c->tls_confirmed ? "" : "the TLS handshake failed: ", why,
+            c->tls_confirmed ? "" : tls_hint (c->tls, why));
+  errno = EPROTO;
+  return -1;
+}
+
+/* send (2), through TLS if the connection has it. */
+static ssize_t
+c_send (struct control_client *c, const void *buf, size_t len)
+{
+  int n;
+
+  if (c->ssl == NULL)
+    return send (c->fd, buf, len, MSG_NOSIGNAL);
+  ERR_clear_error ();
+  n = SSL_write (c->ssl, buf, (int) MIN (len, (size_t) (1 << 30)));
+  return n > 0 ? n : tls_io_error (c, n, false);
+}
+
+/* recv (2), through TLS if the connection has it. */
+static ssize_t
+c_recv (struct control_client *c, void *buf, size_t len)
+{
+  int n;
+
+  if (c->ssl == NULL)
+    return recv (c->fd, buf, len, 0);
+  ERR_clear_error ();
+  n = SSL_read (c->ssl, buf, (int) MIN (len, (size_t) (1 << 30)));
+  if (n > 0)
+    c->tls_confirmed = true;
+  return n > 0 ? n : tls_io_error (c, n, true);
+}
+
+/* The message for a failed c_send or c_recv (errno). */
+static const char *
+io_why (const struct control_client *c)
+{
+  return errno == EPROTO && c->tls_why[0] ? c->tls_why : strerror (errno);
+}
+
 /* Send all of buf before the deadline. */
 static int
 send_all (struct control_client *c, const char *buf, size_t len,
           int64_t deadline)
 {
   while (len > 0) {
-    ssize_t n = send (c->fd, buf, len, MSG_NOSIGNAL);
+    ssize_t n = c_send (c, buf, len);
     int r;
 
     if (n >= 0) {
@@ -231,7 +324,7 @@ send_all (struct control_client *c, const char *buf, size_t len,
       continue;
     if (errno != EAGAIN)
       return cairn_fail (-errno, "sending to the Cairn server at %s: %s",
-                         c->path, strerror (errno));
+                         c->path, io_why (c));
     r = wait_fd (c, c->fd, POLLOUT, deadline);
     if (r == -ECANCELED)
       return r;
@@ -251,7 +344,9 @@ check_alive (struct control_client *c)
   struct control_client *probe;
   json_t *res = NULL;
   char why[512];
-  int r = control_client_connect (c->path, c->liveness_ms, &probe);
+  int r = c->host ? control_client_connect_tcp (c->host, c->port, c->tls,
+                                                c->liveness_ms, &probe)
+                 : control_client_connect (c->path, c->liveness_ms, &probe);
 
   if (r == 0) {
     r = control_client_call (probe, "server.version", NULL, &res);
@@ -324,7 +419,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       return r;
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = recv (c->fd, buf, sizeof buf, 0);
+    n = c_recv (c, buf, sizeof buf);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection before replying", c->path);
@@ -332,7 +427,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       if (errno == EINTR || errno == EAGAIN)
         continue;
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, strerror (errno));
+                         c->path, io_why (c));
     }
     r = control_lines_feed (&c->lines, buf, (size_t) n);
     if (r == -ENOMEM)
@@ -497,7 +592,13 @@ control_client_close (struct control_client *c)
 {
   if (c == NULL)
     return;
+  if (c->ssl) {
+    SSL_shutdown (c->ssl);      /* close_notify, if the socket takes it */
+    SSL_free (c->ssl);
+    ERR_clear_error ();
+  }
   close (c->fd);
+  free (c->host);
   control_lines_free (&c->lines);
   json_decref (c->last_data);
   json_decref (c->stream_id);
@@ -517,9 +618,87 @@ control_client_error_data (const struct control_client *c)
 
 /* ------------------------------------------------------------ TCP */
 
+/* Split "HOST[:PORT]" or "[V6ADDR][:PORT]". */
+int
+control_client_parse_address (const char *arg, char *host, size_t hostlen,
+                              unsigned *port)
+{
+  char *colon, *end;
+  unsigned long p = CONTROL_DEFAULT_TCP_PORT;
+  const char *h;
+  char buf[256];
+
+  if (strlen (arg) >= sizeof buf)
+    return cairn_fail (-EINVAL, "\"%s\": the host is too long", arg);
+  strcpy (buf, arg);
+  h = buf;
+  if (buf[0] == '[') {
+    end = strchr (buf, ']');
+    if (end == NULL || (end[1] && end[1] != ':'))
+      return cairn_fail (-EINVAL, "\"%s\" is not [ADDR]:PORT", arg);
+    *end = '\0';
+    h = buf + 1;
+    colon = end[1] ? end + 1 : NULL;
+  }
+  else {
+    colon = strchr (buf, ':');
+    if (colon && strchr (colon + 1, ':'))
+      return cairn_fail (-EINVAL, "\"%s\": write an IPv6 address as "
+                         "[ADDR]:PORT", arg);
+  }
+  if (colon) {
+    *colon = '\0';
+    errno = 0;
+    p = strtoul (colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
+      return cairn_fail (-EINVAL, "\"%s\": the port must be 1 to 65535",
+                         arg);
+  }
+  if (*h == '\0')
+    return cairn_fail (-EINVAL, "\"%s\" names no host", arg);
+  if (strlen (h) >= hostlen)
+    return cairn_fail (-EINVAL, "\"%s\": the host is too long", arg);
+  strcpy (host, h);
+  *port = (unsigned) p;
+  return 0;
+}
+
+/* Run the TLS handshake on a connected socket before the deadline. */
+static int
+tls_handshake (struct control_client *c, int64_t deadline)
+{
+  c->ssl = tls_client_ssl (c->tls, c->fd, c->host);
+  if (c->ssl == NULL)
+    return -ENOMEM;
+  for (;;) {
+    int r, e;
+
+    ERR_clear_error ();
+    r = SSL_connect (c->ssl);
+    if (r == 1)
+      return 0;
+    e = SSL_get_error (c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      r = wait_fd (c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                   deadline);
+      if (r == -ETIMEDOUT)
+        return cairn_fail (r, "TLS handshake with %s failed: no answer "
+                           "within %d ms (does it serve TLS? control-tls= "
+                           "on or require)", c->path, c->timeout_ms);
+      if (r < 0)
+        return r;
+      continue;
+    }
+    tls_describe_error (c->ssl, r, c->tls_why, sizeof c->tls_why);
+    return cairn_fail (-EPROTO, "TLS handshake with %s failed: %s%s",
+                       c->path, c->tls_why, tls_hint (c->tls, c->tls_why));
+  }
+}
+
 /* Connect to a server's control port. */
 int
-control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
+control_client_connect_tcp (const char *host, unsigned port,
+                            struct tls_ctx *tls, int timeout_ms,
                             struct control_client **out)
 {
   struct addrinfo hints = { .ai_family = AF_UNSPEC,
@@ -539,11 +718,16 @@ control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
     return cairn_fail (-EHOSTUNREACH, "cannot find the Cairn server %s: %s",
                        name, gai_strerror (r));
   c = calloc (1, sizeof *c);
-  if (c == NULL || (c->path = strdup (name)) == NULL) {
+  if (c == NULL || (c->path = strdup (name)) == NULL ||
+      (c->host = strdup (host)) == NULL) {
+    if (c)
+      free (c->path);
     free (c);
     freeaddrinfo (res);
     return cairn_fail (-ENOMEM, "out of memory");
   }
+  c->port = port;
+  c->tls = tls;
   c->fd = -1;
   c->timeout_ms = timeout_ms;
   c->next_id = 1;
@@ -565,6 +749,7 @@ control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
   freeaddrinfo (res);
   if (r < 0) {
     free (c->path);
+    free (c->host);
     free (c);
     if (r == -ECONNREFUSED)
       return cairn_fail (r, "no Cairn server listens at %s: start it with "
@@ -574,6 +759,10 @@ control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
                        name, strerror (-r));
   }
   setsockopt (c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (tls && (r = tls_handshake (c, deadline)) < 0) {
+    control_client_close (c);
+    return r;
+  }
   *out = c;
   return 0;
 }
@@ -670,13 +859,13 @@ fill_raw (struct control_client *c, int64_t deadline)
                          c->timeout_ms);
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = recv (c->fd, c->rbuf, STREAM_RBUF, 0);
+    n = c_recv (c, c->rbuf, STREAM_RBUF);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection in the middle of the stream", c->path);
     if (n == -1 && errno != EINTR && errno != EAGAIN)
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, strerror (errno));
+                         c->path, io_why (c));
     if (n > 0)
       c->rlen = (size_t) n;
   }
@@ -770,7 +959,7 @@ pump_incoming (struct control_client *c)
   int r;
 
   for (;;) {
-    n = recv (c->fd, buf, sizeof buf, MSG_DONTWAIT);
+    n = c_recv (c, buf, sizeof buf);
     if (n > 0) {
       if (control_lines_feed (&c->lines, buf, (size_t) n) == -ENOMEM)
         return cairn_fail (-ENOMEM, "out of memory");
@@ -827,6 +1016,8 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
         continue;
       return cairn_fail (-errno, "poll: %s", strerror (errno));
     }
+    if (c->ssl && SSL_pending (c->ssl) > 0)
+      pfd.revents |= POLLIN;
     if (!c->replied && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
       r = pump_incoming (c);
       if (r < 0 && !c->replied)
@@ -834,7 +1025,7 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
     }
     if (!(pfd.revents & POLLOUT))
       continue;
-    n = send (c->fd, p, len, MSG_NOSIGNAL);
+    n = c_send (c, p, len);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN)
         continue;
@@ -842,8 +1033,9 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
       if (!c->replied && pump_incoming (c) == 0 && c->replied)
         return cairn_fail (r, "the Cairn server at %s stopped reading the "
                            "stream after its reply", c->path);
+      errno = -r;
       return cairn_fail (r, "sending the stream to the Cairn server at %s: "
-                         "%s", c->path, strerror (-r));
+                         "%s", c->path, io_why (c));
     }
     p += n;
     len -= (size_t) n;

@@ -58,11 +58,21 @@
  *     client can finish its frame and go on.  A frame the codec refuses
  *     closes the connection.
  *  8. A closed conn marks its request's channel gone: a worker blocked on
- *     it wakes and fails (-EPIPE), and what it queued is dropped. *
+ *     it wakes and fails (-EPIPE), and what it queued is dropped.
+ *  9. TLS (control-tls=, design note in tls.c) sits under all of the
+ *     above: a TCP conn's first byte chooses it (conn_sniff); then every
+ *     read is decrypted before the line and frame readers see it
+ *     (conn_tls_input) and every write encrypted as it is queued
+ *     (conn_write), so invariants 1-8 hold for plaintext unchanged.
+ *
  * Connection states, with the function behind each transition:
  *
  *   reading ⇄ paused       conn_pump (invariant 3, a request running)
- *   reading → eof          on_read (UV_EOF): answer what is buffered
+ *   new TCP → TLS/plain    conn_sniff, on the first byte (refused: an
+ *                          error reply, input dropped until the client
+ *                          closes)
+ *   reading → eof          conn_eof (EOF, TLS close_notify): answer what
+ *                          is buffered
  *   reading → streaming    conn_drain sees stream.ready (smode SEND/RECV)
  *   streaming → reading    the end frame (RECV), job_done (SEND)
  *   streaming → discarding job_done before the end frame (RECV)
@@ -89,6 +99,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include <uv.h>
 
@@ -112,9 +123,12 @@ struct control_server {
   struct control_registry *reg;
   void *opaque;
   void (*log) (void *opaque, const char *msg);
+  void (*warn) (void *opaque, const char *msg);
   size_t max_output;
   unsigned max_clients;
   unsigned tcp_port;
+  enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
+  struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
 
   struct conn *conns;              /* open connections */
   unsigned nconns;
@@ -146,6 +160,13 @@ struct conn {
   struct conn *prev, *next;        /* in srv->conns while open */
   unsigned refs;
   bool reading, eof, shutting, closing;
+  bool tcp;                        /* came through the TCP listener */
+  bool sniffed;                    /* TCP: its first byte chose TLS or not */
+  bool refused;                    /* a plain client of control-tls=require:
+                                      told why, its input is dropped */
+  struct tls_session *tls;         /* a TLS client's session, or NULL */
+  char *pbuf;                      /* TLS: plaintext of one read */
+  char peer[64];                   /* TCP: "ADDR:PORT", for messages */
   enum chan_mode smode;            /* stream mode, as the loop sees it */
   bool discarding;                 /* reading a stream nobody takes */
   bool in_paused;                  /* stopped reading: the worker is behind */
@@ -166,6 +187,7 @@ struct out {
 };
 
 static void conn_pump (struct conn *conn);
+static void conn_tls_flush (struct conn *conn);
 static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -185,6 +207,22 @@ srv_log (struct control_server *srv, const char *fmt, ...)
   srv->log (srv->opaque, msg);
 }
 
+/* Warn the host about a refused or failed client (else log it). */
+static void CAIRN_PRINTF (2, 3)
+srv_warn (struct control_server *srv, const char *fmt, ...)
+{
+  void (*fn) (void *, const char *) = srv->warn ? srv->warn : srv->log;
+  char msg[512];
+  va_list ap;
+
+  if (fn == NULL)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  fn (srv->opaque, msg);
+}
+
 /* ------------------------------------------------------------ connections */
 
 /* Drop a reference; the last one frees the conn. */
@@ -194,6 +232,8 @@ conn_unref (struct conn *conn)
   if (--conn->refs > 0)
     return;
   control_lines_free (&conn->lines);
+  tls_session_free (conn->tls);
+  free (conn->pbuf);
   free (conn);
 }
 
@@ -274,6 +314,12 @@ conn_shutdown (struct conn *conn)
     uv_read_stop (&conn->h.stream);
     conn->reading = false;
   }
+  if (conn->tls) {
+    tls_session_close (conn->tls);
+    conn_tls_flush (conn);
+    if (conn->closing)
+      return;
+  }
   conn->shutdown_req.data = conn;
   r = uv_shutdown (&conn->shutdown_req, &conn->h.stream, on_shutdown);
   if (r < 0)
@@ -297,23 +343,24 @@ on_write (uv_write_t *req, int status)
   free (out);
 }
 
-/* Write bytes (taking them); ch: a worker's message, counted against its
- * channel's limit until written.
+/* Write wlen bytes of wire (taking them); ch: a worker's message of len
+ * plaintext bytes, counted against its channel's limit until written.
  */
 static void
-conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+conn_write_wire (struct conn *conn, char *wire, size_t wlen, struct chan *ch,
+                 size_t len)
 {
-  struct out *out = conn->closing ? NULL : malloc (sizeof *out);
+  struct out *out = conn->closing || !wire ? NULL : malloc (sizeof *out);
   uv_buf_t buf;
   int r = -1;
 
   if (out) {
     out->conn = conn;
-    out->data = data;
+    out->data = wire;
     out->chan = ch;
     out->len = len;
     out->req.data = out;
-    buf = uv_buf_init (data, (unsigned) len);
+    buf = uv_buf_init (wire, (unsigned) wlen);
     r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
     if (r == 0) {
       if (ch)
@@ -323,10 +370,49 @@ conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
   }
   if (ch)
     chan_written (ch, len);
-  free (data);
+  free (wire);
   free (out);
   if (!conn->closing)
     conn_close (conn);
+}
+
+/* Write what TLS made for the peer (handshake, alerts, close_notify):
+ * before anything else is queued (tls.c invariant 1).
+ */
+static void
+conn_tls_flush (struct conn *conn)
+{
+  char *wire;
+  size_t wlen;
+
+  if (tls_session_take (conn->tls, &wire, &wlen) < 0)
+    conn_close (conn);
+  else if (wire)
+    conn_write_wire (conn, wire, wlen, NULL, wlen);
+}
+
+/* Write bytes (taking them); ch: a worker's message, counted against its
+ * channel's limit until written.  On TLS, the ciphertext of the message
+ * goes as one write that credits the channel with len (tls.c invariant 3).
+ */
+static void
+conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+{
+  char *wire = data;
+  size_t wlen = len;
+
+  if (conn->tls && !conn->closing) {
+    int r = tls_session_write (conn->tls, data, len);
+
+    free (data);
+    if (r == 0)
+      r = tls_session_take (conn->tls, &wire, &wlen);
+    if (r < 0) {
+      srv_log (conn->srv, "control: %s", cairn_errmsg ());
+      wire = NULL;
+    }
+  }
+  conn_write_wire (conn, wire, wlen, ch, len);
 }
 
 /* Queue a reply line (taking ownership of it). */
@@ -767,56 +853,184 @@ on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf)
   *buf = uv_buf_init (conn->rbuf, sizeof conn->rbuf);
 }
 
-/* Bytes (or the end) arrived from a client. */
+/* The client's input ended (EOF, or a TLS close_notify). */
 static void
-on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+conn_eof (struct conn *conn)
 {
-  struct conn *conn = stream->data;
   int r;
 
-  if (nread == 0)
-    return;
-  if (nread == UV_EOF) {
-    /* The client may have only shut down its side: answer what it sent.
-     * One that is gone (killed, say) cancels its running request, which
-     * has nobody to answer: a replication job stops instead of running on.
-     */
-    if (conn->job && peer_gone (conn))
-      atomic_store (&conn->cancel, true);
-    conn->eof = true;
-    uv_read_stop (stream);
-    conn->reading = false;
-    if (conn->smode == CHAN_RECV || conn->discarding) {
-      /* The stream ended without its end frame: it is cut short. */
-      if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
-        chan_gone (conn->job->chan);
-      conn->smode = CHAN_LINES;
-      conn->discarding = false;
-    }
-    r = control_lines_finish (&conn->lines);
-    if (r == -ENOMEM) {
-      conn_close (conn);
-      return;
-    }
-    conn_pump (conn);
-    return;
+  /* The client may have only shut down its side: answer what it sent.
+   * One that is gone (killed, say) cancels its running request, which
+   * has nobody to answer: a replication job stops instead of running on.
+   */
+  if (conn->job && peer_gone (conn))
+    atomic_store (&conn->cancel, true);
+  conn->eof = true;
+  uv_read_stop (&conn->h.stream);
+  conn->reading = false;
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    /* The stream ended without its end frame: it is cut short. */
+    if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
+      chan_gone (conn->job->chan);
+    conn->smode = CHAN_LINES;
+    conn->discarding = false;
   }
-  if (nread < 0) {
+  r = control_lines_finish (&conn->lines);
+  if (r == -ENOMEM) {
     conn_close (conn);
     return;
   }
+  conn_pump (conn);
+}
+
+/* Plaintext from the client: request lines or stream frames. */
+static void
+conn_input (struct conn *conn, const char *data, size_t n)
+{
+  int r;
+
   if (conn->smode == CHAN_RECV || conn->discarding) {
-    conn_stream_input (conn, buf->base, (size_t) nread);
+    conn_stream_input (conn, data, n);
     return;
   }
   /* -E2BIG is reported by control_lines_next after the lines before it. */
-  r = control_lines_feed (&conn->lines, buf->base, (size_t) nread);
+  r = control_lines_feed (&conn->lines, data, n);
   if (r == -ENOMEM) {
     srv_log (conn->srv, "control: out of memory reading a request");
     conn_close (conn);
     return;
   }
   conn_pump (conn);
+}
+
+/* Ciphertext from a TLS client: decrypt every whole record (tls.c
+ * invariant 2) and hand the plaintext on, a buffer at a time.
+ */
+static void
+conn_tls_input (struct conn *conn, const char *data, size_t n)
+{
+  size_t got = 0, k;
+  int r = tls_session_feed (conn->tls, data, n);
+
+  while (r >= 0 && !conn->closing) {
+    r = tls_session_read (conn->tls, conn->pbuf + got,
+                          CONTROL_READ_SIZE - got, &k);
+    if (r != TLS_DATA)
+      break;
+    got += k;
+    if (got == CONTROL_READ_SIZE) {
+      conn_input (conn, conn->pbuf, got);
+      got = 0;
+    }
+  }
+  if (got > 0 && !conn->closing)
+    conn_input (conn, conn->pbuf, got);
+  if (conn->closing)
+    return;
+  conn_tls_flush (conn);
+  if (r == TLS_CLOSED && !conn->closing && !conn->eof)
+    conn_eof (conn);
+  else if (r < 0 && !conn->closing) {
+    /* The alert is on its way: let it go out, then close. */
+    srv_warn (conn->srv, "control: %s", cairn_errmsg ());
+    atomic_store (&conn->cancel, true);
+    conn_shutdown (conn);
+  }
+}
+
+/* The first byte of a TCP client chooses TLS or plain (tls.c).  Returns
+ * false when the connection is refused.
+ */
+static bool
+conn_sniff (struct conn *conn, unsigned char first)
+{
+  struct control_server *srv = conn->srv;
+  int r;
+
+  conn->sniffed = true;
+  if (tls_looks_like_hello (first)) {
+    if (srv->tls == NULL) {
+      srv_warn (srv, "control: %s started a TLS handshake, but this server's "
+               "control port has control-tls=off: closing the connection",
+               conn->peer);
+      conn_close (conn);
+      return false;
+    }
+    r = tls_session_new (srv->tls, conn->peer, &conn->tls);
+    if (r == 0 && (conn->pbuf = malloc (CONTROL_READ_SIZE)) == NULL)
+      r = cairn_fail (-ENOMEM, "out of memory");
+    if (r < 0) {
+      srv_log (srv, "control: %s: %s", conn->peer, cairn_errmsg ());
+      conn_close (conn);
+      return false;
+    }
+    return true;
+  }
+  if (srv->tls_mode != TLS_REQUIRE)
+    return true;
+  /* Say why, then drop what it sends until it closes (closing with its
+   * request unread could reset the connection before it reads this).
+   */
+  srv_warn (srv, "control: refused the plain (non-TLS) client %s: this "
+           "port has control-tls=require", conn->peer);
+  conn->refused = true;
+  conn_send_error (conn, CAIRN_E_PERMISSION, "this server's control port "
+                   "requires TLS (control-tls=require): connect with 'cairn "
+                   "--tls' and the server's CA certificate or PSK (see "
+                   "cairn(8))");
+  return false;
+}
+
+/* Bytes (or the end) arrived from a client. */
+static void
+on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+  struct conn *conn = stream->data;
+
+  if (nread == 0)
+    return;
+  if (nread == UV_EOF && conn->refused)
+    conn_close (conn);
+  else if (nread == UV_EOF)
+    conn_eof (conn);
+  else if (nread < 0)
+    conn_close (conn);
+  else if (conn->refused)
+    return;
+  else if (conn->tcp && !conn->sniffed &&
+           !conn_sniff (conn, (unsigned char) buf->base[0]))
+    return;
+  else if (conn->tls)
+    conn_tls_input (conn, buf->base, (size_t) nread);
+  else
+    conn_input (conn, buf->base, (size_t) nread);
+}
+
+/* Name a TCP client for messages: "ADDR:PORT". */
+static void
+conn_name_peer (struct conn *conn)
+{
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  char addr[INET6_ADDRSTRLEN] = "?";
+  unsigned port = 0;
+
+  if (uv_tcp_getpeername (&conn->h.tcp, (struct sockaddr *) &ss, &len) == 0) {
+    if (ss.ss_family == AF_INET6) {
+      struct sockaddr_in6 *sa = (struct sockaddr_in6 *) &ss;
+
+      uv_ip6_name (sa, addr, sizeof addr);
+      port = ntohs (sa->sin6_port);
+    }
+    else {
+      struct sockaddr_in *sa = (struct sockaddr_in *) &ss;
+
+      uv_ip4_name (sa, addr, sizeof addr);
+      port = ntohs (sa->sin_port);
+    }
+  }
+  snprintf (conn->peer, sizeof conn->peer, strchr (addr, ':') ? "[%s]:%u"
+            : "%s:%u", addr, port);
 }
 
 /* A client connected: set up its conn and start reading. */
@@ -872,8 +1086,11 @@ on_connection (uv_stream_t *listener, int status)
     conn_shutdown (conn);
     return;
   }
-  if (listener->type == UV_TCP)
+  if (listener->type == UV_TCP) {
     uv_tcp_nodelay (&conn->h.tcp, 1);
+    conn->tcp = true;
+    conn_name_peer (conn);
+  }
   conn_pump (conn);
 }
 
@@ -973,6 +1190,10 @@ control_server_start (const struct control_config *cfg,
 
   if (cfg->unix_path == NULL || cfg->unix_path[0] == '\0')
     return cairn_fail (-EINVAL, "the control server needs a socket path");
+  if (cfg->tls_mode != TLS_OFF && cfg->tls == NULL)
+    return cairn_fail (-EINVAL, "control-tls=%s needs credentials "
+                       "(control-tls-certificates= or control-tls-psk=)",
+                       tls_mode_name (cfg->tls_mode));
   srv = calloc (1, sizeof *srv);
   if (srv == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
@@ -980,10 +1201,13 @@ control_server_start (const struct control_config *cfg,
   control_jobs_init (&srv->jobs);
   srv->opaque = cfg->opaque;
   srv->log = cfg->log;
+  srv->warn = cfg->warn;
   srv->max_output = cfg->max_output ? cfg->max_output
                                     : CONTROL_DEFAULT_MAX_OUTPUT;
   srv->max_clients = cfg->max_clients ? cfg->max_clients
                                       : CONTROL_DEFAULT_MAX_CLIENTS;
+  srv->tls_mode = cfg->tls_mode;
+  srv->tls = cfg->tls_mode == TLS_OFF ? NULL : cfg->tls;
   r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);
   if (r < 0)
     goto fail;
