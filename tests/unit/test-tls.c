@@ -14,6 +14,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,6 +352,16 @@ static const struct control_method test_methods[] = {
   { .name = "test.ping", .handler = ping },
 };
 
+/* What the server warned about (refused and failed TLS clients). */
+static atomic_int warnings;
+
+static void
+count_warning (void *opaque, const char *msg)
+{
+  fprintf (stderr, "server: %s\n", msg);
+  atomic_fetch_add (&warnings, 1);
+}
+
 /* A control server on loopback TCP with the given TLS. */
 static struct control_server *
 start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
@@ -361,7 +372,7 @@ start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
   char path[128];
   struct control_config cfg = {
     .unix_path = path, .tcp_address = "127.0.0.1", .tls_mode = mode,
-    .tls = tls, .tables = &table, .n_tables = 1,
+    .tls = tls, .tables = &table, .n_tables = 1, .warn = count_warning,
   };
   struct control_server *srv;
 
@@ -424,6 +435,35 @@ Test (tls, server_require_on_and_off)
              cairn_errmsg ());
   control_server_stop (srv);
   tls_ctx_free (bad);
+  tls_ctx_free (cc);
+  tls_ctx_free (sc);
+}
+
+/* A long call over TLS checks the server's liveness on second connections,
+ * which must be TLS too (a plain one would be refused: a warning).
+ */
+Test (tls, liveness_checks_use_tls)
+{
+  struct tls_ctx *sc = psk_ctx (KEY_A, true, NULL);
+  struct tls_ctx *cc = psk_ctx (KEY_A, false, NULL);
+  struct control_server *srv;
+  struct control_client *c;
+  json_t *res = NULL, *params = json_pack ("{s:i}", "delay_ms", 1000);
+  unsigned port;
+
+  srv = start_server (TLS_REQUIRE, sc, &port);
+  atomic_store (&warnings, 0);
+  cr_assert_eq (control_client_connect_tcp ("127.0.0.1", port, cc, 10000, &c),
+                0, "%s", cairn_errmsg ());
+  control_client_set_timeout (c, -1, 100);
+  cr_assert_eq (control_client_call (c, "server.ping", params, &res), 0, "%s",
+                cairn_errmsg ());
+  cr_expect_eq (json_integer_value (json_object_get (res, "delay_ms")), 1000);
+  cr_expect_eq (atomic_load (&warnings), 0);
+  json_decref (res);
+  json_decref (params);
+  control_client_close (c);
+  control_server_stop (srv);
   tls_ctx_free (cc);
   tls_ctx_free (sc);
 }
