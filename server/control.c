@@ -81,9 +81,11 @@
  *   any → closing          conn_close: uv_close, cancel the request
  *   closing → freed        on_conn_close and job_done drop references
  *
- * No signal handlers: the loop thread is created with every signal
- * blocked, so signals go to the host's (nbdkit's) threads, and writing to a
- * client that has gone returns EPIPE instead of raising SIGPIPE.  (libuv's
+ * The server's lifecycle (start, stop, the loop thread) is in
+ * control-server.c.  No signal handlers: the loop thread is created with
+ * every signal blocked, so signals go to the host's (nbdkit's) threads, and
+ * writing to a client that has gone returns EPIPE instead of raising
+ * SIGPIPE.  (libuv's
  * threadpool threads are created from the loop thread and inherit the mask,
  * unless something else in the process started the pool first.)
  */
@@ -92,7 +94,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,34 +108,6 @@
 
 /* Bytes read from a socket at a time. */
 #define CONTROL_READ_SIZE (64 * 1024)
-
-struct conn;
-
-struct control_server {
-  uv_loop_t loop;
-  uv_pipe_t unix_listener;
-  uv_tcp_t tcp_listener;
-  uv_async_t stop_async;
-  uv_async_t wake_async;           /* a worker queued on a channel */
-  bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
-  pthread_t thread;
-  atomic_bool stopping;            /* set by control_server_stop */
-
-  struct control_registry *reg;
-  void *opaque;
-  void (*log) (void *opaque, const char *msg);
-  void (*warn) (void *opaque, const char *msg);
-  size_t max_output;
-  unsigned max_clients;
-  unsigned tcp_port;
-  enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
-  struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
-
-  struct conn *conns;              /* open connections */
-  unsigned nconns;
-  struct control_jobs jobs;
-  struct job *threads;             /* jobs on threads of their own */
-};
 
 struct job {
   uv_work_t work;
@@ -407,6 +380,11 @@ conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
     free (data);
     if (r == 0)
       r = tls_session_take (conn->tls, &wire, &wlen);
+    if (r == 0 && wire == NULL) {     /* an empty message */
+      if (ch)
+        chan_written (ch, len);
+      return;
+    }
     if (r < 0) {
       srv_log (conn->srv, "control: %s", cairn_errmsg ());
       wire = NULL;
@@ -501,8 +479,8 @@ static void job_done (uv_work_t *work, int status);
  * Once the server is stopping and no job thread is left, the wake handle
  * closes: it is what keeps the loop running for them.
  */
-static void
-on_wake (uv_async_t *async)
+void
+control_on_wake (uv_async_t *async)
 {
   struct control_server *srv = async->data;
   struct conn *conn, *next;
@@ -928,7 +906,7 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
   if (conn->closing)
     return;
   conn_tls_flush (conn);
-  if (r == TLS_CLOSED && !conn->closing && !conn->eof)
+  if (r == TLS_CLOSED && !conn->closing && !conn->shutting && !conn->eof)
     conn_eof (conn);
   else if (r < 0 && !conn->closing) {
     /* The alert is on its way: let it go out, then close. */
@@ -1034,8 +1012,8 @@ conn_name_peer (struct conn *conn)
 }
 
 /* A client connected: set up its conn and start reading. */
-static void
-on_connection (uv_stream_t *listener, int status)
+void
+control_on_connection (uv_stream_t *listener, int status)
 {
   struct control_server *srv = listener->data;
   struct conn *conn;
@@ -1094,180 +1072,10 @@ on_connection (uv_stream_t *listener, int status)
   conn_pump (conn);
 }
 
-/* ------------------------------------------------------------ lifecycle */
-
-/* Close a handle unless it is unset or already closing. */
-static void
-close_handle (uv_handle_t *handle, bool inited)
+/* Close every connection (the server is stopping; loop thread). */
+void
+control_conns_close (struct control_server *srv)
 {
-  if (inited && !uv_is_closing (handle))
-    uv_close (handle, NULL);
-}
-
-/* Stop requested (loop thread): close everything; uv_run then returns
- * once the close callbacks and running requests are done.
- */
-static void
-on_stop (uv_async_t *async)
-{
-  struct control_server *srv = async->data;
-
-  close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
-  close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
-  close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
   while (srv->conns)
     conn_close (srv->conns);
-  /* Job threads see their conn gone and end; the last one's wake closes
-   * the wake handle (on_wake).
-   */
-  if (srv->threads == NULL)
-    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
-}
-
-/* The loop thread. */
-static void *
-loop_thread (void *arg)
-{
-  struct control_server *srv = arg;
-
-  uv_run (&srv->loop, UV_RUN_DEFAULT);
-  return NULL;
-}
-
-/* Free a server whose loop thread is not running (never started, or
- * joined): close what is open, run the close callbacks, free.  Closing the
- * bound listener removes the socket file (libuv unlinks it).
- */
-static void
-server_destroy (struct control_server *srv)
-{
-  int r;
-
-  if (srv->loop_inited) {
-    close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
-    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
-    close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
-    close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
-    uv_run (&srv->loop, UV_RUN_DEFAULT);
-    r = uv_loop_close (&srv->loop);
-    if (r < 0) {
-      /* A handle is still open: a bug.  Leak rather than free under it. */
-      srv_log (srv, "control: the loop is still busy at exit: %s",
-               uv_strerror (r));
-      return;
-    }
-  }
-  control_registry_free (srv->reg);
-  control_jobs_destroy (&srv->jobs);
-  free (srv);
-}
-
-/* Start the loop thread with every signal blocked (see the top). */
-static int
-start_thread (struct control_server *srv)
-{
-  sigset_t all, old;
-  int r;
-
-  sigfillset (&all);
-  pthread_sigmask (SIG_SETMASK, &all, &old);
-  r = pthread_create (&srv->thread, NULL, loop_thread, srv);
-  pthread_sigmask (SIG_SETMASK, &old, NULL);
-  if (r != 0)
-    return cairn_fail (-r, "cannot start the control server thread: %s",
-                       strerror (r));
-  pthread_setname_np (srv->thread, "cairn-control");
-  return 0;
-}
-
-/* Set up and start a server. */
-int
-control_server_start (const struct control_config *cfg,
-                      struct control_server **out)
-{
-  struct control_server *srv;
-  int r;
-
-  if (cfg->unix_path == NULL || cfg->unix_path[0] == '\0')
-    return cairn_fail (-EINVAL, "the control server needs a socket path");
-  if (cfg->tls_mode != TLS_OFF && cfg->tls == NULL)
-    return cairn_fail (-EINVAL, "control-tls=%s needs credentials "
-                       "(control-tls-certificates= or control-tls-psk=)",
-                       tls_mode_name (cfg->tls_mode));
-  srv = calloc (1, sizeof *srv);
-  if (srv == NULL)
-    return cairn_fail (-ENOMEM, "out of memory");
-  atomic_init (&srv->stopping, false);
-  control_jobs_init (&srv->jobs);
-  srv->opaque = cfg->opaque;
-  srv->log = cfg->log;
-  srv->warn = cfg->warn;
-  srv->max_output = cfg->max_output ? cfg->max_output
-                                    : CONTROL_DEFAULT_MAX_OUTPUT;
-  srv->max_clients = cfg->max_clients ? cfg->max_clients
-                                      : CONTROL_DEFAULT_MAX_CLIENTS;
-  srv->tls_mode = cfg->tls_mode;
-  srv->tls = cfg->tls_mode == TLS_OFF ? NULL : cfg->tls;
-  r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);
-  if (r < 0)
-    goto fail;
-
-  r = uv_loop_init (&srv->loop);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_loop_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->loop_inited = true;
-  r = control_listen_unix (&srv->loop, &srv->unix_listener, &srv->unix_inited,
-                           cfg, srv, on_connection);
-  if (r < 0)
-    goto fail;
-  if (cfg->tcp_address) {
-    r = control_listen_tcp (&srv->loop, &srv->tcp_listener, &srv->tcp_inited,
-                            cfg, srv, on_connection, &srv->tcp_port);
-    if (r < 0)
-      goto fail;
-  }
-  r = uv_async_init (&srv->loop, &srv->stop_async, on_stop);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->async_inited = true;
-  srv->stop_async.data = srv;
-  r = uv_async_init (&srv->loop, &srv->wake_async, on_wake);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->wake_inited = true;
-  srv->wake_async.data = srv;
-  r = start_thread (srv);
-  if (r < 0)
-    goto fail;
-  *out = srv;
-  return 0;
-
- fail:
-  server_destroy (srv);
-  return r;
-}
-
-/* Stop the loop thread and free the server. */
-void
-control_server_stop (struct control_server *srv)
-{
-  if (srv == NULL)
-    return;
-  atomic_store (&srv->stopping, true);
-  uv_async_send (&srv->stop_async);
-  pthread_join (srv->thread, NULL);
-  server_destroy (srv);
-}
-
-/* The bound TCP port. */
-unsigned
-control_server_tcp_port (const struct control_server *srv)
-{
-  return srv->tcp_port;
 }
