@@ -663,10 +663,15 @@ control_client_parse_address (const char *arg, char *host, size_t hostlen,
   return 0;
 }
 
-/* Run the TLS handshake on a connected socket before the deadline. */
-static int
-tls_handshake (struct control_client *c, int64_t deadline)
+/* Run the TLS handshake on the connected socket. */
+int
+control_client_start_tls (struct control_client *c, struct tls_ctx *tls)
 {
+  int64_t deadline = deadline_after (c->timeout_ms);
+
+  if (c->host == NULL || c->ssl)
+    return cairn_fail (-EINVAL, "TLS is for a new TCP connection");
+  c->tls = tls;
   c->ssl = tls_client_ssl (c->tls, c->fd, c->host);
   if (c->ssl == NULL)
     return -ENOMEM;
@@ -727,7 +732,6 @@ control_client_connect_tcp (const char *host, unsigned port,
     return cairn_fail (-ENOMEM, "out of memory");
   }
   c->port = port;
-  c->tls = tls;
   c->fd = -1;
   c->timeout_ms = timeout_ms;
   c->next_id = 1;
@@ -759,7 +763,7 @@ control_client_connect_tcp (const char *host, unsigned port,
                        name, strerror (-r));
   }
   setsockopt (c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (tls && (r = tls_handshake (c, deadline)) < 0) {
+  if (tls && (r = control_client_start_tls (c, tls)) < 0) {
     control_client_close (c);
     return r;
   }

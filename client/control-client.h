@@ -77,6 +77,12 @@ int control_client_parse_address (const char *arg, char *host,
 int control_client_connect_tcp (const char *host, unsigned port,
                                 struct tls_ctx *tls, int timeout_ms,
                                 struct control_client **out) CAIRN_WUR;
+/* The same in two steps, so that the handshake can be cancelled
+ * (control_client_set_cancel in between): connect with tls NULL, then
+ * start TLS on the new connection.  On failure, close the client.
+ */
+int control_client_start_tls (struct control_client *c, struct tls_ctx *tls)
+  CAIRN_WUR;
 
 /* Stream mode (cairn-protocol(7) STREAM MODE).
  *

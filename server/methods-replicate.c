@@ -128,14 +128,15 @@ remote_connect (struct control_ctx *ctx, const char *arg, json_t *params,
   r = remote_tls (ctx, params, &rm->tls);
   if (r < 0)
     return r;
-  r = control_client_connect_tcp (h, port, rm->tls,
-                                  REMOTE_TIMEOUT_MS, &rm->c);
+  r = control_client_connect_tcp (h, port, NULL, REMOTE_TIMEOUT_MS, &rm->c);
   if (r == 0)
     /* A job stops soon when cancelled, even while the remote is silent
-     * (a server that stops waits for its jobs).
+     * (a server that stops waits for its jobs), the TLS handshake included.
      */
     control_client_set_cancel (rm->c, (bool (*) (void *))
                                control_ctx_cancelled, ctx);
+  if (r == 0 && rm->tls)
+    r = control_client_start_tls (rm->c, rm->tls);
   if (r == 0)
     snprintf (rm->name, sizeof rm->name, strchr (h, ':') ? "[%s]:%u"
               : "%s:%u", h, port);

@@ -12,6 +12,7 @@
 # 127.0.0.1, a client certificate, control-tls-verify-peer; refused: a
 # client without a certificate, a server certificate of another CA or for
 # another name, and a job whose keys the other server does not take.
+# A job stuck in a handshake with a silent server is cancelled at once.
 # Finally control-tls=on takes plain and TLS clients, and a TLS client of a
 # plain port is told the handshake failed.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
@@ -197,6 +198,35 @@ run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --tls --progress none
 expect 0 "received v@s3 from 127.0.0.1:$PORT_A \(incremental stream"
 same v@s3 "$NBD_A" v@s3 "$NBD_B"
 same v@s1 "$NBD_A" v@s1 "$NBD_B"
+# A job stuck in a handshake (the other end accepts and says nothing) is
+# cancelled at once.
+HUNG=$(free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); c = s.accept(); time.sleep(120)' "$HUNG" &
+PIDS+=("$!")
+sleep 0.5
+timeout -s KILL 120 "$CAIRN" --socket "$CTL_A" replicate v@s3 --to "127.0.0.1:$HUNG" \
+  --progress none >"$TMPDIR_TEST/hung.out" 2>&1 &
+CLIENT=$!
+PIDS+=("$CLIENT")
+id=
+for _ in $(seq 100); do
+  id=$("$CAIRN" --socket "$CTL_A" job list --json | python3 -c 'import json, sys
+j = json.load(sys.stdin)["jobs"]
+print(j[0]["job"] if j else "")')
+  [ -n "$id" ] && break
+  sleep 0.1
+done
+[ -n "$id" ] || fail "the replicate job to a silent server did not start"
+sleep 0.5
+"$CAIRN" --socket "$CTL_A" job cancel "$id" >/dev/null || fail "job cancel $id"
+t0=$SECONDS
+rc=0
+wait "$CLIENT" || rc=$?
+[ $rc -eq 1 ] || fail "the cancelled job's cairn exited $rc: $(cat "$TMPDIR_TEST/hung.out")"
+[ $(( SECONDS - t0 )) -lt 10 ] || fail "cancelling a job in a TLS handshake took $(( SECONDS - t0 )) s"
+grep -q "cancel" "$TMPDIR_TEST/hung.out" || fail "no word of the cancel: $(cat "$TMPDIR_TEST/hung.out")"
 stop "$PID_B"
 
 # ---------------------------------------------------------------- X.509
