@@ -137,6 +137,7 @@ struct conn {
   bool sniffed;                    /* TCP: its first byte chose TLS or not */
   bool refused;                    /* a plain client of control-tls=require:
                                       told why, its input is dropped */
+  bool busy;                       /* over max_clients: to be refused */
   struct tls_session *tls;         /* a TLS client's session, or NULL */
   char *pbuf;                      /* TLS: plaintext of one read */
   char peer[64];                   /* TCP: "ADDR:PORT", for messages */
@@ -161,6 +162,7 @@ struct out {
 
 static void conn_pump (struct conn *conn);
 static void conn_tls_flush (struct conn *conn);
+static void conn_refuse_busy (struct conn *conn);
 static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -896,6 +898,8 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
     if (r != TLS_DATA)
       break;
     got += k;
+    if (conn->busy)             /* refused: its requests are dropped */
+      got = 0;
     if (got == CONTROL_READ_SIZE) {
       conn_input (conn, conn->pbuf, got);
       got = 0;
@@ -906,6 +910,11 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
   if (conn->closing)
     return;
   conn_tls_flush (conn);
+  if (conn->busy && r >= 0 && tls_session_ready (conn->tls) &&
+      !conn->shutting) {
+    conn_refuse_busy (conn);
+    return;
+  }
   if (r == TLS_CLOSED && !conn->closing && !conn->shutting && !conn->eof)
     conn_eof (conn);
   else if (r < 0 && !conn->closing) {
@@ -944,8 +953,11 @@ conn_sniff (struct conn *conn, unsigned char first)
     }
     return true;
   }
-  if (srv->tls_mode != TLS_REQUIRE)
-    return true;
+  if (srv->tls_mode != TLS_REQUIRE) {
+    if (conn->busy)
+      conn_refuse_busy (conn);
+    return !conn->busy;
+  }
   /* Say why, then drop what it sends until it closes (closing with its
    * request unread could reset the connection before it reads this).
    */
@@ -957,6 +969,20 @@ conn_sniff (struct conn *conn, unsigned char first)
                    "--tls' and the server's CA certificate or PSK (see "
                    "cairn(8))");
   return false;
+}
+
+/* Refuse a client over the connection limit: an error reply, then close. */
+static void
+conn_refuse_busy (struct conn *conn)
+{
+  struct control_server *srv = conn->srv;
+  char msg[160];
+
+  snprintf (msg, sizeof msg, "too many control connections (the limit is "
+            "%u): close idle clients and retry", srv->max_clients);
+  srv_log (srv, "control: %s", msg);
+  conn_send_error (conn, CAIRN_E_BUSY, msg);
+  conn_shutdown (conn);
 }
 
 /* Bytes (or the end) arrived from a client. */
@@ -1054,22 +1080,19 @@ control_on_connection (uv_stream_t *listener, int status)
     conn_close (conn);
     return;
   }
-  if (srv->nconns > srv->max_clients) {
-    char msg[160];
-
-    snprintf (msg, sizeof msg, "too many control connections (the limit is "
-              "%u): close idle clients and retry", srv->max_clients);
-    srv_log (srv, "control: %s", msg);
-    conn_send_error (conn, CAIRN_E_BUSY, msg);
-    conn_shutdown (conn);
-    return;
-  }
   if (listener->type == UV_TCP) {
     uv_tcp_nodelay (&conn->h.tcp, 1);
     conn->tcp = true;
     conn_name_peer (conn);
   }
-  conn_pump (conn);
+  conn->busy = srv->nconns > srv->max_clients;
+  /* A TCP client may speak TLS: it hears why once its first byte has
+   * said which (conn_sniff), and then in its own language.
+   */
+  if (conn->busy && !(conn->tcp && srv->tls))
+    conn_refuse_busy (conn);
+  else
+    conn_pump (conn);
 }
 
 /* Close every connection (the server is stopping; loop thread). */

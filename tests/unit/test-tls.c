@@ -362,9 +362,12 @@ count_warning (void *opaque, const char *msg)
   atomic_fetch_add (&warnings, 1);
 }
 
-/* A control server on loopback TCP with the given TLS. */
+/* A control server on loopback TCP with the given TLS (and at most
+ * max_clients connections, 0: the default).
+ */
 static struct control_server *
-start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
+start_server_max (enum tls_mode mode, struct tls_ctx *tls, unsigned *port,
+                  unsigned max_clients)
 {
   static struct control_method_table table = {
     test_methods, ARRAY_SIZE (test_methods)
@@ -373,6 +376,7 @@ start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
   struct control_config cfg = {
     .unix_path = path, .tcp_address = "127.0.0.1", .tls_mode = mode,
     .tls = tls, .tables = &table, .n_tables = 1, .warn = count_warning,
+    .max_clients = max_clients,
   };
   struct control_server *srv;
 
@@ -380,6 +384,12 @@ start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
   cr_assert_eq (control_server_start (&cfg, &srv), 0, "%s", cairn_errmsg ());
   *port = control_server_tcp_port (srv);
   return srv;
+}
+
+static struct control_server *
+start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
+{
+  return start_server_max (mode, tls, port, 0);
 }
 
 /* Call test.ping on 127.0.0.1:port with tls (NULL: plain). */
@@ -463,6 +473,35 @@ Test (tls, liveness_checks_use_tls)
   json_decref (res);
   json_decref (params);
   control_client_close (c);
+  control_server_stop (srv);
+  tls_ctx_free (cc);
+  tls_ctx_free (sc);
+}
+
+/* A TLS client over the connection limit is told so, through TLS; a plain
+ * one of an "on" port in plain.
+ */
+Test (tls, busy_server_says_so_in_the_clients_language)
+{
+  struct tls_ctx *sc = psk_ctx (KEY_A, true, NULL);
+  struct tls_ctx *cc = psk_ctx (KEY_A, false, NULL);
+  struct control_server *srv;
+  struct control_client *held;
+  json_t *res = NULL;
+  unsigned port;
+
+  srv = start_server_max (TLS_ON, sc, &port, 1);
+  cr_assert_eq (control_client_connect_tcp ("127.0.0.1", port, cc, 10000,
+                                            &held), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (control_client_call (held, "test.ping", NULL, &res), 0);
+  json_decref (res);
+  cr_expect_eq (call_ping (port, cc), -EBUSY, "%s", cairn_errmsg ());
+  cr_expect (strstr (cairn_errmsg (), "too many control connections"), "%s",
+             cairn_errmsg ());
+  cr_expect_eq (call_ping (port, NULL), -EBUSY, "%s", cairn_errmsg ());
+  cr_expect (strstr (cairn_errmsg (), "too many control connections"), "%s",
+             cairn_errmsg ());
+  control_client_close (held);
   control_server_stop (srv);
   tls_ctx_free (cc);
   tls_ctx_free (sc);
