@@ -247,9 +247,12 @@ tls_io_error (struct control_client *c, int ret, bool reading)
     errno = EAGAIN;
     return -1;
   }
-  if (reading && (e == SSL_ERROR_ZERO_RETURN ||
-                  (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 &&
-                   (ret == 0 || errno == 0 || errno == ECONNRESET)))) {
+  if (reading && c->tls_confirmed &&
+      (e == SSL_ERROR_ZERO_RETURN ||
+       (e == SSL_ERROR_SSL && ERR_GET_REASON (ERR_peek_last_error ()) ==
+        SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+       (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 &&
+        (ret == 0 || errno == 0 || errno == ECONNRESET)))) {
     ERR_clear_error ();
     return 0;                   /* the end, with or without close_notify */
   }

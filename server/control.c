@@ -890,11 +890,14 @@ static void
 conn_tls_input (struct conn *conn, const char *data, size_t n)
 {
   size_t got = 0, k;
+  char why[512] = "";
   int r = tls_session_feed (conn->tls, data, n);
 
   while (r >= 0 && !conn->closing) {
     r = tls_session_read (conn->tls, conn->pbuf + got,
                           CONTROL_READ_SIZE - got, &k);
+    if (r < 0)                  /* before conn_input sets other messages */
+      snprintf (why, sizeof why, "%s", cairn_errmsg ());
     if (r != TLS_DATA)
       break;
     got += k;
@@ -919,7 +922,7 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
     conn_eof (conn);
   else if (r < 0 && !conn->closing) {
     /* The alert is on its way: let it go out, then close. */
-    srv_warn (conn->srv, "control: %s", cairn_errmsg ());
+    srv_warn (conn->srv, "control: %s", why[0] ? why : cairn_errmsg ());
     atomic_store (&conn->cancel, true);
     conn_shutdown (conn);
   }

@@ -84,10 +84,12 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -106,6 +108,7 @@ struct psk {
 
 struct tls_ctx {
   SSL_CTX *ssl;
+  BIO_METHOD *sock;            /* client: sockets without SIGPIPE */
   bool server;
   struct psk *psks;            /* PSK credentials, or NULL */
   size_t npsks;
@@ -290,6 +293,77 @@ psk_client_cb (SSL *ssl, const char *hint, char *identity,
   return p->keylen;
 }
 
+/* ------------------------------------------------------------ client socket
+ *
+ * OpenSSL's socket BIO writes with write(2), so a peer that closed the
+ * connection raises SIGPIPE, which kills a command-line client.  This BIO
+ * does what the plain client does: send with MSG_NOSIGNAL (EPIPE instead).
+ */
+
+/* The socket of a BIO of ours. */
+static int
+sock_fd (BIO *b)
+{
+  return (int) (intptr_t) BIO_get_data (b);
+}
+
+static int
+sock_write (BIO *b, const char *buf, int len)
+{
+  ssize_t n = send (sock_fd (b), buf, (size_t) len, MSG_NOSIGNAL);
+
+  BIO_clear_retry_flags (b);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    BIO_set_retry_write (b);
+  return (int) n;
+}
+
+static int
+sock_read (BIO *b, char *buf, int len)
+{
+  ssize_t n = recv (sock_fd (b), buf, (size_t) len, 0);
+
+  BIO_clear_retry_flags (b);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    BIO_set_retry_read (b);
+  return (int) n;
+}
+
+static long
+sock_ctrl (BIO *b, int cmd, long num, void *ptr)
+{
+  if (cmd == BIO_CTRL_FLUSH)
+    return 1;
+  if (cmd == BIO_C_GET_FD) {
+    if (ptr)
+      *(int *) ptr = sock_fd (b);
+    return sock_fd (b);
+  }
+  return 0;
+}
+
+static int
+sock_create (BIO *b)
+{
+  BIO_set_init (b, 1);
+  return 1;
+}
+
+/* The method of those BIOs, for ctx. */
+static int
+make_sock_method (struct tls_ctx *ctx)
+{
+  ctx->sock = BIO_meth_new (BIO_get_new_index () | BIO_TYPE_SOURCE_SINK |
+                            BIO_TYPE_DESCRIPTOR, "cairn socket");
+  if (ctx->sock == NULL ||
+      BIO_meth_set_write (ctx->sock, sock_write) != 1 ||
+      BIO_meth_set_read (ctx->sock, sock_read) != 1 ||
+      BIO_meth_set_ctrl (ctx->sock, sock_ctrl) != 1 ||
+      BIO_meth_set_create (ctx->sock, sock_create) != 1)
+    return cairn_fail (-ENOMEM, "out of memory");
+  return 0;
+}
+
 /* ------------------------------------------------------------ contexts */
 
 /* dir/name into buf. */
@@ -380,6 +454,39 @@ client_certs (struct tls_ctx *ctx, const struct tls_config *cfg)
   return r;
 }
 
+/* Load the PSK table or the X.509 files of cfg into ctx. */
+static int
+load_credentials (struct tls_ctx *ctx, const struct tls_config *cfg,
+                  bool server)
+{
+  int r;
+
+  if (cfg->psk_file) {
+    r = load_psk (ctx, cfg->psk_file);
+    if (r == 0 && server)
+      SSL_CTX_set_psk_server_callback (ctx->ssl, psk_server_cb);
+    else if (r == 0) {
+      ctx->mine = cfg->username ? find_psk (ctx, cfg->username)
+                                : &ctx->psks[0];
+      if (ctx->mine == NULL)
+        r = cairn_fail (-EINVAL, "PSK file %s has no key for user '%s'",
+                        cfg->psk_file, cfg->username);
+      SSL_CTX_set_psk_client_callback (ctx->ssl, psk_client_cb);
+      /* Only the key may authenticate the server: one that answers with a
+       * certificate instead (it does not take our key) fails to verify
+       * against this empty CA store.
+       */
+      SSL_CTX_set_verify (ctx->ssl, SSL_VERIFY_PEER, NULL);
+    }
+  }
+  else if (server && cfg->certificates == NULL)
+    r = cairn_fail (-EINVAL, "TLS needs credentials: a certificates "
+                    "directory or a PSK file");
+  else
+    r = server ? server_certs (ctx, cfg) : client_certs (ctx, cfg);
+  return r;
+}
+
 /* Make the credentials. */
 int
 tls_ctx_new (const struct tls_config *cfg, bool server, struct tls_ctx **out)
@@ -405,29 +512,9 @@ tls_ctx_new (const struct tls_config *cfg, bool server, struct tls_ctx **out)
     SSL_CTX_set_num_tickets (ctx->ssl, 0);
     SSL_CTX_set_options (ctx->ssl, SSL_OP_NO_TICKET);
   }
-  if (cfg->psk_file) {
-    r = load_psk (ctx, cfg->psk_file);
-    if (r == 0 && server)
-      SSL_CTX_set_psk_server_callback (ctx->ssl, psk_server_cb);
-    else if (r == 0) {
-      ctx->mine = cfg->username ? find_psk (ctx, cfg->username)
-                                : &ctx->psks[0];
-      if (ctx->mine == NULL)
-        r = cairn_fail (-EINVAL, "PSK file %s has no key for user '%s'",
-                        cfg->psk_file, cfg->username);
-      SSL_CTX_set_psk_client_callback (ctx->ssl, psk_client_cb);
-      /* Only the key may authenticate the server: one that answers with a
-       * certificate instead (it does not take our key) fails to verify
-       * against this empty CA store.
-       */
-      SSL_CTX_set_verify (ctx->ssl, SSL_VERIFY_PEER, NULL);
-    }
-  }
-  else if (server && cfg->certificates == NULL)
-    r = cairn_fail (-EINVAL, "TLS needs credentials: a certificates "
-                    "directory or a PSK file");
-  else
-    r = server ? server_certs (ctx, cfg) : client_certs (ctx, cfg);
+  r = server ? 0 : make_sock_method (ctx);
+  if (r == 0)
+    r = load_credentials (ctx, cfg, server);
   if (r < 0) {
     tls_ctx_free (ctx);
     return r;
@@ -443,6 +530,7 @@ tls_ctx_free (struct tls_ctx *ctx)
   if (ctx == NULL)
     return;
   SSL_CTX_free (ctx->ssl);
+  BIO_meth_free (ctx->sock);
   if (ctx->psks)
     OPENSSL_cleanse (ctx->psks, ctx->npsks * sizeof *ctx->psks);
   free (ctx->psks);
@@ -480,14 +568,17 @@ void *
 tls_client_ssl (struct tls_ctx *ctx, int fd, const char *host)
 {
   SSL *ssl = SSL_new (ctx->ssl);
+  BIO *bio = BIO_new (ctx->sock);
 
-  if (ssl == NULL || SSL_set_fd (ssl, fd) != 1 ||
-      set_peer_host (ssl, host) < 0) {
+  if (ssl == NULL || bio == NULL || set_peer_host (ssl, host) < 0) {
     cairn_fail (-ENOMEM, "cannot set up TLS to %s: %s", host,
                 ssl_reason ("out of memory"));
+    BIO_free (bio);
     SSL_free (ssl);
     return NULL;
   }
+  BIO_set_data (bio, (void *) (intptr_t) fd);
+  SSL_set_bio (ssl, bio, bio);
   SSL_set_connect_state (ssl);
   return ssl;
 }
