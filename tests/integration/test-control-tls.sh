@@ -13,8 +13,9 @@
 # client without a certificate, a server certificate of another CA or for
 # another name, and a job whose keys the other server does not take.
 # A job stuck in a handshake with a silent server is cancelled at once.
-# Finally control-tls=on takes plain and TLS clients, and a TLS client of a
-# plain port is told the handshake failed.
+# Finally control-tls=on takes plain and TLS clients, a TLS client of a
+# plain port is told the handshake failed, and cairnd's --tls-psk secures
+# its control port too.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require qemu-img
 require qemu-io
@@ -35,15 +36,14 @@ free_port () {
 }
 PORT_A=$(free_port) PORT_B=$(free_port) PORT_C=$(free_port)
 
-# start NAME POOL NBD CTL PARAMS...: nbdkit with the plugin; waits for both
-# sockets; the pid goes to PIDS and to $PID_<NAME>.
-start () {
-  local name=$1 pool=$2 nbd=$3 ctl=$4 pid
-  shift 4
+# start_cmd NAME NBD CTL COMMAND...: run a server; waits for both sockets;
+# the pid goes to PIDS and to $PID_<NAME>.
+start_cmd () {
+  local name=$1 nbd=$2 ctl=$3 pid
+  shift 3
   rm -f "$nbd" "$ctl"
   echo "=== start $name $*" >>"$NBDKIT_LOG"
-  nbdkit_exec "$NBDKIT" --foreground --unix "$nbd" "$PLUGIN" pool="$pool" \
-    control="$ctl" "$@" >>"$NBDKIT_LOG" 2>&1 &
+  nbdkit_exec "$@" >>"$NBDKIT_LOG" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   printf -v "PID_$name" %s "$pid"
@@ -53,6 +53,14 @@ start () {
     sleep 0.1
   done
   fail "nbdkit $name did not start within 30 s"
+}
+
+# start NAME POOL NBD CTL PARAMS...: nbdkit with the plugin.
+start () {
+  local name=$1 pool=$2 nbd=$3 ctl=$4
+  shift 4
+  start_cmd "$name" "$nbd" "$ctl" "$NBDKIT" --foreground --unix "$nbd" \
+    "$PLUGIN" pool="$pool" control="$ctl" "$@"
 }
 
 # Stop a server with SIGTERM; it must exit cleanly (under the sanitizers
@@ -271,6 +279,8 @@ logged "TLS handshake with 127.0.0.1:[0-9]+ failed: .*certificate"
 # The server's certificate checked: another CA, another name.
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$OTHER" volume list
 expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed: certificate verify failed"
+run --connect "127.0.0.1:$PORT_C" --tls volume list          # the system's CAs
+expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed: certificate verify failed"
 run --connect "localhost:$PORT_C" --tls-certificates "$PKI" volume list
 expect 1 "TLS handshake with localhost:$PORT_C failed: certificate verify failed.*[Hh]ostname mismatch"
 # A job whose keys the other server does not take says so.
@@ -292,5 +302,14 @@ start C "$POOL_C" "$NBD_C" "$CTL_C" control-tcp="127.0.0.1:$PORT_C"
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$CAONLY" volume list
 expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed: the connection was closed"
 logged "started a TLS handshake, but this server's control port has control-tls=off"
+stop "$PID_C"
+# cairnd: one --tls-psk secures NBD and the control port.
+start_cmd C "$NBD_C" "$CTL_C" "$CAIRND" --foreground --pool "$POOL_C" \
+  --socket "$NBD_C" --control "$CTL_C" --plugin "$PLUGIN" \
+  --control-tcp "127.0.0.1:$PORT_C" --tls-psk "$PSK"
+run --connect "127.0.0.1:$PORT_C" --tls-psk "$PSK" volume list
+expect 0 "no volumes"
+run --connect "127.0.0.1:$PORT_C" volume list
+expect 1 "requires TLS"
 stop "$PID_C"
 stop "$PID_A"
