@@ -10,6 +10,9 @@
  * workers are doing.  A server that died closes the connection (an
  * immediate error); one that is hung or stopped fails the check, and the
  * call fails after at most two intervals.
+ *
+ * TCP connections and TLS are in control-client-tcp.c; everything here
+ * reads and writes through its client_recv and client_send.
  */
 #include <config.h>
 
@@ -19,9 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -30,44 +30,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "control-client.h"
-#include "control.h"
-#include "rpc.h"
-#include "tls.h"
-
-struct control_client {
-  int fd;
-  char *path;                   /* the socket, or "HOST:PORT" */
-  /* TCP (check_alive connects the same way): */
-  char *host;                   /* NULL on a Unix socket */
-  unsigned port;
-  struct tls_ctx *tls;          /* borrowed; NULL: plain */
-  SSL *ssl;                     /* the TLS session on fd, or NULL */
-  char tls_why[512];            /* why the session failed */
-  bool tls_confirmed;           /* the server sent data: it took us */
-  int timeout_ms;
-  int liveness_ms;              /* 0: no liveness checks */
-  bool broken;                  /* a call failed mid-way: reconnect */
-  json_int_t next_id;
-  struct control_lines lines;
-  int last_code;
-  char last_name[32];
-  json_t *last_data;            /* the last error reply's data, or NULL */
-  bool (*cancelled) (void *opaque);   /* polled while waiting */
-  void *cancel_opaque;
-  control_client_notify_fn notify;
-  void *notify_opaque;
-  /* Stream mode (the client's half of cairn-protocol(7) STREAM MODE): */
-  json_t *stream_id;            /* the stream request's id, or NULL */
-  struct control_frames frames; /* frames from the server (send) */
-  char *rbuf;                   /* raw bytes read: rbuf[rpos, rlen) */
-  size_t rpos, rlen;
-  char *msg;                    /* a message frame being read */
-  size_t msg_len;
-  bool replied;                 /* the final reply came during the stream */
-  char *reply_line;             /* ... this one */
-  size_t reply_len;
-};
+#include "control-client-int.h"
 
 /* Milliseconds on the monotonic clock. */
 static int64_t
@@ -80,8 +43,8 @@ now_ms (void)
 }
 
 /* The deadline for timeout_ms from now (-1: none). */
-static int64_t
-deadline_after (int timeout_ms)
+int64_t
+client_deadline_after (int timeout_ms)
 {
   return timeout_ms < 0 ? -1 : now_ms () + timeout_ms;
 }
@@ -93,8 +56,8 @@ deadline_after (int timeout_ms)
  * -ETIMEDOUT, or -ECANCELED (with a message) when c (may be NULL) is
  * cancelled.
  */
-static int
-wait_fd (const struct control_client *c, int fd, short events,
+int
+client_wait_fd (const struct control_client *c, int fd, short events,
          int64_t deadline)
 {
   struct pollfd pfd = { .fd = fd, .events = events };
@@ -147,8 +110,8 @@ connect_error (const char *path, int err)
 }
 
 /* Connect with a deadline. */
-static int
-connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
+int
+client_connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
               int64_t deadline)
 {
   socklen_t errlen;
@@ -171,7 +134,7 @@ connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
     }
     if (err != EINPROGRESS)
       return -err;
-    err = -wait_fd (NULL, fd, POLLOUT, deadline);
+    err = -client_wait_fd (NULL, fd, POLLOUT, deadline);
     if (err)
       return -err;
     errlen = sizeof err;
@@ -211,8 +174,8 @@ control_client_connect (const char *path, int timeout_ms,
   memset (&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy (sa.sun_path, path, strlen (path) + 1);
-  r = connect_addr (c->fd, (struct sockaddr *) &sa, sizeof sa,
-                    deadline_after (timeout_ms));
+  r = client_connect_addr (c->fd, (struct sockaddr *) &sa, sizeof sa,
+                    client_deadline_after (timeout_ms));
   if (r < 0) {
     r = connect_error (path, -r);
     goto fail;
@@ -228,94 +191,13 @@ control_client_connect (const char *path, int timeout_ms,
   return r;
 }
 
-/* ------------------------------------------------------------ I/O
- *
- * c_send and c_recv behave like send and recv on the non-blocking socket
- * (-1 with errno EAGAIN when they would block), through TLS when the
- * connection has it.  A TLS failure sets errno to EPROTO and says why in
- * c->tls_why.
- */
-
-/* Map a failed SSL call to recv/send's convention. */
-static ssize_t
-tls_io_error (struct control_client *c, int ret, bool reading)
-{
-  int e = SSL_get_error (c->ssl, ret);
-  char why[200];
-
-  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-    errno = EAGAIN;
-    return -1;
-  }
-  if (reading && c->tls_confirmed &&
-      (e == SSL_ERROR_ZERO_RETURN ||
-       (e == SSL_ERROR_SSL && ERR_GET_REASON (ERR_peek_last_error ()) ==
-        SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
-       (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 &&
-        (ret == 0 || errno == 0 || errno == ECONNRESET)))) {
-    ERR_clear_error ();
-    return 0;                   /* the end, with or without close_notify */
-  }
-  if (e == SSL_ERROR_SYSCALL && ERR_peek_error () == 0 && errno) {
-    int err = errno;
-
-    ERR_clear_error ();
-    errno = err;
-    return -1;
-  }
-  tls_describe_error (c->ssl, ret, why, sizeof why);
-  /* TLS 1.3: the server checks our certificate after our side of the
-   * handshake is done, and says no on the first read.
-   */
-  snprintf (c->tls_why, sizeof c->tls_why, "%s%s%s",
-            c->tls_confirmed ? "" : "the TLS handshake failed: ", why,
-            c->tls_confirmed ? "" : tls_hint (c->tls, why));
-  errno = EPROTO;
-  return -1;
-}
-
-/* send (2), through TLS if the connection has it. */
-static ssize_t
-c_send (struct control_client *c, const void *buf, size_t len)
-{
-  int n;
-
-  if (c->ssl == NULL)
-    return send (c->fd, buf, len, MSG_NOSIGNAL);
-  ERR_clear_error ();
-  n = SSL_write (c->ssl, buf, (int) MIN (len, (size_t) (1 << 30)));
-  return n > 0 ? n : tls_io_error (c, n, false);
-}
-
-/* recv (2), through TLS if the connection has it. */
-static ssize_t
-c_recv (struct control_client *c, void *buf, size_t len)
-{
-  int n;
-
-  if (c->ssl == NULL)
-    return recv (c->fd, buf, len, 0);
-  ERR_clear_error ();
-  n = SSL_read (c->ssl, buf, (int) MIN (len, (size_t) (1 << 30)));
-  if (n > 0)
-    c->tls_confirmed = true;
-  return n > 0 ? n : tls_io_error (c, n, true);
-}
-
-/* The message for a failed c_send or c_recv (errno). */
-static const char *
-io_why (const struct control_client *c)
-{
-  return errno == EPROTO && c->tls_why[0] ? c->tls_why : strerror (errno);
-}
-
 /* Send all of buf before the deadline. */
 static int
 send_all (struct control_client *c, const char *buf, size_t len,
           int64_t deadline)
 {
   while (len > 0) {
-    ssize_t n = c_send (c, buf, len);
+    ssize_t n = client_send (c, buf, len);
     int r;
 
     if (n >= 0) {
@@ -327,8 +209,8 @@ send_all (struct control_client *c, const char *buf, size_t len,
       continue;
     if (errno != EAGAIN)
       return cairn_fail (-errno, "sending to the Cairn server at %s: %s",
-                         c->path, io_why (c));
-    r = wait_fd (c, c->fd, POLLOUT, deadline);
+                         c->path, client_io_why (c));
+    r = client_wait_fd (c, c->fd, POLLOUT, deadline);
     if (r == -ECANCELED)
       return r;
     if (r == -ETIMEDOUT)
@@ -386,7 +268,7 @@ wait_reply_bytes (struct control_client *c, int64_t deadline)
       if (deadline < 0 || next < deadline)
         until = next;
     }
-    r = wait_fd (c, c->fd, POLLIN, until);
+    r = client_wait_fd (c, c->fd, POLLIN, until);
     if (r == -ETIMEDOUT && until == deadline)
       return cairn_fail (r, "no reply from the Cairn server at %s within "
                          "%d ms", c->path, c->timeout_ms);
@@ -422,7 +304,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       return r;
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = c_recv (c, buf, sizeof buf);
+    n = client_recv (c, buf, sizeof buf);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection before replying", c->path);
@@ -430,7 +312,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       if (errno == EINTR || errno == EAGAIN)
         continue;
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, io_why (c));
+                         c->path, client_io_why (c));
     }
     r = control_lines_feed (&c->lines, buf, (size_t) n);
     if (r == -ENOMEM)
@@ -506,7 +388,7 @@ wait_reply (struct control_client *c, json_t *id, json_t **result,
       control_reply_free (&rep);
       /* A server that reports progress is not hung. */
       if (deadline >= 0)
-        deadline = deadline_after (c->timeout_ms);
+        deadline = client_deadline_after (c->timeout_ms);
       continue;
     }
     return take_reply (c, &rep, id, result);
@@ -518,7 +400,7 @@ int
 control_client_call (struct control_client *c, const char *method,
                      json_t *params, json_t **result)
 {
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
   json_t *id;
   char *line;
   size_t len;
@@ -619,161 +501,6 @@ control_client_error_data (const struct control_client *c)
   return c->last_data;
 }
 
-/* ------------------------------------------------------------ TCP */
-
-/* Split "HOST[:PORT]" or "[V6ADDR][:PORT]". */
-int
-control_client_parse_address (const char *arg, char *host, size_t hostlen,
-                              unsigned *port)
-{
-  char *colon, *end;
-  unsigned long p = CONTROL_DEFAULT_TCP_PORT;
-  const char *h;
-  char buf[256];
-
-  if (strlen (arg) >= sizeof buf)
-    return cairn_fail (-EINVAL, "\"%s\": the host is too long", arg);
-  strcpy (buf, arg);
-  h = buf;
-  if (buf[0] == '[') {
-    end = strchr (buf, ']');
-    if (end == NULL || (end[1] && end[1] != ':'))
-      return cairn_fail (-EINVAL, "\"%s\" is not [ADDR]:PORT", arg);
-    *end = '\0';
-    h = buf + 1;
-    colon = end[1] ? end + 1 : NULL;
-  }
-  else {
-    colon = strchr (buf, ':');
-    if (colon && strchr (colon + 1, ':'))
-      return cairn_fail (-EINVAL, "\"%s\": write an IPv6 address as "
-                         "[ADDR]:PORT", arg);
-  }
-  if (colon) {
-    *colon = '\0';
-    errno = 0;
-    p = strtoul (colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
-      return cairn_fail (-EINVAL, "\"%s\": the port must be 1 to 65535",
-                         arg);
-  }
-  if (*h == '\0')
-    return cairn_fail (-EINVAL, "\"%s\" names no host", arg);
-  if (strlen (h) >= hostlen)
-    return cairn_fail (-EINVAL, "\"%s\": the host is too long", arg);
-  strcpy (host, h);
-  *port = (unsigned) p;
-  return 0;
-}
-
-/* Run the TLS handshake on the connected socket. */
-int
-control_client_start_tls (struct control_client *c, struct tls_ctx *tls)
-{
-  int64_t deadline = deadline_after (c->timeout_ms);
-
-  if (c->host == NULL || c->ssl)
-    return cairn_fail (-EINVAL, "TLS is for a new TCP connection");
-  c->tls = tls;
-  c->ssl = tls_client_ssl (c->tls, c->fd, c->host);
-  if (c->ssl == NULL)
-    return -ENOMEM;
-  for (;;) {
-    int r, e;
-
-    ERR_clear_error ();
-    r = SSL_connect (c->ssl);
-    if (r == 1)
-      return 0;
-    e = SSL_get_error (c->ssl, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-      r = wait_fd (c, c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                   deadline);
-      if (r == -ETIMEDOUT)
-        return cairn_fail (r, "TLS handshake with %s failed: no answer "
-                           "within %d ms (does it serve TLS? control-tls= "
-                           "on or require)", c->path, c->timeout_ms);
-      if (r < 0)
-        return r;
-      continue;
-    }
-    tls_describe_error (c->ssl, r, c->tls_why, sizeof c->tls_why);
-    return cairn_fail (-EPROTO, "TLS handshake with %s failed: %s%s",
-                       c->path, c->tls_why, tls_hint (c->tls, c->tls_why));
-  }
-}
-
-/* Connect to a server's control port. */
-int
-control_client_connect_tcp (const char *host, unsigned port,
-                            struct tls_ctx *tls, int timeout_ms,
-                            struct control_client **out)
-{
-  struct addrinfo hints = { .ai_family = AF_UNSPEC,
-                            .ai_socktype = SOCK_STREAM,
-                            .ai_flags = AI_NUMERICSERV };
-  struct addrinfo *res = NULL, *ai;
-  struct control_client *c;
-  char portstr[16], name[300];
-  int64_t deadline = deadline_after (timeout_ms);
-  int r, one = 1;
-
-  snprintf (portstr, sizeof portstr, "%u", port);
-  snprintf (name, sizeof name, strchr (host, ':') ? "[%s]:%u" : "%s:%u",
-            host, port);
-  r = getaddrinfo (host, portstr, &hints, &res);
-  if (r != 0)
-    return cairn_fail (-EHOSTUNREACH, "cannot find the Cairn server %s: %s",
-                       name, gai_strerror (r));
-  c = calloc (1, sizeof *c);
-  if (c == NULL || (c->path = strdup (name)) == NULL ||
-      (c->host = strdup (host)) == NULL) {
-    if (c)
-      free (c->path);
-    free (c);
-    freeaddrinfo (res);
-    return cairn_fail (-ENOMEM, "out of memory");
-  }
-  c->port = port;
-  c->fd = -1;
-  c->timeout_ms = timeout_ms;
-  c->next_id = 1;
-  control_lines_init (&c->lines, CONTROL_CLIENT_MAX_REPLY);
-  r = -ECONNREFUSED;
-  for (ai = res; ai; ai = ai->ai_next) {
-    c->fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-                    SOCK_NONBLOCK, ai->ai_protocol);
-    if (c->fd == -1) {
-      r = -errno;
-      continue;
-    }
-    r = connect_addr (c->fd, ai->ai_addr, ai->ai_addrlen, deadline);
-    if (r == 0)
-      break;
-    close (c->fd);
-    c->fd = -1;
-  }
-  freeaddrinfo (res);
-  if (r < 0) {
-    free (c->path);
-    free (c->host);
-    free (c);
-    if (r == -ECONNREFUSED)
-      return cairn_fail (r, "no Cairn server listens at %s: start it with "
-                         "control-tcp=ADDR:%u (cairnd --control-tcp)", name,
-                         port);
-    return cairn_fail (r, "cannot connect to the Cairn server at %s: %s",
-                       name, strerror (-r));
-  }
-  setsockopt (c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (tls && (r = control_client_start_tls (c, tls)) < 0) {
-    control_client_close (c);
-    return r;
-  }
-  *out = c;
-  return 0;
-}
-
 /* ------------------------------------------------------------ stream mode */
 
 #define STREAM_RBUF (256 * 1024)
@@ -792,7 +519,7 @@ int
 control_client_stream_start (struct control_client *c, const char *method,
                              json_t *params, json_t **ready, json_t **result)
 {
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
   struct control_reply rep;
   char *line;
   size_t len;
@@ -857,7 +584,7 @@ fill_raw (struct control_client *c, int64_t deadline)
   c->rpos = 0;
   c->rlen = control_lines_take (&c->lines, c->rbuf, STREAM_RBUF);
   while (c->rlen == 0) {
-    r = wait_fd (c, c->fd, POLLIN, deadline);
+    r = client_wait_fd (c, c->fd, POLLIN, deadline);
     if (r == -ECANCELED)
       return r;
     if (r == -ETIMEDOUT)
@@ -866,13 +593,13 @@ fill_raw (struct control_client *c, int64_t deadline)
                          c->timeout_ms);
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = c_recv (c, c->rbuf, STREAM_RBUF);
+    n = client_recv (c, c->rbuf, STREAM_RBUF);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection in the middle of the stream", c->path);
     if (n == -1 && errno != EINTR && errno != EAGAIN)
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, io_why (c));
+                         c->path, client_io_why (c));
     if (n > 0)
       c->rlen = (size_t) n;
   }
@@ -907,7 +634,7 @@ control_client_stream_read (struct control_client *c, const void **data,
     int k, r;
 
     if (c->rpos == c->rlen) {
-      r = fill_raw (c, deadline_after (c->timeout_ms));
+      r = fill_raw (c, client_deadline_after (c->timeout_ms));
       if (r < 0) {
         c->broken = true;
         return r;
@@ -966,7 +693,7 @@ pump_incoming (struct control_client *c)
   int r;
 
   for (;;) {
-    n = c_recv (c, buf, sizeof buf);
+    n = client_recv (c, buf, sizeof buf);
     if (n > 0) {
       if (control_lines_feed (&c->lines, buf, (size_t) n) == -ENOMEM)
         return cairn_fail (-ENOMEM, "out of memory");
@@ -1005,12 +732,12 @@ static int
 send_stream_bytes (struct control_client *c, const void *buf, size_t len)
 {
   const char *p = buf;
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
 
   while (len > 0) {
     struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLOUT };
     ssize_t n;
-    int r = wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
+    int r = client_wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
 
     if (r == -ECANCELED)
       return r;
@@ -1032,7 +759,7 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
     }
     if (!(pfd.revents & POLLOUT))
       continue;
-    n = c_send (c, p, len);
+    n = client_send (c, p, len);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN)
         continue;
@@ -1042,11 +769,11 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
                            "stream after its reply", c->path);
       errno = -r;
       return cairn_fail (r, "sending the stream to the Cairn server at %s: "
-                         "%s", c->path, io_why (c));
+                         "%s", c->path, client_io_why (c));
     }
     p += n;
     len -= (size_t) n;
-    deadline = deadline_after (c->timeout_ms);
+    deadline = client_deadline_after (c->timeout_ms);
   }
   return 0;
 }
@@ -1108,7 +835,7 @@ control_client_stream_finish (struct control_client *c, bool send_end,
   }
   else if (!c->broken)
     r = wait_reply (c, c->stream_id, result,
-                    deadline_after (c->timeout_ms));
+                    client_deadline_after (c->timeout_ms));
   else if (r == 0)
     r = cairn_fail (-EPIPE, "the connection to the Cairn server at %s broke "
                     "in the middle of the stream", c->path);
