@@ -95,7 +95,8 @@ static const struct command commands[] = {
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_receive, NULL, CMD_ONLINE },
   { "replicate", "send a snapshot to another server",
-    "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--rollback] [--progress WHEN]",
+    "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--rollback] [--tls | --no-tls] "
+    "[--progress WHEN]",
 "Send snapshot VOL@SNAP from this server to the server at HOST (its\n"
 "control port, control-tcp=; default port 10810) into its volume VOL,\n"
 "with every snapshot of VOL between the newest one HOST has (or --from)\n"
@@ -108,10 +109,12 @@ static const struct command commands[] = {
 "      --rollback        start from the newest snapshot both servers have,\n"
 "                        rolling HOST's VOL back to it (its newer snapshots\n"
 "                        and writes since are discarded)\n"
+"      --tls, --no-tls   connect to HOST with TLS or without (default: TLS\n"
+"                        when this server has control TLS keys)\n"
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_replicate, NULL, CMD_ONLINE },
   { "pull", "bring a volume's new snapshots from another server",
-    "HOST[:PORT] VOL [--rollback] [--progress WHEN]",
+    "HOST[:PORT] VOL [--rollback] [--tls | --no-tls] [--progress WHEN]",
 "Bring every snapshot of VOL on the server at HOST (its control port,\n"
 "control-tcp=; default port 10810) that is newer than the newest one both\n"
 "servers have, as a chain of incremental streams (or a full stream of the\n"
@@ -121,6 +124,8 @@ static const struct command commands[] = {
 "      --rollback        roll VOL here back to the newest snapshot both\n"
 "                        servers have, discarding its newer snapshots and\n"
 "                        its writes since (VOL mirrors HOST's)\n"
+"      --tls, --no-tls   connect to HOST with TLS or without (default: TLS\n"
+"                        when this server has control TLS keys)\n"
 "      --progress WHEN   auto (text on a terminal), text, json or none\n",
     cmd_pull, NULL, CMD_ONLINE },
   { "job", "list and cancel the server's running jobs", "SUBCOMMAND [ARGS]",
@@ -209,12 +214,22 @@ global_usage (FILE *fp)
   };
 
   fprintf (fp,
-"Usage: cairn [--pool PATH | --socket PATH] [--timeout SECONDS] COMMAND [ARGS]\n"
+"Usage: cairn [--pool PATH | --socket PATH | --connect HOST[:PORT] [TLS]]\n"
+"             [--timeout SECONDS] COMMAND [ARGS]\n"
 "\n"
 "  -p, --pool PATH       the pool: work on it in-process (it must not be in\n"
 "                        use), or the PATH of offline commands\n"
 "  -S, --socket PATH     the control socket of the server (default\n"
 "                        $CAIRN_SOCKET, else " CLI_DEFAULT_SOCKET ")\n"
+"  -C, --connect HOST[:PORT]  the server's control port on TCP\n"
+"                        (control-tcp=; default port 10810)\n"
+"      --tls             with --connect: use TLS, checking the server's\n"
+"                        certificate against the system's CAs\n"
+"      --tls-certificates DIR  ... against DIR/ca-cert.pem instead (and\n"
+"                        present DIR/client-cert.pem if there); implies --tls\n"
+"      --tls-psk FILE    TLS with a pre-shared key of FILE (lines\n"
+"                        username:hexkey); implies --tls\n"
+"      --tls-username NAME  the PSK user (default: FILE's first line)\n"
 "  -T, --timeout SECONDS give up on the server's reply after SECONDS\n"
 "                        (default: wait as long as the server works on it)\n"
 "  -h, --help            show this help\n"
@@ -415,9 +430,15 @@ parse_timeout (const char *arg, int *msp)
 int
 main (int argc, char **argv)
 {
+  enum { OPT_TLS = 256, OPT_TLS_CERTS, OPT_TLS_PSK, OPT_TLS_USER };
   static const struct option opts[] = {
     { "pool", required_argument, NULL, 'p' },
     { "socket", required_argument, NULL, 'S' },
+    { "connect", required_argument, NULL, 'C' },
+    { "tls", no_argument, NULL, OPT_TLS },
+    { "tls-certificates", required_argument, NULL, OPT_TLS_CERTS },
+    { "tls-psk", required_argument, NULL, OPT_TLS_PSK },
+    { "tls-username", required_argument, NULL, OPT_TLS_USER },
     { "timeout", required_argument, NULL, 'T' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
@@ -430,8 +451,25 @@ main (int argc, char **argv)
 
   argv[0] = name;       /* getopt's messages start with it */
   /* "+": stop at the command name, whose options are its own. */
-  while ((c = getopt_long (argc, argv, "+p:S:T:hV", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "+p:S:C:T:hV", opts, NULL)) != -1) {
     switch (c) {
+    case 'C':
+      cli.connect = optarg;
+      break;
+    case OPT_TLS:
+      cli.tls = true;
+      break;
+    case OPT_TLS_CERTS:
+      cli.tls_certs = optarg;
+      cli.tls = true;
+      break;
+    case OPT_TLS_PSK:
+      cli.tls_psk = optarg;
+      cli.tls = true;
+      break;
+    case OPT_TLS_USER:
+      cli.tls_username = optarg;
+      break;
     case 'p':
       cli.pool = optarg;
       break;
@@ -471,6 +509,26 @@ main (int argc, char **argv)
     fprintf (stderr, "cairn: --pool and --socket exclude each other: --pool "
              "works on a stopped pool in-process, --socket talks to a "
              "server\n");
+    return EXIT_USAGE;
+  }
+  if (cli.connect && (cli.pool || cli.socket)) {
+    fprintf (stderr, "cairn: --connect excludes --pool and --socket: it "
+             "talks to a server's TCP control port\n");
+    return EXIT_USAGE;
+  }
+  if ((cli.tls || cli.tls_username) && !cli.connect) {
+    fprintf (stderr, "cairn: --tls and the --tls-* options secure --connect "
+             "HOST[:PORT] (the control socket is local and plain)\n");
+    return EXIT_USAGE;
+  }
+  if (cli.tls_username && !cli.tls_psk) {
+    fprintf (stderr, "cairn: --tls-username names a user of --tls-psk FILE\n");
+    return EXIT_USAGE;
+  }
+  if (cli.connect && cli.cmd->kind != CMD_ONLINE) {
+    fprintf (stderr, "cairn: --connect is for the commands that talk to a "
+             "server; '%s' works on a stopped pool (see 'cairn help')\n",
+             cli.cmd->name);
     return EXIT_USAGE;
   }
   if (cli.socket && cli.cmd->kind != CMD_ONLINE) {

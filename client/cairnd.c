@@ -12,7 +12,11 @@
  * on when one is given; --tls-verify-peer needs certificates) and that the
  * files are there, then hands them to nbdkit (--tls, --tls-certificates,
  * --tls-psk, --tls-verify-peer).  The control socket is not affected: it
- * is a local Unix socket guarded by its mode.
+ * is a local Unix socket guarded by its mode.  The control protocol's TCP
+ * port (--control-tcp) gets the same keys and, unless --control-tls says
+ * otherwise, the same mode (control-tls=, control-tls-certificates=,
+ * control-tls-psk=, control-tls-verify-peer=), so one setting secures
+ * both; the server's replication jobs connect with those keys too.
  */
 #include <config.h>
 
@@ -50,6 +54,7 @@ struct cairnd_opts {
   char *pidfile;
   char *control_group;
   char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
+  char *control_tls;  /* off, on or require (NULL: as --tls) */
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -72,6 +77,8 @@ usage (int status)
 "      --control-group G group allowed to use the control socket\n"
 "      --control-tcp [ADDR:]PORT  also serve the control protocol on TCP\n"
 "                        (ADDR defaults to 127.0.0.1), for other servers\n"
+"      --control-tls MODE  TLS on the control port: off, on or require\n"
+"                        (default: as --tls, with the same keys)\n"
 "      --create SIZE     create the pool (SIZE bytes, sparse) if it is missing\n"
 "      --pidfile PATH    write nbdkit's pid to PATH\n"
 "      --tls MODE        NBD over TLS: off, on (TLS or plain), require\n"
@@ -125,6 +132,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
     { "create", &o->create }, { "pidfile", &o->pidfile },
     { "control-group", &o->control_group },
     { "control-tcp", &o->control_tcp },
+    { "control-tls", &o->control_tls },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -228,6 +236,7 @@ finish (struct cairnd_opts *o, int status)
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
     &o->create, &o->pidfile, &o->control_group, &o->control_tcp,
+    &o->control_tls,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -304,6 +313,18 @@ make_absolute (char **path)
   }
 }
 
+/* Exit with status 2 unless mode is off, on or require. */
+static void
+check_mode (const char *opt, const char *mode)
+{
+  if (strcmp (mode, "off") != 0 && strcmp (mode, "on") != 0 &&
+      strcmp (mode, "require") != 0) {
+    fprintf (stderr, "cairnd: %s %s: expected off, on or require\n", opt,
+             mode);
+    exit (2);
+  }
+}
+
 /* Check the TLS options (see the top) and return the mode: "off", "on" or
  * "require"; exit with status 2 on a contradiction, and (check_files) 1
  * when a file is missing.  Paths that exist are made absolute, since
@@ -314,23 +335,24 @@ tls_mode (struct cairnd_opts *o, bool check_files)
 {
   const char *mode = o->tls;
   struct stat st;
+  bool ctl_on = o->control_tls && strcmp (o->control_tls, "off") != 0;
 
   if (mode == NULL)
     mode = o->tls_certs || o->tls_psk ? "require" : "off";
-  if (strcmp (mode, "off") != 0 && strcmp (mode, "on") != 0 &&
-      strcmp (mode, "require") != 0) {
-    fprintf (stderr, "cairnd: --tls %s: expected off, on or require\n", mode);
-    exit (2);
-  }
-  if (strcmp (mode, "off") == 0 && (o->tls_certs || o->tls_psk ||
-                                    o->tls_verify_peer)) {
+  check_mode ("--tls", mode);
+  if (o->control_tls)
+    check_mode ("--control-tls", o->control_tls);
+  if (strcmp (mode, "off") == 0 && !ctl_on &&
+      (o->tls_certs || o->tls_psk || o->tls_verify_peer)) {
     fprintf (stderr, "cairnd: --tls off contradicts --tls-certs, --tls-psk "
              "and --tls-verify-peer: drop one or the other\n");
     exit (2);
   }
-  if (strcmp (mode, "off") != 0 && !o->tls_certs && !o->tls_psk) {
-    fprintf (stderr, "cairnd: --tls %s needs keys: --tls-certs DIR (X.509 "
-             "certificates) or --tls-psk FILE (pre-shared keys)\n", mode);
+  if ((strcmp (mode, "off") != 0 || ctl_on) && !o->tls_certs && !o->tls_psk) {
+    fprintf (stderr, "cairnd: %s %s needs keys: --tls-certs DIR (X.509 "
+             "certificates) or --tls-psk FILE (pre-shared keys)\n",
+             ctl_on ? "--control-tls" : "--tls",
+             ctl_on ? o->control_tls : mode);
     exit (2);
   }
   if (o->tls_certs && o->tls_psk) {
@@ -384,7 +406,7 @@ main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
-         OPT_CONTROL_TCP };
+         OPT_CONTROL_TCP, OPT_CONTROL_TLS };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -403,6 +425,7 @@ main (int argc, char **argv)
     { "pidfile", required_argument, NULL, OPT_PIDFILE },
     { "control-group", required_argument, NULL, OPT_GROUP },
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
+    { "control-tls", required_argument, NULL, OPT_CONTROL_TLS },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -411,7 +434,7 @@ main (int argc, char **argv)
     { NULL, 0, NULL, 0 },
   };
   struct cairnd_opts o = { 0 };
-  const char *tls;
+  const char *tls, *ctl_tls;
   char *nargv[MAX_ARGS];
   int nargc = 0, c;
 
@@ -439,6 +462,7 @@ main (int argc, char **argv)
     case OPT_PIDFILE: set_opt (&o.pidfile, optarg); break;
     case OPT_GROUP: set_opt (&o.control_group, optarg); break;
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
+    case OPT_CONTROL_TLS: set_opt (&o.control_tls, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -461,6 +485,7 @@ main (int argc, char **argv)
   if (o.control == NULL)
     set_opt (&o.control, DEFAULT_CONTROL);
   tls = tls_mode (&o, !o.dry_run);
+  ctl_tls = o.control_tls ? o.control_tls : tls;
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create) < 0)))
     return finish (&o, 1);
@@ -508,6 +533,15 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));
   if (o.control_tcp)
     add_arg (nargv, &nargc, kv ("control-tcp", o.control_tcp));
+  if (strcmp (ctl_tls, "off") != 0) {
+    add_arg (nargv, &nargc, kv ("control-tls", ctl_tls));
+    if (o.tls_certs)
+      add_arg (nargv, &nargc, kv ("control-tls-certificates", o.tls_certs));
+    if (o.tls_psk)
+      add_arg (nargv, &nargc, kv ("control-tls-psk", o.tls_psk));
+    if (o.tls_verify_peer)
+      add_arg (nargv, &nargc, "control-tls-verify-peer=true");
+  }
   if (o.cache)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
 

@@ -20,6 +20,7 @@
 #include "control.h"
 #include "methods.h"
 #include "rpc.h"
+#include "tls.h"
 #include "units.h"
 #include "volume.h"
 
@@ -42,12 +43,46 @@ call_failed (const struct cli *cli, int code, const char *message)
                     "%s", message);
 }
 
-/* Connect to the server at the control socket. */
+/* Connect to the control port of --connect, with TLS when asked. */
+static int
+cli_connect_tcp (const struct cli *cli, struct control_client **cp)
+{
+  /* The credentials live as long as the command: the client keeps them to
+   * check the server's liveness on a second connection.
+   */
+  static struct tls_ctx *tls;
+  struct tls_config cfg = {
+    .certificates = cli->tls_certs,
+    .psk_file = cli->tls_psk,
+    .username = cli->tls_username,
+  };
+  char host[256];
+  unsigned port;
+  int r = control_client_parse_address (cli->connect, host, sizeof host,
+                                        &port);
+
+  if (r < 0)
+    return cli_error (cli, EXIT_USAGE, "--connect %s", cairn_errmsg ());
+  if (cli->tls && tls == NULL && tls_ctx_new (&cfg, false, &tls) < 0)
+    return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  r = control_client_connect_tcp (host, port, cli->tls ? tls : NULL,
+                                  CLI_CONNECT_TIMEOUT_MS, cp);
+  if (r < 0)
+    return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  control_client_set_timeout (*cp, cli->timeout_ms, CLI_LIVENESS_MS);
+  return EXIT_OK;
+}
+
+/* Connect to the server at the control socket (or --connect). */
 int
 cli_connect (const struct cli *cli, struct control_client **cp)
 {
   const char *path = cli_socket_path (cli);
-  int r = control_client_connect (path, CLI_CONNECT_TIMEOUT_MS, cp);
+  int r;
+
+  if (cli->connect)
+    return cli_connect_tcp (cli, cp);
+  r = control_client_connect (path, CLI_CONNECT_TIMEOUT_MS, cp);
 
   if (r == -ENOENT || r == -ECONNREFUSED) {
     if (strcmp (path, CLI_DEFAULT_SOCKET) == 0)

@@ -49,6 +49,11 @@ struct cli {
   const struct command *cmd;
   const char *pool;               /* --pool PATH, or NULL */
   const char *socket;             /* --socket PATH, or NULL */
+  const char *connect;            /* --connect HOST[:PORT], or NULL */
+  bool tls;                       /* --tls (or a --tls-* option) */
+  const char *tls_certs;          /* --tls-certificates DIR */
+  const char *tls_psk;            /* --tls-psk FILE */
+  const char *tls_username;       /* --tls-username NAME */
   int timeout_ms;                 /* --timeout SECONDS; -1: none */
 };
 
@@ -185,8 +190,9 @@ int cmd_pull (const struct cli *cli, int argc, char **argv);
 extern const struct command cli_job_commands[];
 /* The control socket of the server (--socket, $CAIRN_SOCKET, default). */
 const char *cli_socket_path (const struct cli *cli);
-/* Connect to it: EXIT_OK, or the exit code after saying what is wrong
- * (how to start a server when none answers).
+/* Connect to it, or to the TCP port of --connect (with TLS when --tls):
+ * EXIT_OK, or the exit code after saying what is wrong (how to start a
+ * server when none answers).
  */
 struct control_client;
 int cli_connect (const struct cli *cli, struct control_client **cp);

@@ -10,6 +10,9 @@
  * workers are doing.  A server that died closes the connection (an
  * immediate error); one that is hung or stopped fails the check, and the
  * call fails after at most two intervals.
+ *
+ * TCP connections and TLS are in control-client-tcp.c; everything here
+ * reads and writes through its client_recv and client_send.
  */
 #include <config.h>
 
@@ -19,43 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "control-client.h"
-#include "rpc.h"
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
-struct control_client {
-  int fd;
-  char *path;
-  int timeout_ms;
-  int liveness_ms;              /* 0: no liveness checks */
-  bool broken;                  /* a call failed mid-way: reconnect */
-  json_int_t next_id;
-  struct control_lines lines;
-  int last_code;
-  char last_name[32];
-  json_t *last_data;            /* the last error reply's data, or NULL */
-  bool (*cancelled) (void *opaque);   /* polled while waiting */
-  void *cancel_opaque;
-  control_client_notify_fn notify;
-  void *notify_opaque;
-  /* Stream mode (the client's half of cairn-protocol(7) STREAM MODE): */
-  json_t *stream_id;            /* the stream request's id, or NULL */
-  struct control_frames frames; /* frames from the server (send) */
-  char *rbuf;                   /* raw bytes read: rbuf[rpos, rlen) */
-  size_t rpos, rlen;
-  char *msg;                    /* a message frame being read */
-  size_t msg_len;
-  bool replied;                 /* the final reply came during the stream */
-  char *reply_line;             /* ... this one */
-  size_t reply_len;
-};
+#include "control-client-int.h"
 
 /* Milliseconds on the monotonic clock. */
 static int64_t
@@ -68,8 +43,8 @@ now_ms (void)
 }
 
 /* The deadline for timeout_ms from now (-1: none). */
-static int64_t
-deadline_after (int timeout_ms)
+int64_t
+client_deadline_after (int timeout_ms)
 {
   return timeout_ms < 0 ? -1 : now_ms () + timeout_ms;
 }
@@ -81,13 +56,16 @@ deadline_after (int timeout_ms)
  * -ETIMEDOUT, or -ECANCELED (with a message) when c (may be NULL) is
  * cancelled.
  */
-static int
-wait_fd (const struct control_client *c, int fd, short events,
+int
+client_wait_fd (const struct control_client *c, int fd, short events,
          int64_t deadline)
 {
   struct pollfd pfd = { .fd = fd, .events = events };
   int r, wait;
 
+  /* TLS may hold the rest of a record already read from the socket. */
+  if ((events & POLLIN) && c && c->ssl && SSL_pending (c->ssl) > 0)
+    return 0;
   for (;;) {
     wait = -1;
     if (deadline >= 0) {
@@ -132,8 +110,8 @@ connect_error (const char *path, int err)
 }
 
 /* Connect with a deadline. */
-static int
-connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
+int
+client_connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
               int64_t deadline)
 {
   socklen_t errlen;
@@ -156,7 +134,7 @@ connect_addr (int fd, const struct sockaddr *sa, socklen_t salen,
     }
     if (err != EINPROGRESS)
       return -err;
-    err = -wait_fd (NULL, fd, POLLOUT, deadline);
+    err = -client_wait_fd (NULL, fd, POLLOUT, deadline);
     if (err)
       return -err;
     errlen = sizeof err;
@@ -196,8 +174,8 @@ control_client_connect (const char *path, int timeout_ms,
   memset (&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy (sa.sun_path, path, strlen (path) + 1);
-  r = connect_addr (c->fd, (struct sockaddr *) &sa, sizeof sa,
-                    deadline_after (timeout_ms));
+  r = client_connect_addr (c->fd, (struct sockaddr *) &sa, sizeof sa,
+                    client_deadline_after (timeout_ms));
   if (r < 0) {
     r = connect_error (path, -r);
     goto fail;
@@ -219,7 +197,7 @@ send_all (struct control_client *c, const char *buf, size_t len,
           int64_t deadline)
 {
   while (len > 0) {
-    ssize_t n = send (c->fd, buf, len, MSG_NOSIGNAL);
+    ssize_t n = client_send (c, buf, len);
     int r;
 
     if (n >= 0) {
@@ -231,8 +209,8 @@ send_all (struct control_client *c, const char *buf, size_t len,
       continue;
     if (errno != EAGAIN)
       return cairn_fail (-errno, "sending to the Cairn server at %s: %s",
-                         c->path, strerror (errno));
-    r = wait_fd (c, c->fd, POLLOUT, deadline);
+                         c->path, client_io_why (c));
+    r = client_wait_fd (c, c->fd, POLLOUT, deadline);
     if (r == -ECANCELED)
       return r;
     if (r == -ETIMEDOUT)
@@ -251,7 +229,9 @@ check_alive (struct control_client *c)
   struct control_client *probe;
   json_t *res = NULL;
   char why[512];
-  int r = control_client_connect (c->path, c->liveness_ms, &probe);
+  int r = c->host ? control_client_connect_tcp (c->host, c->port, c->tls,
+                                                c->liveness_ms, &probe)
+                 : control_client_connect (c->path, c->liveness_ms, &probe);
 
   if (r == 0) {
     r = control_client_call (probe, "server.version", NULL, &res);
@@ -288,7 +268,7 @@ wait_reply_bytes (struct control_client *c, int64_t deadline)
       if (deadline < 0 || next < deadline)
         until = next;
     }
-    r = wait_fd (c, c->fd, POLLIN, until);
+    r = client_wait_fd (c, c->fd, POLLIN, until);
     if (r == -ETIMEDOUT && until == deadline)
       return cairn_fail (r, "no reply from the Cairn server at %s within "
                          "%d ms", c->path, c->timeout_ms);
@@ -324,7 +304,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       return r;
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = recv (c->fd, buf, sizeof buf, 0);
+    n = client_recv (c, buf, sizeof buf);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection before replying", c->path);
@@ -332,7 +312,7 @@ read_line (struct control_client *c, char **line, size_t *len,
       if (errno == EINTR || errno == EAGAIN)
         continue;
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, strerror (errno));
+                         c->path, client_io_why (c));
     }
     r = control_lines_feed (&c->lines, buf, (size_t) n);
     if (r == -ENOMEM)
@@ -408,7 +388,7 @@ wait_reply (struct control_client *c, json_t *id, json_t **result,
       control_reply_free (&rep);
       /* A server that reports progress is not hung. */
       if (deadline >= 0)
-        deadline = deadline_after (c->timeout_ms);
+        deadline = client_deadline_after (c->timeout_ms);
       continue;
     }
     return take_reply (c, &rep, id, result);
@@ -420,7 +400,7 @@ int
 control_client_call (struct control_client *c, const char *method,
                      json_t *params, json_t **result)
 {
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
   json_t *id;
   char *line;
   size_t len;
@@ -497,7 +477,13 @@ control_client_close (struct control_client *c)
 {
   if (c == NULL)
     return;
+  if (c->ssl) {
+    SSL_shutdown (c->ssl);      /* close_notify, if the socket takes it */
+    SSL_free (c->ssl);
+    ERR_clear_error ();
+  }
   close (c->fd);
+  free (c->host);
   control_lines_free (&c->lines);
   json_decref (c->last_data);
   json_decref (c->stream_id);
@@ -513,69 +499,6 @@ json_t *
 control_client_error_data (const struct control_client *c)
 {
   return c->last_data;
-}
-
-/* ------------------------------------------------------------ TCP */
-
-/* Connect to a server's control port. */
-int
-control_client_connect_tcp (const char *host, unsigned port, int timeout_ms,
-                            struct control_client **out)
-{
-  struct addrinfo hints = { .ai_family = AF_UNSPEC,
-                            .ai_socktype = SOCK_STREAM,
-                            .ai_flags = AI_NUMERICSERV };
-  struct addrinfo *res = NULL, *ai;
-  struct control_client *c;
-  char portstr[16], name[300];
-  int64_t deadline = deadline_after (timeout_ms);
-  int r, one = 1;
-
-  snprintf (portstr, sizeof portstr, "%u", port);
-  snprintf (name, sizeof name, strchr (host, ':') ? "[%s]:%u" : "%s:%u",
-            host, port);
-  r = getaddrinfo (host, portstr, &hints, &res);
-  if (r != 0)
-    return cairn_fail (-EHOSTUNREACH, "cannot find the Cairn server %s: %s",
-                       name, gai_strerror (r));
-  c = calloc (1, sizeof *c);
-  if (c == NULL || (c->path = strdup (name)) == NULL) {
-    free (c);
-    freeaddrinfo (res);
-    return cairn_fail (-ENOMEM, "out of memory");
-  }
-  c->fd = -1;
-  c->timeout_ms = timeout_ms;
-  c->next_id = 1;
-  control_lines_init (&c->lines, CONTROL_CLIENT_MAX_REPLY);
-  r = -ECONNREFUSED;
-  for (ai = res; ai; ai = ai->ai_next) {
-    c->fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-                    SOCK_NONBLOCK, ai->ai_protocol);
-    if (c->fd == -1) {
-      r = -errno;
-      continue;
-    }
-    r = connect_addr (c->fd, ai->ai_addr, ai->ai_addrlen, deadline);
-    if (r == 0)
-      break;
-    close (c->fd);
-    c->fd = -1;
-  }
-  freeaddrinfo (res);
-  if (r < 0) {
-    free (c->path);
-    free (c);
-    if (r == -ECONNREFUSED)
-      return cairn_fail (r, "no Cairn server listens at %s: start it with "
-                         "control-tcp=ADDR:%u (cairnd --control-tcp)", name,
-                         port);
-    return cairn_fail (r, "cannot connect to the Cairn server at %s: %s",
-                       name, strerror (-r));
-  }
-  setsockopt (c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  *out = c;
-  return 0;
 }
 
 /* ------------------------------------------------------------ stream mode */
@@ -596,7 +519,7 @@ int
 control_client_stream_start (struct control_client *c, const char *method,
                              json_t *params, json_t **ready, json_t **result)
 {
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
   struct control_reply rep;
   char *line;
   size_t len;
@@ -661,7 +584,7 @@ fill_raw (struct control_client *c, int64_t deadline)
   c->rpos = 0;
   c->rlen = control_lines_take (&c->lines, c->rbuf, STREAM_RBUF);
   while (c->rlen == 0) {
-    r = wait_fd (c, c->fd, POLLIN, deadline);
+    r = client_wait_fd (c, c->fd, POLLIN, deadline);
     if (r == -ECANCELED)
       return r;
     if (r == -ETIMEDOUT)
@@ -670,13 +593,13 @@ fill_raw (struct control_client *c, int64_t deadline)
                          c->timeout_ms);
     if (r < 0)
       return cairn_fail (r, "poll: %s", strerror (-r));
-    n = recv (c->fd, c->rbuf, STREAM_RBUF, 0);
+    n = client_recv (c, c->rbuf, STREAM_RBUF);
     if (n == 0 || (n == -1 && errno == ECONNRESET))
       return cairn_fail (-ECONNRESET, "the Cairn server at %s closed the "
                          "connection in the middle of the stream", c->path);
     if (n == -1 && errno != EINTR && errno != EAGAIN)
       return cairn_fail (-errno, "reading from the Cairn server at %s: %s",
-                         c->path, strerror (errno));
+                         c->path, client_io_why (c));
     if (n > 0)
       c->rlen = (size_t) n;
   }
@@ -711,7 +634,7 @@ control_client_stream_read (struct control_client *c, const void **data,
     int k, r;
 
     if (c->rpos == c->rlen) {
-      r = fill_raw (c, deadline_after (c->timeout_ms));
+      r = fill_raw (c, client_deadline_after (c->timeout_ms));
       if (r < 0) {
         c->broken = true;
         return r;
@@ -770,7 +693,7 @@ pump_incoming (struct control_client *c)
   int r;
 
   for (;;) {
-    n = recv (c->fd, buf, sizeof buf, MSG_DONTWAIT);
+    n = client_recv (c, buf, sizeof buf);
     if (n > 0) {
       if (control_lines_feed (&c->lines, buf, (size_t) n) == -ENOMEM)
         return cairn_fail (-ENOMEM, "out of memory");
@@ -809,12 +732,12 @@ static int
 send_stream_bytes (struct control_client *c, const void *buf, size_t len)
 {
   const char *p = buf;
-  int64_t deadline = deadline_after (c->timeout_ms);
+  int64_t deadline = client_deadline_after (c->timeout_ms);
 
   while (len > 0) {
     struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLOUT };
     ssize_t n;
-    int r = wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
+    int r = client_wait_fd (c, c->fd, POLLIN | POLLOUT, deadline);
 
     if (r == -ECANCELED)
       return r;
@@ -827,6 +750,8 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
         continue;
       return cairn_fail (-errno, "poll: %s", strerror (errno));
     }
+    if (c->ssl && SSL_pending (c->ssl) > 0)
+      pfd.revents |= POLLIN;
     if (!c->replied && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
       r = pump_incoming (c);
       if (r < 0 && !c->replied)
@@ -834,7 +759,7 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
     }
     if (!(pfd.revents & POLLOUT))
       continue;
-    n = send (c->fd, p, len, MSG_NOSIGNAL);
+    n = client_send (c, p, len);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN)
         continue;
@@ -842,12 +767,13 @@ send_stream_bytes (struct control_client *c, const void *buf, size_t len)
       if (!c->replied && pump_incoming (c) == 0 && c->replied)
         return cairn_fail (r, "the Cairn server at %s stopped reading the "
                            "stream after its reply", c->path);
+      errno = -r;
       return cairn_fail (r, "sending the stream to the Cairn server at %s: "
-                         "%s", c->path, strerror (-r));
+                         "%s", c->path, client_io_why (c));
     }
     p += n;
     len -= (size_t) n;
-    deadline = deadline_after (c->timeout_ms);
+    deadline = client_deadline_after (c->timeout_ms);
   }
   return 0;
 }
@@ -909,7 +835,7 @@ control_client_stream_finish (struct control_client *c, bool send_end,
   }
   else if (!c->broken)
     r = wait_reply (c, c->stream_id, result,
-                    deadline_after (c->timeout_ms));
+                    client_deadline_after (c->timeout_ms));
   else if (r == 0)
     r = cairn_fail (-EPIPE, "the connection to the Cairn server at %s broke "
                     "in the middle of the stream", c->path);

@@ -62,10 +62,26 @@ void control_client_set_notify (struct control_client *c,
 json_t *control_client_error_data (const struct control_client *c);
 
 /* Connect to a server's control port on TCP (control-tcp=): host is a
- * name or an address.
+ * name or an address.  With tls (client credentials, server/tls.h;
+ * borrowed: it must outlive the client), run a TLS handshake first,
+ * checking that the server's certificate names host; a failure says
+ * "TLS handshake with HOST:PORT failed: why".
  */
+struct tls_ctx;
+/* Split "HOST[:PORT]" or "[V6ADDR][:PORT]" (the port defaulting to
+ * CONTROL_DEFAULT_TCP_PORT of server/control.h) into host (hostlen bytes) and *port.
+ * Returns 0 or -EINVAL with a message.
+ */
+int control_client_parse_address (const char *arg, char *host,
+                                  size_t hostlen, unsigned *port) CAIRN_WUR;
 int control_client_connect_tcp (const char *host, unsigned port,
-                                int timeout_ms, struct control_client **out)
+                                struct tls_ctx *tls, int timeout_ms,
+                                struct control_client **out) CAIRN_WUR;
+/* The same in two steps, so that the handshake can be cancelled
+ * (control_client_set_cancel in between): connect with tls NULL, then
+ * start TLS on the new connection.  On failure, close the client.
+ */
+int control_client_start_tls (struct control_client *c, struct tls_ctx *tls)
   CAIRN_WUR;
 
 /* Stream mode (cairn-protocol(7) STREAM MODE).

@@ -255,21 +255,27 @@ call_job (const struct cli *cli, const char *method, json_t *params,
   return r;
 }
 
-/* Options shared by replicate and pull. */
+/* Options shared by replicate and pull (*tls: -1 when neither --tls nor
+ * --no-tls was given, else 1 or 0).
+ */
 static int
 parse_common (const struct cli *cli, int argc, char **argv, const char **to,
-              const char **from, bool *rollback, enum progress_mode *pmode)
+              const char **from, bool *rollback, enum progress_mode *pmode,
+              int *tls)
 {
   static const struct option opts[] = {
     { "to", required_argument, NULL, 't' },
     { "from", required_argument, NULL, 'f' },
     { "rollback", no_argument, NULL, 'R' },
     { "progress", required_argument, NULL, 'P' },
+    { "tls", no_argument, NULL, 'L' },
+    { "no-tls", no_argument, NULL, 'N' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   int c;
 
+  *tls = -1;
   while ((c = getopt_long (argc, argv, to ? "t:f:h" : "h", opts, NULL)) != -1) {
     switch (c) {
     case 't':
@@ -286,6 +292,10 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
       if (cli_progress_option (cli, optarg, pmode) != 0)
         return EXIT_USAGE;
       break;
+    case 'L':
+    case 'N':
+      *tls = c == 'L';
+      break;
     case 'h':
       cli_usage (cli->cmd);
       return EXIT_OK;
@@ -297,6 +307,18 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
     return cli_usage_error (cli, "'%s' is a job of a running server: leave "
                             "out --pool", cli->cmd->name);
   return -1;
+}
+
+/* Add "tls" to a job's params when --tls or --no-tls was given. */
+static json_t *
+with_tls (json_t *params, int tls)
+{
+  if (params && tls >= 0 &&
+      json_object_set_new (params, "tls", json_boolean (tls)) == -1) {
+    json_decref (params);
+    return NULL;
+  }
+  return params;
 }
 
 /* Print one received (or sent) snapshot. */
@@ -322,7 +344,8 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
   struct progress prog;
   json_t *result, *list, *t;
   size_t i;
-  int r = parse_common (cli, argc, argv, &to, &from, &rollback, &pmode);
+  int tls;
+  int r = parse_common (cli, argc, argv, &to, &from, &rollback, &pmode, &tls);
 
   if (r >= 0)
     return r;
@@ -338,8 +361,9 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
                             argv[optind]);
   progress_init (&prog, pmode, "sent");
   r = call_job (cli, "replicate.push",
-                json_pack ("{s:s, s:s, s:s*, s:b}", "snapshot", argv[optind],
-                           "to", to, "from", from, "rollback", rollback),
+                with_tls (json_pack ("{s:s, s:s, s:s*, s:b}", "snapshot",
+                                     argv[optind], "to", to, "from", from,
+                                     "rollback", rollback), tls),
                 &prog, &result);
   if (r != EXIT_OK)
     return r;
@@ -364,7 +388,8 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
   struct progress prog;
   json_t *result, *list, *t;
   size_t i;
-  int r = parse_common (cli, argc, argv, NULL, NULL, &rollback, &pmode);
+  int tls;
+  int r = parse_common (cli, argc, argv, NULL, NULL, &rollback, &pmode, &tls);
 
   if (r >= 0)
     return r;
@@ -376,8 +401,9 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
                             : "HOST[:PORT], the server to pull from");
   progress_init (&prog, pmode, "received");
   r = call_job (cli, "replicate.pull",
-                json_pack ("{s:s, s:s, s:b}", "from", argv[optind],
-                           "volume", argv[optind + 1], "rollback", rollback),
+                with_tls (json_pack ("{s:s, s:s, s:b}", "from", argv[optind],
+                                     "volume", argv[optind + 1],
+                                     "rollback", rollback), tls),
                 &prog, &result);
   if (r != EXIT_OK)
     return r;

@@ -78,6 +78,14 @@ static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
 static unsigned control_tcp_port;
+/* control-tls=: TLS on the TCP port, and the credentials that replication
+ * jobs connect with (server/tls.h).  tls_mode_set: control-tls= was given
+ * (without it, credentials mean require, as with cairnd).
+ */
+static struct tls_config control_tls;
+static bool tls_mode_set;
+static char *control_tls_certs, *control_tls_psk;
+static struct tls_ctx *control_tls_ctx;   /* from .config_complete */
 static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
 static bool readonly_pool;
@@ -136,12 +144,16 @@ cairn_unload (void)
   free (control_path);
   free (control_group);
   free (control_tcp_addr);
+  free (control_tls_certs);
+  free (control_tls_psk);
+  tls_ctx_free (control_tls_ctx);
   free (default_export);
 }
 
 /* control-tcp=[ADDR:]PORT ([V6ADDR]:PORT for IPv6); ADDR defaults to
- * 127.0.0.1: the control protocol has no authentication, so reaching it
- * from other hosts must be asked for by naming an address.
+ * 127.0.0.1: without control-tls= the control protocol has no
+ * authentication, so reaching it from other hosts must be asked for by
+ * naming an address.
  */
 static int
 parse_control_tcp (const char *value)
@@ -189,6 +201,31 @@ cairn_config (const char *key, const char *value)
   else if (strcmp (key, "control-tcp") == 0) {
     if (parse_control_tcp (value) == -1)
       return -1;
+  }
+  else if (strcmp (key, "control-tls") == 0) {
+    if (tls_parse_mode (value, &control_tls.mode) < 0) {
+      nbdkit_error ("control-tls=%s: expected off, on or require", value);
+      return -1;
+    }
+    tls_mode_set = true;
+  }
+  else if (strcmp (key, "control-tls-certificates") == 0) {
+    free (control_tls_certs);
+    control_tls_certs = nbdkit_realpath (value);
+    if (control_tls_certs == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "control-tls-psk") == 0) {
+    free (control_tls_psk);
+    control_tls_psk = nbdkit_realpath (value);
+    if (control_tls_psk == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "control-tls-verify-peer") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    control_tls.verify_peer = r;
   }
   else if (strcmp (key, "control-group") == 0) {
     free (control_group);
@@ -242,6 +279,39 @@ cairn_config (const char *key, const char *value)
   return 0;
 }
 
+/* Check the control-tls* parameters and load the credentials, so that a
+ * bad file stops nbdkit before it serves anything.
+ */
+static int
+control_tls_complete (void)
+{
+  bool files = control_tls_certs || control_tls_psk;
+
+  control_tls.certificates = control_tls_certs;
+  control_tls.psk_file = control_tls_psk;
+  if (!tls_mode_set && files)
+    control_tls.mode = TLS_REQUIRE;
+  if (control_tls.mode != TLS_OFF && !files) {
+    nbdkit_error ("control-tls=%s needs credentials: control-tls-certificates"
+                  "=DIR (X.509) or control-tls-psk=FILE (pre-shared keys)",
+                  tls_mode_name (control_tls.mode));
+    return -1;
+  }
+  if (control_tls.verify_peer && (control_tls_certs == NULL ||
+                                  control_tls_psk)) {
+    nbdkit_error ("control-tls-verify-peer checks client certificates: it "
+                  "needs control-tls-certificates=DIR (and no PSK file)");
+    return -1;
+  }
+  if (!files)
+    return 0;
+  if (tls_ctx_new (&control_tls, true, &control_tls_ctx) < 0) {
+    nbdkit_error ("control TLS: %s", cairn_errmsg ());
+    return -1;
+  }
+  return 0;
+}
+
 /* Check that the required parameters were given. */
 static int
 cairn_config_complete (void)
@@ -255,7 +325,7 @@ cairn_config_complete (void)
                   "socket is always served");
     return -1;
   }
-  return 0;
+  return control_tls_complete ();
 }
 
 #define cairn_config_help \
@@ -264,6 +334,10 @@ cairn_config_complete (void)
   "control-group=<GROUP>   Group that may use the control socket.\n" \
   "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
   "                        (ADDR defaults to 127.0.0.1).\n" \
+  "control-tls=off|on|require  TLS on the control TCP port.\n" \
+  "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
+  "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
+  "control-tls-verify-peer=<BOOL>  Require client certificates.\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
@@ -318,6 +392,13 @@ control_log (void *opaque, const char *msg)
   nbdkit_debug ("cairn control: %s", msg);
 }
 
+/* Refused and failed TLS clients are errors in nbdkit's log. */
+static void
+control_warn (void *opaque, const char *msg)
+{
+  nbdkit_error ("cairn %s", msg);
+}
+
 /* Start the threads: nbdkit has forked by now (see the top). */
 static int
 cairn_after_fork (void)
@@ -339,16 +420,20 @@ cairn_after_fork (void)
       .unix_group = control_group,
       .tcp_address = control_tcp_addr,
       .tcp_port = control_tcp_port,
+      .tls_mode = control_tls.mode,
+      .tls = control_tls_ctx,
       .tables = tables,
       .n_tables = ARRAY_SIZE (tables),
       .opaque = &methods_ctx,
       .log = control_log,
+      .warn = control_warn,
     };
 
     tables[0] = cairn_catalog_methods;
     tables[1] = cairn_stream_methods;
     tables[2] = cairn_replicate_methods;
     methods_ctx.pool = pool;
+    methods_ctx.tls = &control_tls;
     r = control_server_start (&cfg, &control);
     if (r < 0) {
       nbdkit_error ("control socket %s: %s", control_path, cairn_errmsg ());
@@ -356,8 +441,9 @@ cairn_after_fork (void)
     }
     nbdkit_debug ("cairn: control server on %s", control_path);
     if (control_tcp_addr)
-      nbdkit_debug ("cairn: control server on TCP %s port %u",
-                    control_tcp_addr, control_server_tcp_port (control));
+      nbdkit_debug ("cairn: control server on TCP %s port %u (TLS %s)",
+                    control_tcp_addr, control_server_tcp_port (control),
+                    tls_mode_name (control_tls.mode));
   }
   return 0;
 }

@@ -68,11 +68,53 @@ struct control_ctx {
   bool streaming;               /* control_stream_begin succeeded */
 };
 
+/* ------------------------------------------------------------ the server
+ *
+ * A running server (control-server.c starts and stops it; control.c runs
+ * its connections on the loop thread).
+ */
+#include <uv.h>
+
+struct conn;
+struct job;
+
+struct control_server {
+  uv_loop_t loop;
+  uv_pipe_t unix_listener;
+  uv_tcp_t tcp_listener;
+  uv_async_t stop_async;
+  uv_async_t wake_async;           /* a worker queued on a channel */
+  bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
+  pthread_t thread;
+  atomic_bool stopping;            /* set by control_server_stop */
+
+  struct control_registry *reg;
+  void *opaque;
+  void (*log) (void *opaque, const char *msg);
+  void (*warn) (void *opaque, const char *msg);
+  size_t max_output;
+  unsigned max_clients;
+  unsigned tcp_port;
+  enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
+  struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
+
+  struct conn *conns;              /* open connections */
+  unsigned nconns;
+  struct control_jobs jobs;
+  struct job *threads;             /* jobs on threads of their own */
+};
+
+/* Loop callbacks of control.c that control-server.c installs, and the
+ * closing of every connection when the server stops (loop thread).
+ */
+void control_on_connection (uv_stream_t *listener, int status);
+void control_on_wake (uv_async_t *async);
+void control_conns_close (struct control_server *srv);
+
 /* Bind and listen (control-listen.c): the Unix socket of cfg, or its TCP
  * address (the bound port in *port_out).  *inited is set once the handle
  * needs closing; its data is set to data.
  */
-#include <uv.h>
 int control_listen_unix (uv_loop_t *loop, uv_pipe_t *listener, bool *inited,
                          const struct control_config *cfg, void *data,
                          uv_connection_cb cb) CAIRN_WUR;

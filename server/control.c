@@ -58,11 +58,21 @@
  *     client can finish its frame and go on.  A frame the codec refuses
  *     closes the connection.
  *  8. A closed conn marks its request's channel gone: a worker blocked on
- *     it wakes and fails (-EPIPE), and what it queued is dropped. *
+ *     it wakes and fails (-EPIPE), and what it queued is dropped.
+ *  9. TLS (control-tls=, design note in tls.c) sits under all of the
+ *     above: a TCP conn's first byte chooses it (conn_sniff); then every
+ *     read is decrypted before the line and frame readers see it
+ *     (conn_tls_input) and every write encrypted as it is queued
+ *     (conn_write), so invariants 1-8 hold for plaintext unchanged.
+ *
  * Connection states, with the function behind each transition:
  *
  *   reading ⇄ paused       conn_pump (invariant 3, a request running)
- *   reading → eof          on_read (UV_EOF): answer what is buffered
+ *   new TCP → TLS/plain    conn_sniff, on the first byte (refused: an
+ *                          error reply, input dropped until the client
+ *                          closes)
+ *   reading → eof          conn_eof (EOF, TLS close_notify): answer what
+ *                          is buffered
  *   reading → streaming    conn_drain sees stream.ready (smode SEND/RECV)
  *   streaming → reading    the end frame (RECV), job_done (SEND)
  *   streaming → discarding job_done before the end frame (RECV)
@@ -71,9 +81,11 @@
  *   any → closing          conn_close: uv_close, cancel the request
  *   closing → freed        on_conn_close and job_done drop references
  *
- * No signal handlers: the loop thread is created with every signal
- * blocked, so signals go to the host's (nbdkit's) threads, and writing to a
- * client that has gone returns EPIPE instead of raising SIGPIPE.  (libuv's
+ * The server's lifecycle (start, stop, the loop thread) is in
+ * control-server.c.  No signal handlers: the loop thread is created with
+ * every signal blocked, so signals go to the host's (nbdkit's) threads, and
+ * writing to a client that has gone returns EPIPE instead of raising
+ * SIGPIPE.  (libuv's
  * threadpool threads are created from the loop thread and inherit the mask,
  * unless something else in the process started the pool first.)
  */
@@ -82,13 +94,13 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include <uv.h>
 
@@ -96,31 +108,6 @@
 
 /* Bytes read from a socket at a time. */
 #define CONTROL_READ_SIZE (64 * 1024)
-
-struct conn;
-
-struct control_server {
-  uv_loop_t loop;
-  uv_pipe_t unix_listener;
-  uv_tcp_t tcp_listener;
-  uv_async_t stop_async;
-  uv_async_t wake_async;           /* a worker queued on a channel */
-  bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
-  pthread_t thread;
-  atomic_bool stopping;            /* set by control_server_stop */
-
-  struct control_registry *reg;
-  void *opaque;
-  void (*log) (void *opaque, const char *msg);
-  size_t max_output;
-  unsigned max_clients;
-  unsigned tcp_port;
-
-  struct conn *conns;              /* open connections */
-  unsigned nconns;
-  struct control_jobs jobs;
-  struct job *threads;             /* jobs on threads of their own */
-};
 
 struct job {
   uv_work_t work;
@@ -146,6 +133,14 @@ struct conn {
   struct conn *prev, *next;        /* in srv->conns while open */
   unsigned refs;
   bool reading, eof, shutting, closing;
+  bool tcp;                        /* came through the TCP listener */
+  bool sniffed;                    /* TCP: its first byte chose TLS or not */
+  bool refused;                    /* a plain client of control-tls=require:
+                                      told why, its input is dropped */
+  bool busy;                       /* over max_clients: to be refused */
+  struct tls_session *tls;         /* a TLS client's session, or NULL */
+  char *pbuf;                      /* TLS: plaintext of one read */
+  char peer[64];                   /* TCP: "ADDR:PORT", for messages */
   enum chan_mode smode;            /* stream mode, as the loop sees it */
   bool discarding;                 /* reading a stream nobody takes */
   bool in_paused;                  /* stopped reading: the worker is behind */
@@ -166,6 +161,8 @@ struct out {
 };
 
 static void conn_pump (struct conn *conn);
+static void conn_tls_flush (struct conn *conn);
+static void conn_refuse_busy (struct conn *conn);
 static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -185,6 +182,22 @@ srv_log (struct control_server *srv, const char *fmt, ...)
   srv->log (srv->opaque, msg);
 }
 
+/* Warn the host about a refused or failed client (else log it). */
+static void CAIRN_PRINTF (2, 3)
+srv_warn (struct control_server *srv, const char *fmt, ...)
+{
+  void (*fn) (void *, const char *) = srv->warn ? srv->warn : srv->log;
+  char msg[512];
+  va_list ap;
+
+  if (fn == NULL)
+    return;
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  fn (srv->opaque, msg);
+}
+
 /* ------------------------------------------------------------ connections */
 
 /* Drop a reference; the last one frees the conn. */
@@ -194,6 +207,8 @@ conn_unref (struct conn *conn)
   if (--conn->refs > 0)
     return;
   control_lines_free (&conn->lines);
+  tls_session_free (conn->tls);
+  free (conn->pbuf);
   free (conn);
 }
 
@@ -274,6 +289,12 @@ conn_shutdown (struct conn *conn)
     uv_read_stop (&conn->h.stream);
     conn->reading = false;
   }
+  if (conn->tls) {
+    tls_session_close (conn->tls);
+    conn_tls_flush (conn);
+    if (conn->closing)
+      return;
+  }
   conn->shutdown_req.data = conn;
   r = uv_shutdown (&conn->shutdown_req, &conn->h.stream, on_shutdown);
   if (r < 0)
@@ -297,23 +318,24 @@ on_write (uv_write_t *req, int status)
   free (out);
 }
 
-/* Write bytes (taking them); ch: a worker's message, counted against its
- * channel's limit until written.
+/* Write wlen bytes of wire (taking them); ch: a worker's message of len
+ * plaintext bytes, counted against its channel's limit until written.
  */
 static void
-conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+conn_write_wire (struct conn *conn, char *wire, size_t wlen, struct chan *ch,
+                 size_t len)
 {
-  struct out *out = conn->closing ? NULL : malloc (sizeof *out);
+  struct out *out = conn->closing || !wire ? NULL : malloc (sizeof *out);
   uv_buf_t buf;
   int r = -1;
 
   if (out) {
     out->conn = conn;
-    out->data = data;
+    out->data = wire;
     out->chan = ch;
     out->len = len;
     out->req.data = out;
-    buf = uv_buf_init (data, (unsigned) len);
+    buf = uv_buf_init (wire, (unsigned) wlen);
     r = uv_write (&out->req, &conn->h.stream, &buf, 1, on_write);
     if (r == 0) {
       if (ch)
@@ -323,10 +345,54 @@ conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
   }
   if (ch)
     chan_written (ch, len);
-  free (data);
+  free (wire);
   free (out);
   if (!conn->closing)
     conn_close (conn);
+}
+
+/* Write what TLS made for the peer (handshake, alerts, close_notify):
+ * before anything else is queued (tls.c invariant 1).
+ */
+static void
+conn_tls_flush (struct conn *conn)
+{
+  char *wire;
+  size_t wlen;
+
+  if (tls_session_take (conn->tls, &wire, &wlen) < 0)
+    conn_close (conn);
+  else if (wire)
+    conn_write_wire (conn, wire, wlen, NULL, wlen);
+}
+
+/* Write bytes (taking them); ch: a worker's message, counted against its
+ * channel's limit until written.  On TLS, the ciphertext of the message
+ * goes as one write that credits the channel with len (tls.c invariant 3).
+ */
+static void
+conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
+{
+  char *wire = data;
+  size_t wlen = len;
+
+  if (conn->tls && !conn->closing) {
+    int r = tls_session_write (conn->tls, data, len);
+
+    free (data);
+    if (r == 0)
+      r = tls_session_take (conn->tls, &wire, &wlen);
+    if (r == 0 && wire == NULL) {     /* an empty message */
+      if (ch)
+        chan_written (ch, len);
+      return;
+    }
+    if (r < 0) {
+      srv_log (conn->srv, "control: %s", cairn_errmsg ());
+      wire = NULL;
+    }
+  }
+  conn_write_wire (conn, wire, wlen, ch, len);
 }
 
 /* Queue a reply line (taking ownership of it). */
@@ -415,8 +481,8 @@ static void job_done (uv_work_t *work, int status);
  * Once the server is stopping and no job thread is left, the wake handle
  * closes: it is what keeps the loop running for them.
  */
-static void
-on_wake (uv_async_t *async)
+void
+control_on_wake (uv_async_t *async)
 {
   struct control_server *srv = async->data;
   struct conn *conn, *next;
@@ -767,50 +833,48 @@ on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf)
   *buf = uv_buf_init (conn->rbuf, sizeof conn->rbuf);
 }
 
-/* Bytes (or the end) arrived from a client. */
+/* The client's input ended (EOF, or a TLS close_notify). */
 static void
-on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+conn_eof (struct conn *conn)
 {
-  struct conn *conn = stream->data;
   int r;
 
-  if (nread == 0)
-    return;
-  if (nread == UV_EOF) {
-    /* The client may have only shut down its side: answer what it sent.
-     * One that is gone (killed, say) cancels its running request, which
-     * has nobody to answer: a replication job stops instead of running on.
-     */
-    if (conn->job && peer_gone (conn))
-      atomic_store (&conn->cancel, true);
-    conn->eof = true;
-    uv_read_stop (stream);
-    conn->reading = false;
-    if (conn->smode == CHAN_RECV || conn->discarding) {
-      /* The stream ended without its end frame: it is cut short. */
-      if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
-        chan_gone (conn->job->chan);
-      conn->smode = CHAN_LINES;
-      conn->discarding = false;
-    }
-    r = control_lines_finish (&conn->lines);
-    if (r == -ENOMEM) {
-      conn_close (conn);
-      return;
-    }
-    conn_pump (conn);
-    return;
+  /* The client may have only shut down its side: answer what it sent.
+   * One that is gone (killed, say) cancels its running request, which
+   * has nobody to answer: a replication job stops instead of running on.
+   */
+  if (conn->job && peer_gone (conn))
+    atomic_store (&conn->cancel, true);
+  conn->eof = true;
+  uv_read_stop (&conn->h.stream);
+  conn->reading = false;
+  if (conn->smode == CHAN_RECV || conn->discarding) {
+    /* The stream ended without its end frame: it is cut short. */
+    if (conn->smode == CHAN_RECV && conn->job && conn->job->chan)
+      chan_gone (conn->job->chan);
+    conn->smode = CHAN_LINES;
+    conn->discarding = false;
   }
-  if (nread < 0) {
+  r = control_lines_finish (&conn->lines);
+  if (r == -ENOMEM) {
     conn_close (conn);
     return;
   }
+  conn_pump (conn);
+}
+
+/* Plaintext from the client: request lines or stream frames. */
+static void
+conn_input (struct conn *conn, const char *data, size_t n)
+{
+  int r;
+
   if (conn->smode == CHAN_RECV || conn->discarding) {
-    conn_stream_input (conn, buf->base, (size_t) nread);
+    conn_stream_input (conn, data, n);
     return;
   }
   /* -E2BIG is reported by control_lines_next after the lines before it. */
-  r = control_lines_feed (&conn->lines, buf->base, (size_t) nread);
+  r = control_lines_feed (&conn->lines, data, n);
   if (r == -ENOMEM) {
     srv_log (conn->srv, "control: out of memory reading a request");
     conn_close (conn);
@@ -819,9 +883,166 @@ on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
   conn_pump (conn);
 }
 
-/* A client connected: set up its conn and start reading. */
+/* Ciphertext from a TLS client: decrypt every whole record (tls.c
+ * invariant 2) and hand the plaintext on, a buffer at a time.
+ */
 static void
-on_connection (uv_stream_t *listener, int status)
+conn_tls_input (struct conn *conn, const char *data, size_t n)
+{
+  size_t got = 0, k;
+  char why[512] = "";
+  int r = tls_session_feed (conn->tls, data, n);
+
+  while (r >= 0 && !conn->closing) {
+    r = tls_session_read (conn->tls, conn->pbuf + got,
+                          CONTROL_READ_SIZE - got, &k);
+    if (r < 0)                  /* before conn_input sets other messages */
+      snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    if (r != TLS_DATA)
+      break;
+    got += k;
+    if (conn->busy)             /* refused: its requests are dropped */
+      got = 0;
+    if (got == CONTROL_READ_SIZE) {
+      conn_input (conn, conn->pbuf, got);
+      got = 0;
+    }
+  }
+  if (got > 0 && !conn->closing)
+    conn_input (conn, conn->pbuf, got);
+  if (conn->closing)
+    return;
+  conn_tls_flush (conn);
+  if (conn->busy && r >= 0 && tls_session_ready (conn->tls) &&
+      !conn->shutting) {
+    conn_refuse_busy (conn);
+    return;
+  }
+  if (r == TLS_CLOSED && !conn->closing && !conn->shutting && !conn->eof)
+    conn_eof (conn);
+  else if (r < 0 && !conn->closing) {
+    /* The alert is on its way: let it go out, then close. */
+    srv_warn (conn->srv, "control: %s", why[0] ? why : cairn_errmsg ());
+    atomic_store (&conn->cancel, true);
+    conn_shutdown (conn);
+  }
+}
+
+/* The first byte of a TCP client chooses TLS or plain (tls.c).  Returns
+ * false when the connection is refused.
+ */
+static bool
+conn_sniff (struct conn *conn, unsigned char first)
+{
+  struct control_server *srv = conn->srv;
+  int r;
+
+  conn->sniffed = true;
+  if (tls_looks_like_hello (first)) {
+    if (srv->tls == NULL) {
+      srv_warn (srv, "control: %s started a TLS handshake, but this server's "
+               "control port has control-tls=off: closing the connection",
+               conn->peer);
+      conn_close (conn);
+      return false;
+    }
+    r = tls_session_new (srv->tls, conn->peer, &conn->tls);
+    if (r == 0 && (conn->pbuf = malloc (CONTROL_READ_SIZE)) == NULL)
+      r = cairn_fail (-ENOMEM, "out of memory");
+    if (r < 0) {
+      srv_log (srv, "control: %s: %s", conn->peer, cairn_errmsg ());
+      conn_close (conn);
+      return false;
+    }
+    return true;
+  }
+  if (srv->tls_mode != TLS_REQUIRE) {
+    if (conn->busy)
+      conn_refuse_busy (conn);
+    return !conn->busy;
+  }
+  /* Say why, then drop what it sends until it closes (closing with its
+   * request unread could reset the connection before it reads this).
+   */
+  srv_warn (srv, "control: refused the plain (non-TLS) client %s: this "
+           "port has control-tls=require", conn->peer);
+  conn->refused = true;
+  conn_send_error (conn, CAIRN_E_PERMISSION, "this server's control port "
+                   "requires TLS (control-tls=require): connect with 'cairn "
+                   "--tls' and the server's CA certificate or PSK (see "
+                   "cairn(8))");
+  return false;
+}
+
+/* Refuse a client over the connection limit: an error reply, then close. */
+static void
+conn_refuse_busy (struct conn *conn)
+{
+  struct control_server *srv = conn->srv;
+  char msg[160];
+
+  snprintf (msg, sizeof msg, "too many control connections (the limit is "
+            "%u): close idle clients and retry", srv->max_clients);
+  srv_log (srv, "control: %s", msg);
+  conn_send_error (conn, CAIRN_E_BUSY, msg);
+  conn_shutdown (conn);
+}
+
+/* Bytes (or the end) arrived from a client. */
+static void
+on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+  struct conn *conn = stream->data;
+
+  if (nread == 0)
+    return;
+  if (nread == UV_EOF && conn->refused)
+    conn_close (conn);
+  else if (nread == UV_EOF)
+    conn_eof (conn);
+  else if (nread < 0)
+    conn_close (conn);
+  else if (conn->refused)
+    return;
+  else if (conn->tcp && !conn->sniffed &&
+           !conn_sniff (conn, (unsigned char) buf->base[0]))
+    return;
+  else if (conn->tls)
+    conn_tls_input (conn, buf->base, (size_t) nread);
+  else
+    conn_input (conn, buf->base, (size_t) nread);
+}
+
+/* Name a TCP client for messages: "ADDR:PORT". */
+static void
+conn_name_peer (struct conn *conn)
+{
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  char addr[INET6_ADDRSTRLEN] = "?";
+  unsigned port = 0;
+
+  if (uv_tcp_getpeername (&conn->h.tcp, (struct sockaddr *) &ss, &len) == 0) {
+    if (ss.ss_family == AF_INET6) {
+      struct sockaddr_in6 *sa = (struct sockaddr_in6 *) &ss;
+
+      uv_ip6_name (sa, addr, sizeof addr);
+      port = ntohs (sa->sin6_port);
+    }
+    else {
+      struct sockaddr_in *sa = (struct sockaddr_in *) &ss;
+
+      uv_ip4_name (sa, addr, sizeof addr);
+      port = ntohs (sa->sin_port);
+    }
+  }
+  snprintf (conn->peer, sizeof conn->peer, strchr (addr, ':') ? "[%s]:%u"
+            : "%s:%u", addr, port);
+}
+
+/* A client connected: set up its conn and start reading. */
+void
+control_on_connection (uv_stream_t *listener, int status)
 {
   struct control_server *srv = listener->data;
   struct conn *conn;
@@ -862,188 +1083,25 @@ on_connection (uv_stream_t *listener, int status)
     conn_close (conn);
     return;
   }
-  if (srv->nconns > srv->max_clients) {
-    char msg[160];
-
-    snprintf (msg, sizeof msg, "too many control connections (the limit is "
-              "%u): close idle clients and retry", srv->max_clients);
-    srv_log (srv, "control: %s", msg);
-    conn_send_error (conn, CAIRN_E_BUSY, msg);
-    conn_shutdown (conn);
-    return;
-  }
-  if (listener->type == UV_TCP)
+  if (listener->type == UV_TCP) {
     uv_tcp_nodelay (&conn->h.tcp, 1);
-  conn_pump (conn);
+    conn->tcp = true;
+    conn_name_peer (conn);
+  }
+  conn->busy = srv->nconns > srv->max_clients;
+  /* A TCP client may speak TLS: it hears why once its first byte has
+   * said which (conn_sniff), and then in its own language.
+   */
+  if (conn->busy && !(conn->tcp && srv->tls))
+    conn_refuse_busy (conn);
+  else
+    conn_pump (conn);
 }
 
-/* ------------------------------------------------------------ lifecycle */
-
-/* Close a handle unless it is unset or already closing. */
-static void
-close_handle (uv_handle_t *handle, bool inited)
+/* Close every connection (the server is stopping; loop thread). */
+void
+control_conns_close (struct control_server *srv)
 {
-  if (inited && !uv_is_closing (handle))
-    uv_close (handle, NULL);
-}
-
-/* Stop requested (loop thread): close everything; uv_run then returns
- * once the close callbacks and running requests are done.
- */
-static void
-on_stop (uv_async_t *async)
-{
-  struct control_server *srv = async->data;
-
-  close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
-  close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
-  close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
   while (srv->conns)
     conn_close (srv->conns);
-  /* Job threads see their conn gone and end; the last one's wake closes
-   * the wake handle (on_wake).
-   */
-  if (srv->threads == NULL)
-    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
-}
-
-/* The loop thread. */
-static void *
-loop_thread (void *arg)
-{
-  struct control_server *srv = arg;
-
-  uv_run (&srv->loop, UV_RUN_DEFAULT);
-  return NULL;
-}
-
-/* Free a server whose loop thread is not running (never started, or
- * joined): close what is open, run the close callbacks, free.  Closing the
- * bound listener removes the socket file (libuv unlinks it).
- */
-static void
-server_destroy (struct control_server *srv)
-{
-  int r;
-
-  if (srv->loop_inited) {
-    close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
-    close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
-    close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
-    close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
-    uv_run (&srv->loop, UV_RUN_DEFAULT);
-    r = uv_loop_close (&srv->loop);
-    if (r < 0) {
-      /* A handle is still open: a bug.  Leak rather than free under it. */
-      srv_log (srv, "control: the loop is still busy at exit: %s",
-               uv_strerror (r));
-      return;
-    }
-  }
-  control_registry_free (srv->reg);
-  control_jobs_destroy (&srv->jobs);
-  free (srv);
-}
-
-/* Start the loop thread with every signal blocked (see the top). */
-static int
-start_thread (struct control_server *srv)
-{
-  sigset_t all, old;
-  int r;
-
-  sigfillset (&all);
-  pthread_sigmask (SIG_SETMASK, &all, &old);
-  r = pthread_create (&srv->thread, NULL, loop_thread, srv);
-  pthread_sigmask (SIG_SETMASK, &old, NULL);
-  if (r != 0)
-    return cairn_fail (-r, "cannot start the control server thread: %s",
-                       strerror (r));
-  pthread_setname_np (srv->thread, "cairn-control");
-  return 0;
-}
-
-/* Set up and start a server. */
-int
-control_server_start (const struct control_config *cfg,
-                      struct control_server **out)
-{
-  struct control_server *srv;
-  int r;
-
-  if (cfg->unix_path == NULL || cfg->unix_path[0] == '\0')
-    return cairn_fail (-EINVAL, "the control server needs a socket path");
-  srv = calloc (1, sizeof *srv);
-  if (srv == NULL)
-    return cairn_fail (-ENOMEM, "out of memory");
-  atomic_init (&srv->stopping, false);
-  control_jobs_init (&srv->jobs);
-  srv->opaque = cfg->opaque;
-  srv->log = cfg->log;
-  srv->max_output = cfg->max_output ? cfg->max_output
-                                    : CONTROL_DEFAULT_MAX_OUTPUT;
-  srv->max_clients = cfg->max_clients ? cfg->max_clients
-                                      : CONTROL_DEFAULT_MAX_CLIENTS;
-  r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);
-  if (r < 0)
-    goto fail;
-
-  r = uv_loop_init (&srv->loop);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_loop_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->loop_inited = true;
-  r = control_listen_unix (&srv->loop, &srv->unix_listener, &srv->unix_inited,
-                           cfg, srv, on_connection);
-  if (r < 0)
-    goto fail;
-  if (cfg->tcp_address) {
-    r = control_listen_tcp (&srv->loop, &srv->tcp_listener, &srv->tcp_inited,
-                            cfg, srv, on_connection, &srv->tcp_port);
-    if (r < 0)
-      goto fail;
-  }
-  r = uv_async_init (&srv->loop, &srv->stop_async, on_stop);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->async_inited = true;
-  srv->stop_async.data = srv;
-  r = uv_async_init (&srv->loop, &srv->wake_async, on_wake);
-  if (r < 0) {
-    r = cairn_fail (-EIO, "uv_async_init: %s", uv_strerror (r));
-    goto fail;
-  }
-  srv->wake_inited = true;
-  srv->wake_async.data = srv;
-  r = start_thread (srv);
-  if (r < 0)
-    goto fail;
-  *out = srv;
-  return 0;
-
- fail:
-  server_destroy (srv);
-  return r;
-}
-
-/* Stop the loop thread and free the server. */
-void
-control_server_stop (struct control_server *srv)
-{
-  if (srv == NULL)
-    return;
-  atomic_store (&srv->stopping, true);
-  uv_async_send (&srv->stop_async);
-  pthread_join (srv->thread, NULL);
-  server_destroy (srv);
-}
-
-/* The bound TCP port. */
-unsigned
-control_server_tcp_port (const struct control_server *srv)
-{
-  return srv->tcp_port;
 }

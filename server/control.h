@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "tls.h"
 #include "util.h"
 
 /* Queued replies a client may leave unread before it is disconnected. */
@@ -70,6 +71,12 @@ struct control_config {
   const char *unix_group;    /* if set, the socket's group (by name) */
   const char *tcp_address;   /* if set, also listen on TCP here */
   unsigned tcp_port;         /* with tcp_address; 0 picks a free port */
+  /* TLS on the TCP port (tls.c): off, on (each client chooses) or require;
+   * with on or require, tls holds the server's credentials (borrowed: it
+   * must outlive the server).  The Unix socket is always plain.
+   */
+  enum tls_mode tls_mode;
+  struct tls_ctx *tls;
   size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
   unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
   const struct control_method_table *tables;   /* besides "server.*" */
@@ -79,6 +86,10 @@ struct control_config {
    * reading its replies, ...).  Called on the loop thread.
    */
   void (*log) (void *opaque, const char *msg);
+  /* If set, told instead of log about what an operator should see without
+   * debugging on: TCP clients refused or failing TLS.  Loop thread.
+   */
+  void (*warn) (void *opaque, const char *msg);
 };
 
 struct control_server;

@@ -43,6 +43,15 @@
  *
  * Both are long-running jobs: progress is the sender's (data bytes of the
  * total), cancelling stops the stream (the receiver keeps what it has).
+ *
+ * TLS (server/tls.c): the job connects with TLS when this server has
+ * control TLS credentials (control-tls-certificates= or control-tls-psk=,
+ * which cairnd's --tls-certs and --tls-psk set), using them as its client
+ * credentials: the PSK file's first entry as its identity, or the
+ * directory's ca-cert.pem to check the other server (whose certificate
+ * must name HOST) and client-cert.pem (else server-cert.pem) to present.
+ * The request's "tls" (a boolean) overrides: true requires TLS, false
+ * connects in plain.
  */
 #include <config.h>
 
@@ -77,55 +86,75 @@ jstr (json_t *obj, const char *key)
 /* A connection to the other server, named for messages. */
 struct remote {
   struct control_client *c;
+  struct tls_ctx *tls;          /* client credentials, or NULL: plain */
   char name[300];
 };
 
-/* Connect to "HOST[:PORT]" or "[V6ADDR][:PORT]". */
+/* The client credentials for the request: NULL (plain) or *tls, as the
+ * server's configuration and the request's "tls" say.
+ */
 static int
-remote_connect (struct control_ctx *ctx, const char *arg, struct remote *rm)
+remote_tls (struct control_ctx *ctx, json_t *params, struct tls_ctx **tls)
 {
-  char host[256], *colon, *end;
+  const struct cairn_methods_ctx *m = control_ctx_opaque (ctx);
+  const struct tls_config *cfg = m->tls;
+  json_t *want = json_object_get (params, "tls");
+  bool have = cfg && (cfg->certificates || cfg->psk_file);
+
+  *tls = NULL;
+  if (want && !json_is_boolean (want))
+    return control_invalid_params (ctx, "\"tls\" must be true or false");
+  if (want ? !json_is_true (want) : !have)
+    return 0;
+  if (!have)
+    return cairn_fail (-EINVAL, "TLS was asked for, but this server has no "
+                       "control TLS credentials: start it with "
+                       "control-tls-certificates= or control-tls-psk= "
+                       "(cairnd --tls-certs or --tls-psk)");
+  return tls_ctx_new (cfg, false, tls);
+}
+
+/* Close the connection and free its credentials. */
+static void
+remote_close (struct remote *rm)
+{
+  control_client_close (rm->c);
+  tls_ctx_free (rm->tls);
+}
+
+/* Connect to "HOST[:PORT]" or "[V6ADDR][:PORT]", with TLS as remote_tls
+ * decides from params.
+ */
+static int
+remote_connect (struct control_ctx *ctx, const char *arg, json_t *params,
+                struct remote *rm)
+{
+  char host[256];
   const char *h = host;
-  unsigned long port = CONTROL_DEFAULT_TCP_PORT;
+  unsigned port;
   int r;
 
-  if (strlen (arg) >= sizeof host)
-    return control_invalid_params (ctx, "\"%s\": the host is too long", arg);
-  strcpy (host, arg);
-  if (host[0] == '[') {
-    end = strchr (host, ']');
-    if (end == NULL || (end[1] && end[1] != ':'))
-      return control_invalid_params (ctx, "\"%s\" is not [ADDR]:PORT", arg);
-    *end = '\0';
-    h = host + 1;
-    colon = end[1] ? end + 1 : NULL;
+  if (control_client_parse_address (arg, host, sizeof host, &port) < 0) {
+    char why[512];
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    return control_invalid_params (ctx, "%s", why);
   }
-  else {
-    colon = strchr (host, ':');
-    if (colon && strchr (colon + 1, ':'))
-      return control_invalid_params (ctx, "\"%s\": write an IPv6 address as "
-                                     "[ADDR]:PORT", arg);
-  }
-  if (colon) {
-    *colon = '\0';
-    port = strtoul (colon + 1, &end, 10);
-    if (*end || end == colon + 1 || port == 0 || port > 65535)
-      return control_invalid_params (ctx, "\"%s\": the port must be 1 to "
-                                     "65535", arg);
-  }
-  if (*h == '\0')
-    return control_invalid_params (ctx, "\"%s\" names no host", arg);
-  r = control_client_connect_tcp (h, (unsigned) port, REMOTE_TIMEOUT_MS,
-                                  &rm->c);
+  r = remote_tls (ctx, params, &rm->tls);
+  if (r < 0)
+    return r;
+  r = control_client_connect_tcp (h, port, NULL, REMOTE_TIMEOUT_MS, &rm->c);
   if (r == 0)
     /* A job stops soon when cancelled, even while the remote is silent
-     * (a server that stops waits for its jobs).
+     * (a server that stops waits for its jobs), the TLS handshake included.
      */
     control_client_set_cancel (rm->c, (bool (*) (void *))
                                control_ctx_cancelled, ctx);
+  if (r == 0 && rm->tls)
+    r = control_client_start_tls (rm->c, rm->tls);
   if (r == 0)
-    snprintf (rm->name, sizeof rm->name, strchr (h, ':') ? "[%s]:%lu"
-              : "%s:%lu", h, port);
+    snprintf (rm->name, sizeof rm->name, strchr (h, ':') ? "[%s]:%u"
+              : "%s:%u", h, port);
   return r;
 }
 
@@ -475,11 +504,12 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
   rollback = json_is_true (rb);
   if (!json_is_object (params) || snap == NULL || to == NULL ||
       (rb && !json_is_boolean (rb)) ||
-      json_object_size (params) != 2u + (from != NULL) + (rb != NULL))
+      json_object_size (params) != 2u + (from != NULL) + (rb != NULL) +
+                                   (json_object_get (params, "tls") != NULL))
     return control_invalid_params (ctx, "replicate.push takes {\"snapshot\": "
                                    "\"VOL@SNAP\", \"to\": \"HOST[:PORT]\", "
-                                   "\"from\"?: \"SNAP\"} (strings) and "
-                                   "\"rollback\"?: true or false");
+                                   "\"from\"?: \"SNAP\", \"rollback\"?: BOOL, "
+                                   "\"tls\"?: BOOL}");
   at = strchr (snap, '@');
   if (at == NULL || (size_t) (at - snap) > VOL_NAME_MAX)
     return control_invalid_params (ctx, "\"%s\" is not VOL@SNAP", snap);
@@ -489,7 +519,7 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
     return r;
   snprintf (guid, sizeof guid, "%016" PRIx64, vi.guid);
   control_job_start (ctx, snap);
-  r = remote_connect (ctx, to, &rm);
+  r = remote_connect (ctx, to, params, &rm);
   if (r == 0)
     r = remote_snapshots (&rm, vol, &rsnaps);
   if (r == 0)
@@ -534,7 +564,7 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
   json_decref (sent);
   json_decref (lsnaps);
   json_decref (rsnaps);
-  control_client_close (rm.c);
+  remote_close (&rm);
   return r;
 }
 
@@ -668,16 +698,16 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
   rollback = json_is_true (rb);
   if (!json_is_object (params) || vol == NULL || from == NULL ||
       (rb && !json_is_boolean (rb)) ||
-      json_object_size (params) != 2u + (rb != NULL))
+      json_object_size (params) != 2u + (rb != NULL) +
+                                   (json_object_get (params, "tls") != NULL))
     return control_invalid_params (ctx, "replicate.pull takes {\"from\": "
-                                   "\"HOST[:PORT]\", \"volume\": \"VOL\"} "
-                                   "(strings) and \"rollback\"?: true or "
-                                   "false");
+                                   "\"HOST[:PORT]\", \"volume\": \"VOL\", "
+                                   "\"rollback\"?: BOOL, \"tls\"?: BOOL}");
   r = vol_check_name (vol);
   if (r < 0)
     return r;
   control_job_start (ctx, vol);
-  r = remote_connect (ctx, from, &rm);
+  r = remote_connect (ctx, from, params, &rm);
   if (r == 0)
     r = remote_snapshots (&rm, vol, &rsnaps);
   if (r == 0)
@@ -730,7 +760,7 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
   json_decref (received);
   json_decref (lsnaps);
   json_decref (rsnaps);
-  control_client_close (rm.c);
+  remote_close (&rm);
   return r;
 }
 

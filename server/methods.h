@@ -24,6 +24,11 @@
 /* What the catalog methods work on. */
 struct cairn_methods_ctx {
   struct cairn_pool *pool;
+  /* The server's control TLS credentials, which replication jobs use as
+   * their client credentials (methods-replicate.c); NULL or without files:
+   * none.
+   */
+  const struct tls_config *tls;
 };
 
 extern const struct control_method_table cairn_catalog_methods;
