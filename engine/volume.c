@@ -341,8 +341,9 @@ map_range_into (struct catalog *cat, struct btree *tree, uint64_t lbn,
   r = btree_cursor_new (tree, &cur);
   if (r < 0)
     return r;
-  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
-  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+  /* The item that may cover lbn starts at or before it. */
+  put_be64 (key, lbn);
+  for (r = btree_cursor_seek_le (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
     size_t kl, vl;
     uint64_t s, len, from, to;
@@ -594,19 +595,19 @@ static int
 punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n)
 {
   struct map_vec mv = { NULL, 0, 0 };
-  uint64_t maxe = max_ext_blocks (vs->cat), end = lbn + n;
+  uint64_t end = lbn + n;
   struct btree_cursor *cur;
   uint8_t key[8];
   int r;
 
-  /* Whole extents overlapping the range: map the range widened by the
-   * longest extent, then keep those that touch it.
+  /* Whole extents overlapping the range: from the one that may cover lbn
+   * (it starts at or before it), keep those that touch the range.
    */
   r = btree_cursor_new (vs->tree, &cur);
   if (r < 0)
     return r;
-  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
-  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+  put_be64 (key, lbn);
+  for (r = btree_cursor_seek_le (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
     size_t kl, vl;
     uint64_t s, len;
