@@ -136,7 +136,8 @@ retreat_leaf (struct btree_cursor *cur)
  * key >= key (*foundp: equal to it).  -ENOENT on an empty tree.
  */
 static int
-descend_to (struct btree_cursor *cur, const void *key, size_t klen, bool *foundp)
+descend_to (struct btree_cursor *cur, const void *key, size_t klen,
+            bool *foundp)
 {
   struct btree *t = cur->tree;
   struct node *n;

@@ -53,7 +53,8 @@ static const uint32_t K256[64] __attribute__ ((aligned (16))) = {
   0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u
 };
 static const uint32_t H256[8] __attribute__ ((aligned (16))) = {
-  0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au, 0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u
+  0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
+  0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u
 };
 
 /* The last 64-byte block of every 4096-byte message: 0x80, zeros, and the
@@ -64,9 +65,12 @@ static const uint8_t pad4k[64] = { [0] = 0x80, [62] = 0x80 };
 /* Byte order shuffle: big-endian words of the message. */
 #define BSWAP_MASK _mm_set_epi64x (0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL)
 
+/* Four 32-bit words from an aligned table. */
+#define LOAD4(table, i) _mm_load_si128 ((const __m128i *) &(table)[i])
+
 /* Four rounds of group g with message words w on state (s0, s1). */
 #define ROUNDS4(s0, s1, w, g) do {                                      \
-    __m128i m_ = _mm_add_epi32 ((w), _mm_load_si128 ((const __m128i *) &K256[4 * (g)])); \
+    __m128i m_ = _mm_add_epi32 ((w), LOAD4 (K256, 4 * (g)));            \
     s1 = _mm_sha256rnds2_epu32 (s1, s0, m_);                            \
     m_ = _mm_shuffle_epi32 (m_, 0x0E);                                  \
     s0 = _mm_sha256rnds2_epu32 (s0, s1, m_);                            \
@@ -85,11 +89,19 @@ static const uint8_t pad4k[64] = { [0] = 0x80, [62] = 0x80 };
 TARGET static inline void
 init_state (__m128i *s0, __m128i *s1)
 {
-  __m128i t = _mm_shuffle_epi32 (_mm_load_si128 ((const __m128i *) &H256[0]), 0xB1);
-  __m128i u = _mm_shuffle_epi32 (_mm_load_si128 ((const __m128i *) &H256[4]), 0x1B);
+  __m128i t = _mm_shuffle_epi32 (LOAD4 (H256, 0), 0xB1);
+  __m128i u = _mm_shuffle_epi32 (LOAD4 (H256, 4), 0x1B);
 
   *s0 = _mm_alignr_epi8 (t, u, 8);
   *s1 = _mm_blend_epi16 (u, t, 0xF0);
+}
+
+/* Message words g of a 64-byte block, big-endian. */
+TARGET static inline __m128i
+load_words (const uint8_t *p, int g)
+{
+  return _mm_shuffle_epi8 (_mm_loadu_si128 ((const __m128i *) (p + 16 * g)),
+                           BSWAP_MASK);
 }
 
 /* Write the digest of state (s0, s1). */
@@ -113,8 +125,8 @@ compress_x2 (__m128i st[4], const uint8_t *pa, const uint8_t *pb)
   __m128i wa[4], wb[4];
 
   for (int g = 0; g < 4; g++) {
-    wa[g] = _mm_shuffle_epi8 (_mm_loadu_si128 ((const __m128i *) (pa + 16 * g)), BSWAP_MASK);
-    wb[g] = _mm_shuffle_epi8 (_mm_loadu_si128 ((const __m128i *) (pb + 16 * g)), BSWAP_MASK);
+    wa[g] = load_words (pa, g);
+    wb[g] = load_words (pb, g);
     ROUNDS4 (a0, a1, wa[g], g);
     ROUNDS4 (b0, b1, wb[g], g);
   }
@@ -139,7 +151,7 @@ compress_x1 (__m128i st[2], const uint8_t *p)
   __m128i w[4];
 
   for (int g = 0; g < 4; g++) {
-    w[g] = _mm_shuffle_epi8 (_mm_loadu_si128 ((const __m128i *) (p + 16 * g)), BSWAP_MASK);
+    w[g] = load_words (p, g);
     ROUNDS4 (s0, s1, w[g], g);
   }
 #pragma GCC unroll 12
@@ -202,7 +214,8 @@ sha256_ni_4k (const uint8_t *data, size_t n, uint8_t *out)
   size_t i = 0;
 
   for (; i + 2 <= n; i += 2)
-    hash_4k_x2 (data + i * SHA256_DATA_BLOCK, data + (i + 1) * SHA256_DATA_BLOCK,
+    hash_4k_x2 (data + i * SHA256_DATA_BLOCK,
+                data + (i + 1) * SHA256_DATA_BLOCK,
                 out + i * SHA256_LEN, out + (i + 1) * SHA256_LEN);
   if (i < n)
     hash_4k_x1 (data + i * SHA256_DATA_BLOCK, out + i * SHA256_LEN);

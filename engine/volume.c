@@ -48,7 +48,8 @@ map_vec_free (struct map_vec *mv)
 }
 
 /* Data blocks are checked with sha256_blocks. */
-_Static_assert (BLOCK_SIZE == SHA256_DATA_BLOCK, "a data block is a SHA-256 data block");
+_Static_assert (BLOCK_SIZE == SHA256_DATA_BLOCK,
+                "a data block is what sha256_blocks hashes");
 
 #define COUNT(v, field, amount) \
   __atomic_add_fetch (&(v)->stats.field, (amount), __ATOMIC_RELAXED)
