@@ -50,9 +50,11 @@ btree_cursor_free (struct btree_cursor *cur)
   }
 }
 
-/* Descend from the node at the top of the path to its leftmost leaf. */
+/* Descend from the node at the top of the path to its leftmost leaf, or
+ * its rightmost (last) leaf and item.
+ */
 static int
-descend_leftmost (struct btree_cursor *cur)
+descend_edge (struct btree_cursor *cur, bool last)
 {
   for (;;) {
     struct node *n = cur->path[cur->depth - 1], *c;
@@ -64,9 +66,24 @@ descend_leftmost (struct btree_cursor *cur)
     if (r < 0)
       return r;
     cur->path[cur->depth] = c;
-    cur->idx[cur->depth] = 0;
+    cur->idx[cur->depth] = last && node_nitems (c) ? node_nitems (c) - 1 : 0;
     cur->depth++;
   }
+}
+
+/* Descend to the first or the last item under the path's top: 0 there,
+ * 1 when that leaf is empty (move on), or an error (the cursor reset).
+ */
+static int
+descend_to_item (struct btree_cursor *cur, bool last)
+{
+  int r = descend_edge (cur, last);
+
+  if (r < 0) {
+    cursor_reset (cur);
+    return r;
+  }
+  return node_nitems (cur->path[cur->depth - 1]) > 0 ? 0 : 1;
 }
 
 /* The leaf is used up: move to the first item of the next leaf. */
@@ -86,26 +103,48 @@ advance_leaf (struct btree_cursor *cur)
       return 0;
     }
     cur->idx[cur->depth - 1]++;
-    r = descend_leftmost (cur);
-    if (r < 0) {
-      cursor_reset (cur);
+    r = descend_to_item (cur, false);
+    if (r <= 0)
       return r;
-    }
-    if (node_nitems (cur->path[cur->depth - 1]) > 0)
-      return 0;
   }
 }
 
-/* Position on the first item with key >= key. */
-int
-btree_cursor_seek (struct btree_cursor *cur, const void *key, size_t klen)
+/* The leaf is used up going backwards: move to the last item of the
+ * previous leaf.  -ENOENT when there is none (the cursor is then on an
+ * empty leaf or has not moved).
+ */
+static int
+retreat_leaf (struct btree_cursor *cur)
+{
+  for (;;) {
+    int d = cur->depth - 2, r;
+
+    while (d >= 0 && cur->idx[d] == 0)
+      d--;
+    if (d < 0)
+      return -ENOENT;
+    while (cur->depth > d + 1)
+      cache_put (cur->tree->cache, cur->path[--cur->depth]);
+    cur->idx[d]--;
+    r = descend_to_item (cur, true);
+    if (r <= 0)
+      return r;
+  }
+}
+
+/* Descend to the leaf where key belongs, its index on the first item with
+ * key >= key (*foundp: equal to it).  -ENOENT on an empty tree.
+ */
+static int
+descend_to (struct btree_cursor *cur, const void *key, size_t klen,
+            bool *foundp)
 {
   struct btree *t = cur->tree;
   struct node *n;
-  bool found;
   int r;
 
   cursor_reset (cur);
+  *foundp = false;
   if (t->root.bp.addr == 0)
     return -ENOENT;
   r = cache_get (t->cache, &t->root.bp, &n);
@@ -118,17 +157,8 @@ btree_cursor_seek (struct btree_cursor *cur, const void *key, size_t klen)
 
     n = cur->path[cur->depth - 1];
     if (node_level (n) == 0) {
-      i = key ? node_search (n, key, klen, &found) : 0;
-      cur->idx[cur->depth - 1] = i;
-      if (i < node_nitems (n))
-        return 0;
-      /* Past the end of this leaf: the answer is in the next one. */
-      cur->idx[cur->depth - 1] = i ? i - 1 : 0;
-      if (node_nitems (n) == 0) {
-        cursor_reset (cur);
-        return -ENOENT;
-      }
-      return advance_leaf (cur);
+      cur->idx[cur->depth - 1] = key ? node_search (n, key, klen, foundp) : 0;
+      return 0;
     }
     i = key ? node_child_index (n, key, klen) : 0;
     cur->idx[cur->depth - 1] = i;
@@ -139,6 +169,48 @@ btree_cursor_seek (struct btree_cursor *cur, const void *key, size_t klen)
     }
     cur->depth++;
   }
+}
+
+/* Position on the first item with key >= key. */
+int
+btree_cursor_seek (struct btree_cursor *cur, const void *key, size_t klen)
+{
+  struct node *n;
+  uint32_t i;
+  bool found;
+  int r = descend_to (cur, key, klen, &found);
+
+  if (r < 0)
+    return r;
+  n = cur->path[cur->depth - 1];
+  i = cur->idx[cur->depth - 1];
+  if (i < node_nitems (n))
+    return 0;
+  /* Past the end of this leaf: the answer is in the next one. */
+  cur->idx[cur->depth - 1] = i ? i - 1 : 0;
+  if (node_nitems (n) == 0) {
+    cursor_reset (cur);
+    return -ENOENT;
+  }
+  return advance_leaf (cur);
+}
+
+/* Position on the last item with key <= key, else the first item. */
+int
+btree_cursor_seek_le (struct btree_cursor *cur, const void *key, size_t klen)
+{
+  bool found;
+  int r = descend_to (cur, key, klen, &found);
+
+  if (r < 0 || found)
+    return r;
+  if (cur->idx[cur->depth - 1] > 0) {
+    cur->idx[cur->depth - 1]--;
+    return 0;
+  }
+  r = retreat_leaf (cur);
+  /* Every key is greater (or the leaves before are empty). */
+  return r == -ENOENT ? btree_cursor_seek (cur, NULL, 0) : r;
 }
 
 /* Move to the next item. */

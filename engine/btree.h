@@ -157,6 +157,12 @@ void btree_cursor_free (struct btree_cursor *cur);
  */
 int btree_cursor_seek (struct btree_cursor *cur, const void *key, size_t klen)
   CAIRN_WUR;
+/* Position on the last item with key <= key, or on the first item when
+ * every key is greater (a lookup of the item that may cover key, as an
+ * extent map needs).  -ENOENT on an empty tree.
+ */
+int btree_cursor_seek_le (struct btree_cursor *cur, const void *key,
+                          size_t klen) CAIRN_WUR;
 /* Move to the next item: -ENOENT at the end. */
 int btree_cursor_next (struct btree_cursor *cur) CAIRN_WUR;
 void btree_cursor_item (struct btree_cursor *cur, const uint8_t **keyp,

@@ -8,10 +8,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <openssl/evp.h>
 
-#include "sha256.h"
+#include "sha256-int.h"
 
 struct sha256_ctx {
   EVP_MD_CTX *md;
@@ -34,6 +35,81 @@ sha256 (const void *buf, size_t len, uint8_t out[SHA256_LEN])
   if (EVP_Digest (buf, len, out, &outlen, EVP_sha256 (), NULL) != 1)
     sha256_die ("EVP_Digest");
 }
+
+/* ------------------------------------------------------------ data blocks */
+
+/* -1: not decided yet; 0: OpenSSL; 1: sha256-ni.c.  Process-wide like
+ * OpenSSL's own CPU capability vector: it describes the CPU, not a pool.
+ */
+static int blocks_ni = -1;
+
+/* Use sha256-ni.c? Decided once, from the CPU. */
+static bool
+use_ni (void)
+{
+  int v = __atomic_load_n (&blocks_ni, __ATOMIC_RELAXED);
+
+  if (v < 0) {
+#if SHA256_HAVE_NI
+    v = sha256_ni_available ();
+#else
+    v = 0;
+#endif
+    __atomic_store_n (&blocks_ni, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+/* Allow sha256-ni.c (decided again from the CPU) or force OpenSSL. */
+void
+sha256_blocks_accel (bool allow)
+{
+  __atomic_store_n (&blocks_ni, allow ? -1 : 0, __ATOMIC_RELAXED);
+}
+
+/* Name the implementation in use. */
+const char *
+sha256_blocks_impl (void)
+{
+  return use_ni () ? "sha-ni-x2" : "openssl";
+}
+
+/* Digest n consecutive data blocks. */
+void
+sha256_blocks (const void *data, size_t n, uint8_t *out)
+{
+  const uint8_t *p = data;
+
+#if SHA256_HAVE_NI
+  if (use_ni ()) {
+    sha256_ni_4k (p, n, out);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++)
+    sha256 (p + i * SHA256_DATA_BLOCK, SHA256_DATA_BLOCK, out + i * SHA256_LEN);
+}
+
+/* Check n consecutive data blocks, a chunk of digests at a time. */
+size_t
+sha256_blocks_check (const void *data, size_t n, const uint8_t *want)
+{
+  enum { CHUNK = 32 };
+  const uint8_t *p = data;
+  uint8_t got[CHUNK * SHA256_LEN];
+
+  for (size_t i = 0; i < n; i += CHUNK) {
+    size_t k = MIN ((size_t) CHUNK, n - i);
+
+    sha256_blocks (p + i * SHA256_DATA_BLOCK, k, got);
+    for (size_t j = 0; j < k; j++)
+      if (memcmp (got + j * SHA256_LEN, want + (i + j) * SHA256_LEN, SHA256_LEN) != 0)
+        return i + j;
+  }
+  return n;
+}
+
+/* ---------------------------------------------------------- incremental */
 
 /* Start an incremental hash. */
 struct sha256_ctx *

@@ -10,7 +10,10 @@
  * Reads copy the mapping under the read lock and read and check the data
  * outside it; a block can be freed and reused between the two (the write
  * that freed it may even be in the same generation), so a checksum mismatch
- * is retried once with a fresh mapping before it counts as damage.
+ * is retried once with a fresh mapping before it counts as damage.  A read
+ * makes one device read per run of mappings contiguous on the device and
+ * checks runs contiguous in the volume with sha256_blocks (two blocks at a
+ * time): the check, not the mapping, is what a read costs.
  * All-zero blocks, zero requests and trims store nothing: they leave holes.
  */
 #include <config.h>
@@ -43,6 +46,10 @@ map_vec_free (struct map_vec *mv)
   mv->m = NULL;
   mv->n = mv->cap = 0;
 }
+
+/* Data blocks are checked with sha256_blocks. */
+_Static_assert (BLOCK_SIZE == SHA256_DATA_BLOCK,
+                "a data block is what sha256_blocks hashes");
 
 #define COUNT(v, field, amount) \
   __atomic_add_fetch (&(v)->stats.field, (amount), __ATOMIC_RELAXED)
@@ -318,10 +325,14 @@ vol_stats (struct cairn_volume *v, struct vol_stats *st)
 
 /* ---------------------------------------------------------------- mapping */
 
-/* Copy the mapping of blocks [lbn, lbn + n) (tree locked by the caller). */
-int
-map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
-                  uint64_t n, struct map_vec *mv)
+/* Copy the mapping of blocks [lbn, lbn + n) (tree locked by the caller).
+ * The digests of each mapping go to a new m->sha, or, when shas is not
+ * NULL, to shas + (block - lbn) * SHA256_LEN (the read path: one array for
+ * the request, no allocation per mapping).
+ */
+static int
+map_range_into (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                uint64_t n, struct map_vec *mv, uint8_t *shas)
 {
   uint64_t maxe = max_ext_blocks (cat), end = lbn + n;
   struct btree_cursor *cur;
@@ -331,8 +342,9 @@ map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
   r = btree_cursor_new (tree, &cur);
   if (r < 0)
     return r;
-  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
-  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+  /* The item that may cover lbn starts at or before it. */
+  put_be64 (key, lbn);
+  for (r = btree_cursor_seek_le (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
     size_t kl, vl;
     uint64_t s, len, from, to;
@@ -366,12 +378,13 @@ map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
     m->n = to - from;
     m->addr = ext_addr (v) + (from - s);
     m->birth = ext_birth (v);
-    m->sha = malloc (m->n * SHA256_LEN);
-    if (m->sha == NULL) {
+    m->sha = shas ? NULL : malloc (m->n * SHA256_LEN);
+    if (shas == NULL && m->sha == NULL) {
       r = cairn_fail (-ENOMEM, "out of memory reading a volume");
       break;
     }
-    memcpy (m->sha, v + EXT_HDR + (from - s) * SHA256_LEN, m->n * SHA256_LEN);
+    memcpy (shas ? shas + (from - lbn) * SHA256_LEN : m->sha,
+            v + EXT_HDR + (from - s) * SHA256_LEN, m->n * SHA256_LEN);
     mv->n++;
   }
   btree_cursor_free (cur);
@@ -383,60 +396,111 @@ map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
                      btree_id (tree));
 }
 
+int
+map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                  uint64_t n, struct map_vec *mv)
+{
+  return map_range_into (cat, tree, lbn, n, mv, NULL);
+}
+
 /* Copy the mapping of blocks [lbn, lbn + n) under the read lock. */
 static int
-map_range (struct cairn_volume *v, uint64_t lbn, uint64_t n, struct map_vec *mv)
+map_range (struct cairn_volume *v, uint64_t lbn, uint64_t n, struct map_vec *mv,
+           uint8_t *shas)
 {
   int r;
 
   btree_rdlock (v->tree);
-  r = map_range_locked (v->cat, v->tree, lbn, n, mv);
+  r = map_range_into (v->cat, v->tree, lbn, n, mv, shas);
   btree_unlock (v->tree);
   return r;
 }
 
 /* ---------------------------------------------------------------- reading */
 
+/* Read whole blocks [lbn, lbn + n) into buf under one mapping, with their
+ * digests into shas; return the first block (from lbn) whose data does not
+ * match its digest, or UINT64_MAX.
+ *
+ * One device read per run of mappings that follow each other both in the
+ * volume and on the device (a sequential write's extents, split only by
+ * the extent item's size, usually are), and the checks over runs
+ * contiguous in the volume: sha256_blocks hashes two blocks at a time, so
+ * a run should be as long as it can.
+ */
+static int
+read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
+             uint8_t *shas, uint64_t *badp)
+{
+  struct cairn_dev *dev = pool_dev (v->cat->pool);
+  struct map_vec mv = { NULL, 0, 0 };
+  uint64_t next = lbn;
+  size_t i, j;
+  int r;
+
+  *badp = UINT64_MAX;
+  r = map_range (v, lbn, n, &mv, shas);
+  for (i = 0; r == 0 && i < mv.n; i = j) {
+    const struct mapping *m = &mv.m[i];
+    uint64_t len = m->n;
+
+    for (j = i + 1; j < mv.n && mv.m[j].lbn == m->lbn + len &&
+         mv.m[j].addr == m->addr + len; j++)
+      len += mv.m[j].n;
+    memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
+    r = dev_pread (dev, buf + (m->lbn - lbn) * BLOCK_SIZE, len * BLOCK_SIZE,
+                   m->addr * BLOCK_SIZE);
+    next = m->lbn + len;
+  }
+  if (r == 0)
+    memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
+  for (i = 0; r == 0 && i < mv.n && *badp == UINT64_MAX; i = j) {
+    uint64_t first = mv.m[i].lbn - lbn, len = mv.m[i].n;
+    size_t k;
+
+    for (j = i + 1; j < mv.n && mv.m[j].lbn == lbn + first + len; j++)
+      len += mv.m[j].n;
+    k = sha256_blocks_check (buf + first * BLOCK_SIZE, len,
+                             shas + first * SHA256_LEN);
+    if (k < len)
+      *badp = first + k;
+  }
+  map_vec_free (&mv);
+  return r;
+}
+
 /* Read whole blocks [lbn, lbn + n) into buf, checking every block. */
 static int
 read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
 {
-  struct cairn_dev *dev = pool_dev (v->cat->pool);
-  struct map_vec mv = { NULL, 0, 0 };
+  enum { STACK_BLOCKS = 16 };
+  uint8_t stack_shas[STACK_BLOCKS * SHA256_LEN];
+  uint8_t *shas = stack_shas;
+  uint64_t bad = UINT64_MAX;
   int r = 0;
 
-  for (int attempt = 0; attempt < 2; attempt++) {
-    uint64_t next = lbn, bad = UINT64_MAX;
-
-    r = map_range (v, lbn, n, &mv);
-    for (size_t i = 0; r == 0 && i < mv.n; i++) {
-      struct mapping *m = &mv.m[i];
-      uint8_t *dst = buf + (m->lbn - lbn) * BLOCK_SIZE;
-
-      memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
-      r = dev_pread (dev, dst, m->n * BLOCK_SIZE, m->addr * BLOCK_SIZE);
-      for (uint64_t b = 0; r == 0 && b < m->n; b++) {
-        uint8_t sha[SHA256_LEN];
-
-        sha256 (dst + b * BLOCK_SIZE, BLOCK_SIZE, sha);
-        if (memcmp (sha, m->sha + b * SHA256_LEN, SHA256_LEN) != 0 &&
-            bad == UINT64_MAX)
-          bad = b + m->lbn - lbn;
-      }
-      next = m->lbn + m->n;
+  if (n > STACK_BLOCKS) {
+    shas = malloc (n * SHA256_LEN);
+    if (shas == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
+      goto out;
     }
-    if (r == 0)
-      memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
-    if (r == 0 && bad != UINT64_MAX) {
-      uint64_t blk = lbn + bad;
-      r = cairn_fail (-EIO, "checksum mismatch reading block %" PRIu64 " (byte %"
-                      PRIu64 ") of volume '%s': the data is damaged on disk",
-                      blk, blk * BLOCK_SIZE, v->info.name);
-    }
-    map_vec_free (&mv);
-    if (r != -EIO || bad == UINT64_MAX)
-      break;
   }
+  for (int attempt = 0; attempt < 2; attempt++) {
+    r = read_mapped (v, lbn, n, buf, shas, &bad);
+    if (r < 0 || bad == UINT64_MAX)
+      break;
+    r = -EIO;
+  }
+  if (r == -EIO && bad != UINT64_MAX) {
+    uint64_t blk = lbn + bad;
+    r = cairn_fail (-EIO, "checksum mismatch reading block %" PRIu64 " (byte %"
+                    PRIu64 ") of volume '%s': the data is damaged on disk",
+                    blk, blk * BLOCK_SIZE, v->info.name);
+  }
+  if (shas != stack_shas)
+    free (shas);
+ out:
   if (r == -EIO)
     COUNT (v, csum_errors, 1);
   return r;
@@ -532,19 +596,19 @@ static int
 punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n)
 {
   struct map_vec mv = { NULL, 0, 0 };
-  uint64_t maxe = max_ext_blocks (vs->cat), end = lbn + n;
+  uint64_t end = lbn + n;
   struct btree_cursor *cur;
   uint8_t key[8];
   int r;
 
-  /* Whole extents overlapping the range: map the range widened by the
-   * longest extent, then keep those that touch it.
+  /* Whole extents overlapping the range: from the one that may cover lbn
+   * (it starts at or before it), keep those that touch the range.
    */
   r = btree_cursor_new (vs->tree, &cur);
   if (r < 0)
     return r;
-  put_be64 (key, lbn >= maxe ? lbn - maxe + 1 : 0);
-  for (r = btree_cursor_seek (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+  put_be64 (key, lbn);
+  for (r = btree_cursor_seek_le (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
     size_t kl, vl;
     uint64_t s, len;
@@ -690,8 +754,8 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
     npieces++;
     got += len;
   }
-  for (uint64_t b = 0; r == 0 && b < n; b++)
-    sha256 (data + b * BLOCK_SIZE, BLOCK_SIZE, shas + b * SHA256_LEN);
+  if (r == 0)
+    sha256_blocks (data, n, shas);
   got = 0;
   for (size_t i = 0; r == 0 && i < npieces; i++) {
     r = dev_pwrite (pool_dev (pool), data + got * BLOCK_SIZE,
@@ -902,7 +966,7 @@ vol_extents (struct cairn_volume *v, uint32_t count, uint64_t off,
   int r = check_range (v, count, off);
 
   if (r == 0 && count > 0)
-    r = map_range (v, lbn, end - lbn, &mv);
+    r = map_range (v, lbn, end - lbn, &mv, NULL);
   for (size_t i = 0; r == 0 && i <= mv.n; i++) {
     uint64_t dstart = i < mv.n ? mv.m[i].lbn * BLOCK_SIZE : stop;
     uint64_t dend = i < mv.n ? (mv.m[i].lbn + mv.m[i].n) * BLOCK_SIZE : stop;

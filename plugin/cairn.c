@@ -54,6 +54,7 @@
 
 #include "dev.h"
 #include "pool.h"
+#include "sha256.h"
 #include "volume.h"
 #include "control.h"
 #include "methods.h"
@@ -350,6 +351,7 @@ cairn_dump_plugin (void)
   printf ("cairn_version=%s\n", PACKAGE_VERSION);
   printf ("cairn_format_version=%u\n", POOL_FORMAT_VERSION);
   printf ("cairn_checksum=sha256\n");
+  printf ("cairn_checksum_impl=%s\n", sha256_blocks_impl ());
   printf ("cairn_exports=yes\n");
 }
 

@@ -8,6 +8,13 @@ echo "$out"
 grep -qx "name=cairn" <<<"$out" || fail "no name=cairn"
 grep -qx "thread_model=parallel" <<<"$out" || fail "plugin is not PARALLEL"
 grep -qx "cairn_checksum=sha256" <<<"$out" || fail "no cairn_checksum"
+# The SHA extensions are used when the CPU has them (x86-64 only).
+impl=$(sed -n 's/^cairn_checksum_impl=//p' <<<"$out")
+if [ "$(uname -m)" = x86_64 ] && grep -qw sha_ni /proc/cpuinfo; then
+  [ "$impl" = sha-ni-x2 ] || fail "the CPU has sha_ni but cairn_checksum_impl is '$impl'"
+else
+  [ "$impl" = openssl ] || fail "cairn_checksum_impl is '$impl' on a CPU without sha_ni"
+fi
 version=$(sed -n 's/^cairn_version=//p' <<<"$out")
 [ "$version" = "$("$CAIRN" version | awk '{print $2}')" ] || fail "plugin version '$version' differs from cairn's"
 

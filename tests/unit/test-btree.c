@@ -263,6 +263,85 @@ Test (btree, fill_iterate_and_empty)
   free (perm);
 }
 
+/* seek_le lands on the last key <= the target (the extent map's lookup of
+ * the extent that may cover a block), across leaves and after deletes
+ * that empty whole runs of leaves, else on the first key; next goes on
+ * from there in order.  Against a model, with a cache smaller than the
+ * tree after a reopen.
+ */
+Test (btree, seek_le_against_a_model)
+{
+  enum { SPACE = 40000 };
+  struct rng r = { test_seed ("btree.seek_le_against_a_model", 11) };
+  bool *present = calloc (SPACE, sizeof *present);
+  struct btree_cursor *cur;
+  struct env e;
+  uint8_t k[8], v[24];
+
+  cr_assert (present);
+  env_open (&e, 128 << 20, 4096, 256 << 10);
+  for (uint64_t i = 0; i < 12000; i++) {
+    uint64_t key = 1 + rng_below (&r, SPACE - 1);   /* key 0 stays absent */
+    k64 (k, key);
+    fill_pattern (v, sizeof v, key);
+    cr_assert_eq (put (&e, k, 8, v, sizeof v, 0), 0, "%s", cairn_errmsg ());
+    present[key] = true;
+  }
+  /* Empty a few long runs, whole leaves included. */
+  for (int run = 0; run < 6; run++) {
+    uint64_t from = rng_below (&r, SPACE - 2000), len = 200 + rng_below (&r, 1800);
+    for (uint64_t key = from; key < from + len; key++)
+      if (present[key]) {
+        k64 (k, key);
+        cr_assert_eq (del (&e, k, 8), 0, "%s", cairn_errmsg ());
+        present[key] = false;
+      }
+  }
+  cr_assert_eq (pool_commit (e.pool), 0, "%s", cairn_errmsg ());
+  env_reopen (&e);
+
+  cr_assert_eq (btree_cursor_new (e.t, &cur), 0);
+  btree_rdlock (e.t);
+  for (int i = 0; i < 4000; i++) {
+    uint64_t target = i < 2 ? (uint64_t) i * (SPACE + 5) : rng_below (&r, SPACE + 10);
+    int64_t want = -1, first = -1, next = -1;
+    const uint8_t *key, *val;
+    size_t kl, vl;
+
+    for (int64_t j = MIN (target, (uint64_t) SPACE - 1); j >= 0; j--)
+      if (present[j]) {
+        want = j;
+        break;
+      }
+    for (uint64_t j = 0; j < SPACE && first < 0; j++)
+      if (present[j])
+        first = (int64_t) j;
+    if (want < 0)
+      want = first;
+    for (uint64_t j = (uint64_t) want + 1; j < SPACE && next < 0; j++)
+      if (present[j])
+        next = (int64_t) j;
+    k64 (k, target);
+    cr_assert_eq (btree_cursor_seek_le (cur, k, 8), 0, "%s", cairn_errmsg ());
+    btree_cursor_item (cur, &key, &kl, &val, &vl);
+    cr_assert_eq (get_be64 (key), (uint64_t) want, "seek_le %" PRIu64 " gave %"
+                  PRIu64 ", want %" PRId64, target, get_be64 (key), want);
+    fill_pattern (v, sizeof v, (uint64_t) want);
+    cr_assert_arr_eq (val, v, sizeof v);
+    if (next < 0)
+      cr_assert_eq (btree_cursor_next (cur), -ENOENT);
+    else {
+      cr_assert_eq (btree_cursor_next (cur), 0);
+      btree_cursor_item (cur, &key, &kl, &val, &vl);
+      cr_assert_eq (get_be64 (key), (uint64_t) next, "next after %" PRId64, want);
+    }
+  }
+  btree_unlock (e.t);
+  btree_cursor_free (cur);
+  env_close (&e);
+  free (present);
+}
+
 /* A bit flipped in a committed node is caught by its checksum, with a
  * message naming the block, and the pool's other data is unaffected.
  */

@@ -1,11 +1,15 @@
-/* Unit tests for the SHA-256 wrapper: the FIPS 180-2 test vectors. */
+/* Unit tests for the SHA-256 wrapper: the FIPS 180-2 test vectors, and the
+ * data-block digests against OpenSSL on random data.
+ */
 #include <config.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 
 #include "sha256.h"
+#include "test-util.h"
 
 /* Hash msg (repeated reps times) incrementally and in one call; both must
  * give expect.
@@ -71,4 +75,50 @@ Test (sha256, one_bit_changes_digest)
   block[1234] ^= 0x10;
   sha256 (block, sizeof block, b);
   cr_assert (memcmp (a, b, SHA256_LEN) != 0);
+}
+
+/* Data blocks: sha256_blocks gives OpenSSL's digest of every 4 KiB block,
+ * with the CPU's SHA extensions and without, for even and odd counts (the
+ * accelerated code hashes two blocks at a time and the last one alone);
+ * sha256_blocks_check finds the first block that does not match.
+ */
+Test (sha256, data_blocks_match_openssl)
+{
+  static const size_t counts[] = { 1, 2, 3, 7, 32, 33, 64, 65 };
+  struct rng r = { test_seed ("sha256.data_blocks_match_openssl", 180) };
+  size_t max = 65;
+  uint8_t *data = malloc (max * SHA256_DATA_BLOCK);
+  uint8_t *got = malloc (max * SHA256_LEN), *want = malloc (max * SHA256_LEN);
+
+  cr_assert (data && got && want);
+  for (int accel = 1; accel >= 0; accel--) {
+    sha256_blocks_accel (accel);
+    fprintf (stderr, "sha256_blocks: %s\n", sha256_blocks_impl ());
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      size_t n = counts[c];
+      size_t flip = rng_below (&r, n);
+
+      fill_pattern (data, n * SHA256_DATA_BLOCK, rng_next (&r));
+      if (c == 0)
+        memset (data, 0, SHA256_DATA_BLOCK);   /* the all-zero block too */
+      for (size_t i = 0; i < n; i++)
+        sha256 (data + i * SHA256_DATA_BLOCK, SHA256_DATA_BLOCK, want + i * SHA256_LEN);
+      memset (got, 0, n * SHA256_LEN);
+      sha256_blocks (data, n, got);
+      for (size_t i = 0; i < n; i++)
+        cr_assert (memcmp (got + i * SHA256_LEN, want + i * SHA256_LEN, SHA256_LEN) == 0,
+                   "%s: block %zu of %zu differs from OpenSSL's digest",
+                   sha256_blocks_impl (), i, n);
+      cr_assert_eq (sha256_blocks_check (data, n, want), n);
+      data[flip * SHA256_DATA_BLOCK + rng_below (&r, SHA256_DATA_BLOCK)] ^=
+        (uint8_t) (1u << rng_below (&r, 8));
+      cr_assert_eq (sha256_blocks_check (data, n, want), flip,
+                    "%s: a flipped bit in block %zu of %zu", sha256_blocks_impl (),
+                    flip, n);
+    }
+  }
+  sha256_blocks_accel (true);
+  free (data);
+  free (got);
+  free (want);
 }
