@@ -1,5 +1,5 @@
 /* Cairn engine: internals shared by the catalog, volume and reclaim layers
- * (catalog.c, volume.c, reclaim.c).
+ * (catalog.c, catalog-recv.c, volume.c, reclaim.c).
  *
  * The catalog lives in the root tree.  Keys start with a type byte:
  *
@@ -42,7 +42,7 @@
 #define VOLF_PARTIAL 4u       /* a receive in progress: found by no name
                                  lookup, only by the receive calls; it has
                                  no RK_NAME item (see "partial volumes" in
-                                 catalog.c) */
+                                 catalog-recv.c) */
 
 /* Volume record (little-endian):
  *   0  u64 tree id      8  u64 size (bytes)     16 u64 ctime
@@ -364,5 +364,49 @@ ext_birth (const uint8_t *v)
 {
   return get_le64 (v + 16);
 }
+
+/* ---- shared by catalog.c and catalog-recv.c (the receive's requests) */
+
+/* Is a volume found by name and listed?  Not when hidden or partial. */
+static inline bool
+vs_visible (const struct volstate *vs)
+{
+  return !(vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL));
+}
+
+/* A volume's snapshots: generations and names, in generation order. */
+struct snaplist {
+  uint64_t *gen;
+  char (*name)[VOL_NAME_MAX + 1];
+  size_t n, cap;
+};
+int list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
+  CAIRN_WUR;
+void snaplist_free (struct snaplist *sl);
+/* A key of a type byte, an optional big-endian id and a name. */
+size_t name_key (uint8_t *key, unsigned type, const uint64_t *id,
+                 const char *name);
+int need_volume (struct catalog *cat, const char *name, struct volstate **vsp)
+  CAIRN_WUR;
+int volrec_store (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
+int snap_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
+              const char *name, uint64_t guid, uint64_t ctime) CAIRN_WUR;
+int snap_name_free (struct catalog *cat, struct volstate *vs,
+                    const char *name) CAIRN_WUR;
+int destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
+  CAIRN_WUR;
+void info_from_state (const struct volstate *vs, struct vol_info *info);
+int apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+int apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+/* The receive's requests (catalog-recv.c). */
+int apply_partial_create (struct catalog *cat, struct cat_request *req,
+                          uint64_t gen) CAIRN_WUR;
+int apply_partial_save (struct catalog *cat, struct cat_request *req) CAIRN_WUR;
+int apply_partial_publish (struct catalog *cat, struct cat_request *req,
+                           uint64_t gen) CAIRN_WUR;
+int apply_partial_abort (struct catalog *cat, struct cat_request *req,
+                         uint64_t gen) CAIRN_WUR;
 
 #endif /* CAIRN_CATALOG_INT_H */

@@ -35,7 +35,7 @@
  *        later and the ranges of two pins never overlap, so waiting changes
  *        no other figure; a volume destroyed meanwhile frees its entries
  *        through its own drain, and the free record then finds none.
- *        A publish with rollback (catalog.c RB-3) is the one change after
+ *        A publish with rollback (catalog-recv.c RB-3) is the one change after
  *        which a block could join a range (the history after its base is
  *        replaced): it settles every entry that died after the base at
  *        once and drops the free records whose deaths all lie after it

@@ -17,7 +17,7 @@
  *                       live state and its newest snapshot, keeping every
  *                       older snapshot and the target's identity (the
  *                       engine exchanges the two trees in one generation:
- *                       see "partial volumes" in engine/catalog.c)
+ *                       see "partial volumes" in engine/catalog-recv.c)
  *   ... with rollback   (opts.rollback, `cairn receive --rollback`, like
  *                       `zfs receive -F`) the stream's base may be any
  *                       snapshot of the target, which may also have been
