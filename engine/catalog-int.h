@@ -59,6 +59,18 @@
 #define VOLREC_FIXED 74u
 #define VOLREC_HELD 8u
 
+/* The held count of a volume record of len bytes, or -1 when the record
+ * has no such field (the catalog and fsck read it alike).
+ */
+static inline int64_t
+volrec_held (const uint8_t *p, size_t len)
+{
+  size_t nlen = len >= VOLREC_FIXED ? get_le16 (p + 72) : 0;
+
+  return len >= VOLREC_FIXED && len == VOLREC_FIXED + nlen + VOLREC_HELD
+         ? (int64_t) get_le64 (p + VOLREC_FIXED + nlen) : -1;
+}
+
 /* Snapshot record:
  *   0  u64 ctime (seconds since 1970; a received snapshot keeps the
  *      sender's)

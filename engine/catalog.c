@@ -135,11 +135,9 @@ volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
   vs->quota = get_le64 (p + 64);
   memcpy (vs->name, p + VOLREC_FIXED, nlen);
   vs->name[nlen] = '\0';
-  vs->held_stored = -1;
-  if (len == VOLREC_FIXED + nlen + VOLREC_HELD) {
-    vs->held = (int64_t) get_le64 (p + VOLREC_FIXED + nlen);
-    vs->held_stored = vs->held;
-  }
+  vs->held_stored = volrec_held (p, len);
+  if (vs->held_stored >= 0)
+    vs->held = vs->held_stored;
   pthread_mutex_init (&vs->pend_lock, NULL);
   pthread_mutex_init (&vs->rmw_lock, NULL);
   *vsp = vs;

@@ -135,8 +135,6 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
 static int
 add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
 {
-  size_t nlen = vlen >= VOLREC_FIXED ? get_le16 (val + 72) : 0;
-
   if (f->nvols == f->vols_cap) {
     size_t cap = f->vols_cap ? f->vols_cap * 2 : 16;
     struct fsck_vol *nv = realloc (f->vols, cap * sizeof *nv);
@@ -148,8 +146,7 @@ add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
   }
   f->vols[f->nvols++] = (struct fsck_vol) {
     .id = id,
-    .held = vlen == VOLREC_FIXED + nlen + VOLREC_HELD
-      ? (int64_t) get_le64 (val + VOLREC_FIXED + nlen) : -1,
+    .held = volrec_held (val, vlen),
   };
   return 0;
 }

@@ -417,7 +417,6 @@ pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
   return r;
 }
 
-/* Describe the pool. */
 void
 pool_uuid (struct cairn_pool *pool, uint8_t uuid[16])
 {
@@ -470,8 +469,8 @@ space_loader_main (void *arg)
   return NULL;
 }
 
-/* Wait for the space map, or load it now (read-only); -EIO and why when it
- * is damaged.
+/* Wait for the space map, or load it now if no one has started to; -EIO
+ * and why when it is damaged.
  */
 static int
 space_ensure (struct cairn_pool *pool)
@@ -498,12 +497,6 @@ space_ensure (struct cairn_pool *pool)
     cairn_fail (r, "%s", pool->space_msg);
   pthread_mutex_unlock (&pool->space_lock);
   return r;
-}
-
-int
-txn_space_ready (struct cairn_pool *pool)
-{
-  return space_ensure (pool);
 }
 
 void
@@ -538,6 +531,7 @@ pool_space_load (struct cairn_pool *pool)
   return space_ensure (pool);
 }
 
+/* Describe the pool. */
 void
 pool_info (struct cairn_pool *pool, struct pool_info *info)
 {

@@ -229,21 +229,16 @@ space_load_free (struct space *sp, uint64_t start, uint64_t len)
                     "space map: freed range start %" PRIu64 " length %" PRIu64
                     " is outside the data area [%" PRIu64 ", %" PRIu64 ")",
                     start, len, sp->base, sp->end);
-  else {
-    /* The add itself refuses a range that overlaps a free one; only the
-     * other sets need a look, and while the map loads they are empty.
-     */
-    if (overlaps_deferred (sp, start, len)
-        || rangeset_overlaps (&sp->alloc, start, len))
-      r = -EEXIST;
-    else
-      r = rangeset_add (&sp->free, start, len);
-    if (r == -EEXIST)
-      r = cairn_fail (-EINVAL,
-                      "space map: range [%" PRIu64 ", %" PRIu64
-                      ") is freed but not all allocated (freed twice?)",
-                      start, start + len);
-  }
+  /* The add itself refuses a range that overlaps a free one; only the
+   * other sets need a look, and while the map loads they are empty.
+   */
+  else if (overlaps_deferred (sp, start, len)
+           || rangeset_overlaps (&sp->alloc, start, len)
+           || (r = rangeset_add (&sp->free, start, len)) == -EEXIST)
+    r = cairn_fail (-EINVAL,
+                    "space map: range [%" PRIu64 ", %" PRIu64
+                    ") is freed but not all allocated (freed twice?)",
+                    start, start + len);
   pthread_mutex_unlock (&sp->lock);
   return r;
 }

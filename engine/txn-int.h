@@ -73,10 +73,6 @@ void sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE]);
 int sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
                struct superblock *sb) CAIRN_WUR;
 /* Read the ring and pick the newest valid slot. */
-/* Wait until the space map is loaded (pool.c); -EIO and why if it is
- * damaged.
- */
-int txn_space_ready (struct cairn_pool *pool) CAIRN_WUR;
 int sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
                     struct superblock *sb) CAIRN_WUR;
 int sb_write (struct cairn_dev *dev, const struct superblock *sb) CAIRN_WUR;

@@ -122,7 +122,7 @@ txn_commit_now (struct cairn_pool *pool)
   /* A commit frees and allocates: the space map must be there (pool.c),
    * even for a commit that only txn_mark_dirty asked for.
    */
-  if ((r = txn_space_ready (pool)) < 0)
+  if ((r = pool_space_load (pool)) < 0)
     return r;
   pthread_rwlock_wrlock (&pool->txn_lock);
   if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
@@ -248,7 +248,7 @@ txn_begin (struct cairn_pool *pool)
 
   if (pool->readonly)
     return cairn_fail (-EROFS, "the pool is open read-only");
-  if ((r = txn_space_ready (pool)) < 0) {
+  if ((r = pool_space_load (pool)) < 0) {
     char why[512];
 
     snprintf (why, sizeof why, "%s", cairn_errmsg ());
