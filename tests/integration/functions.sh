@@ -60,6 +60,25 @@ nbdkit_exec () {
   fi
 }
 
+# wait_for_sockets PID WHAT LOG SOCKET...: wait until server PID (WHAT, for
+# the messages) has created every SOCKET; fail, showing LOG (when not ""),
+# if it exits first or 30 s pass.
+wait_for_sockets () {
+  local pid=$1 what=$2 log=$3 s missing
+  shift 3
+  for _ in $(seq 300); do
+    missing=
+    for s in "$@"; do [ -S "$s" ] || missing=$s; done
+    [ -z "$missing" ] && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      [ -z "$log" ] || cat "$log"
+      fail "$what exited during start-up"
+    fi
+    sleep 0.1
+  done
+  fail "$what did not create $missing within 30 s"
+}
+
 # Start nbdkit with the plugin and the given parameters on a Unix socket in
 # the test directory; wait until it accepts connections.  Sets SOCK.
 start_nbdkit () {
@@ -68,12 +87,7 @@ start_nbdkit () {
   nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" "$@" \
     >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
   NBDKIT_PID=$!
-  for _ in $(seq 300); do
-    [ -S "$SOCK" ] && return 0
-    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$TMPDIR_TEST/nbdkit.log"; fail "nbdkit exited during start-up"; }
-    sleep 0.1
-  done
-  fail "nbdkit did not create $SOCK within 30 s"
+  wait_for_sockets "$NBDKIT_PID" nbdkit "$TMPDIR_TEST/nbdkit.log" "$SOCK"
 }
 
 # Run cairn (or $RUN_CMD, such as $CAIRND) with the arguments; its exit

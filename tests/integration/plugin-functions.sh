@@ -47,12 +47,7 @@ start_plugin () {
   nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK" "${NBDKIT_OPTS[@]}" \
     "$PLUGIN" pool="$POOL" "$@" >>"$NBDKIT_LOG" 2>&1 &
   NBDKIT_PID=$!
-  for _ in $(seq 300); do
-    [ -S "$SOCK" ] && return 0
-    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$NBDKIT_LOG"; fail "nbdkit exited during start-up"; }
-    sleep 0.1
-  done
-  fail "nbdkit did not create $SOCK within 30 s"
+  wait_for_sockets "$NBDKIT_PID" nbdkit "$NBDKIT_LOG" "$SOCK"
 }
 
 # Stop nbdkit as an operator would (SIGTERM: connections close, the pool is
@@ -70,4 +65,27 @@ kill_plugin () {
   kill -9 "$NBDKIT_PID"
   wait "$NBDKIT_PID" 2>/dev/null || true
   NBDKIT_PID=
+}
+
+# Stop the server PID with SIGTERM; it must exit cleanly.  Under the
+# sanitizers, nbdkit with TLS can hang in exit(), in libp11-kit's
+# destructor (freelocale waits for a lock no thread holds, with libasan
+# preloaded); there, after 10 s, it is killed instead.
+stop_server () {
+  local pid=$1 rc=0
+  kill "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null && [ "$ENABLE_SANITIZERS" = yes ]; then
+    echo "nbdkit hung in exit under the sanitizers: killed" >&2
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    return 0
+  fi
+  wait "$pid" || rc=$?
+  [ $rc -eq 0 ] || fail "nbdkit exited with status $rc on SIGTERM"
+}
+
+# A free TCP port on loopback.
+free_port () {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

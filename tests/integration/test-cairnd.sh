@@ -23,30 +23,14 @@ start_cairnd () {
   nbdkit_exec "$CAIRND" --foreground --pool "$POOL" --socket "$SOCK" \
     --control "$CTL" --plugin "$PLUGIN" "$@" >>"$NBDKIT_LOG" 2>&1 &
   NBDKIT_PID=$!
-  for _ in $(seq 300); do
-    [ -S "$SOCK" ] && [ -S "$CTL" ] && return 0
-    kill -0 "$NBDKIT_PID" 2>/dev/null || { cat "$NBDKIT_LOG"; fail "cairnd exited during start-up"; }
-    sleep 0.1
-  done
-  fail "cairnd did not create $SOCK and $CTL within 30 s"
+  wait_for_sockets "$NBDKIT_PID" cairnd "$NBDKIT_LOG" "$SOCK" "$CTL"
 }
 
-# Stop the TLS server with SIGTERM.  Under the sanitizers, nbdkit with TLS
-# can hang in exit(), in libp11-kit's destructor (freelocale waits for a
-# lock no thread holds, with libasan preloaded); there, after 10 s, it is
-# killed instead.  Without them it must exit cleanly.
+# Stop the TLS server (plugin-functions.sh's stop_server: under the
+# sanitizers it may have to be killed).
 stop_tls_server () {
-  local rc=0
-  kill "$NBDKIT_PID"
-  for _ in $(seq 100); do kill -0 "$NBDKIT_PID" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$NBDKIT_PID" 2>/dev/null && [ "$ENABLE_SANITIZERS" = yes ]; then
-    echo "nbdkit hung in exit under the sanitizers: killed" >&2
-    kill_plugin
-    return 0
-  fi
-  wait "$NBDKIT_PID" || rc=$?
+  stop_server "$NBDKIT_PID"
   NBDKIT_PID=
-  [ $rc -eq 0 ] || fail "nbdkit exited with status $rc on SIGTERM"
 }
 
 python3 -c 'import secrets; print("alice:" + secrets.token_hex(32))' >"$PSK"

@@ -31,9 +31,6 @@ PIDS=()
 
 trap 'rc=$?; for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; (exit $rc); cleanup' EXIT
 
-free_port () {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 PORT_A=$(free_port) PORT_B=$(free_port) PORT_C=$(free_port)
 
 # start_cmd NAME NBD CTL COMMAND...: run a server; waits for both sockets;
@@ -47,12 +44,7 @@ start_cmd () {
   pid=$!
   PIDS+=("$pid")
   printf -v "PID_$name" %s "$pid"
-  for _ in $(seq 300); do
-    [ -S "$nbd" ] && [ -S "$ctl" ] && return 0
-    kill -0 "$pid" 2>/dev/null || fail "nbdkit $name exited during start-up"
-    sleep 0.1
-  done
-  fail "nbdkit $name did not start within 30 s"
+  wait_for_sockets "$pid" "nbdkit $name" "" "$nbd" "$ctl"
 }
 
 # start NAME POOL NBD CTL PARAMS...: nbdkit with the plugin.
@@ -63,21 +55,6 @@ start () {
     "$PLUGIN" pool="$pool" control="$ctl" "$@"
 }
 
-# Stop a server with SIGTERM; it must exit cleanly (under the sanitizers
-# nbdkit can hang in its exit handlers: killed after 10 s, as in
-# test-cairnd.sh).
-stop () {
-  local pid=$1 rc=0
-  kill "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null && [ "$ENABLE_SANITIZERS" = yes ]; then
-    echo "nbdkit hung in exit under the sanitizers: killed" >&2
-    kill -9 "$pid"
-    return 0
-  fi
-  wait "$pid" || rc=$?
-  [ $rc -eq 0 ] || fail "nbdkit exited with status $rc on SIGTERM"
-}
 
 # Run cairn (bounded: a TLS mistake must fail, never hang); status in rc,
 # stdout+stderr in out.
@@ -235,12 +212,12 @@ wait "$CLIENT" || rc=$?
 [ $rc -eq 1 ] || fail "the cancelled job's cairn exited $rc: $(cat "$TMPDIR_TEST/hung.out")"
 [ $(( SECONDS - t0 )) -lt 10 ] || fail "cancelling a job in a TLS handshake took $(( SECONDS - t0 )) s"
 grep -q "cancel" "$TMPDIR_TEST/hung.out" || fail "no word of the cancel: $(cat "$TMPDIR_TEST/hung.out")"
-stop "$PID_B"
+stop_server "$PID_B"
 
 # ---------------------------------------------------------------- X.509
 if ! command -v openssl >/dev/null; then
   echo "SKIP (part): no openssl command: X.509 certificates not tested" >&2
-  stop "$PID_A"
+  stop_server "$PID_A"
   exit 0
 fi
 # make_ca DIR: a CA in DIR/ca-cert.pem (key DIR/ca-key.pem).
@@ -286,7 +263,7 @@ expect 1 "TLS handshake with localhost:$PORT_C failed: certificate verify failed
 # A job whose keys the other server does not take says so.
 run --socket "$CTL_A" pull "127.0.0.1:$PORT_C" v --progress none
 expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed"
-stop "$PID_C"
+stop_server "$PID_C"
 
 # ---------------------------------------------------------------- on / off
 # control-tls=on: plain and TLS clients both served.
@@ -296,13 +273,13 @@ run --connect "127.0.0.1:$PORT_C" volume list
 expect 0 "no volumes"
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$CAONLY" volume list
 expect 0 "no volumes"
-stop "$PID_C"
+stop_server "$PID_C"
 # A plain port: a TLS client is told the handshake failed, not left hanging.
 start C "$POOL_C" "$NBD_C" "$CTL_C" control-tcp="127.0.0.1:$PORT_C"
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$CAONLY" volume list
 expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed: the connection was closed"
 logged "started a TLS handshake, but this server's control port has control-tls=off"
-stop "$PID_C"
+stop_server "$PID_C"
 # cairnd: one --tls-psk secures NBD and the control port.
 start_cmd C "$NBD_C" "$CTL_C" "$CAIRND" --foreground --pool "$POOL_C" \
   --socket "$NBD_C" --control "$CTL_C" --plugin "$PLUGIN" \
@@ -311,5 +288,5 @@ run --connect "127.0.0.1:$PORT_C" --tls-psk "$PSK" volume list
 expect 0 "no volumes"
 run --connect "127.0.0.1:$PORT_C" volume list
 expect 1 "requires TLS"
-stop "$PID_C"
-stop "$PID_A"
+stop_server "$PID_C"
+stop_server "$PID_A"

@@ -28,10 +28,6 @@ PID_A= PID_B= CLIENT=
 
 trap 'rc=$?; for p in $CLIENT $PID_A $PID_B; do kill -9 "$p" 2>/dev/null; done; (exit $rc); cleanup' EXIT
 
-# A free TCP port on loopback.
-free_port () {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 PORT_A=$(free_port) PORT_B=$(free_port)
 
 # Start the server of pool $1 (a or b).
@@ -44,30 +40,12 @@ start_server () {
     control="$ctl" control-tcp="127.0.0.1:$port" >>"$NBDKIT_LOG" 2>&1 &
   pid=$!
   if [ "$1" = a ]; then PID_A=$pid; else PID_B=$pid; fi
-  for _ in $(seq 300); do
-    [ -S "$nbd" ] && [ -S "$ctl" ] && return 0
-    kill -0 "$pid" 2>/dev/null || fail "nbdkit on pool $1 exited during start-up"
-    sleep 0.1
-  done
-  fail "nbdkit on pool $1 did not start within 30 s"
+  wait_for_sockets "$pid" "nbdkit on pool $1" "" "$nbd" "$ctl"
 }
 
 # cairn on server A or B: ca ARGS, cb ARGS.
 ca () { "$CAIRN" --socket "$CTL_A" "$@"; }
 cb () { "$CAIRN" --socket "$CTL_B" "$@"; }
-
-# Run cairn with the arguments; status in rc, stdout+stderr in out.
-run () {
-  args=("$@")
-  rc=0
-  out=$("$CAIRN" "$@" 2>&1) || rc=$?
-}
-expect () {
-  [ "$rc" -eq "$1" ] || fail "cairn ${args[*]}: exit $rc, expected $1; it said: $out"
-  if [ $# -ge 2 ]; then
-    grep -qE -- "$2" <<<"$out" || fail "cairn ${args[*]}: no '$2' in: $out"
-  fi
-}
 
 # The last run's transfer carried less than $1 MiB of data (it resumed
 # without resending what had arrived).

@@ -45,12 +45,7 @@ start_b () {
   nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK_B" "$PLUGIN" pool="$POOL_B" \
     >>"$NBDKIT_LOG" 2>&1 &
   PID_B=$!
-  for _ in $(seq 300); do
-    [ -S "$SOCK_B" ] && return 0
-    kill -0 "$PID_B" 2>/dev/null || fail "nbdkit on pool B exited during start-up"
-    sleep 0.1
-  done
-  fail "nbdkit did not create $SOCK_B within 30 s"
+  wait_for_sockets "$PID_B" "nbdkit on pool B" "" "$SOCK_B"
 }
 
 stop_b () {
