@@ -38,15 +38,20 @@ static const struct command commands[] = {
   { "version", "print the version", "", "Print the version of cairn.\n",
     cmd_version, NULL, CMD_OTHER },
   { "mkpool", "create a pool on a file or a block device",
-    "PATH --size SIZE [--node-size SIZE] [--force]",
+    "PATH --size SIZE [--node-size SIZE] [--preallocate MODE] [--force]",
 "Create a new, empty pool.  A missing PATH is created as a sparse file of\n"
 "SIZE; an existing block device is formatted whole; an existing file is\n"
 "only overwritten with --force.\n"
 "\n"
-"  -s, --size SIZE       pool size, e.g. 64M, 8G, 1T (bytes without a unit)\n"
-"  -n, --node-size SIZE  metadata node size: 4K, 8K, 16K (default), 32K, 64K\n"
-"  -f, --force           overwrite an existing file or pool; with --size,\n"
-"                        resize an existing file first\n",
+"  -s, --size SIZE         pool size, e.g. 64M, 8G, 1T (bytes without a unit)\n"
+"  -n, --node-size SIZE    metadata node size: 4K, 8K, 16K (default), 32K, 64K\n"
+"  -p, --preallocate MODE  a file's space in its filesystem: off (sparse,\n"
+"                          the default), space (reserved: no write can fail\n"
+"                          for want of host space), full (reserved and\n"
+"                          written with zeros: first writes cost no more\n"
+"                          than overwrites, as on a block device)\n"
+"  -f, --force             overwrite an existing file or pool; with --size,\n"
+"                          resize an existing file first\n",
     cmd_mkpool, NULL, CMD_OFFLINE },
   { "fsck", "check a stopped pool", "PATH [--quiet]",
 "Check every tree and node of the pool and audit its space.  The pool must\n"

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "fsck.h"
 #include "pool.h"
+#include "progress.h"
 #include "units.h"
 
 #define INFO_CACHE_BYTES (1024 * 1024)  /* info reads one node at most */
@@ -159,7 +160,25 @@ open_existing (const struct cli *cli, const char *path, const struct stat *st,
   return r;
 }
 
-/* cairn mkpool PATH --size SIZE [--node-size SIZE] [--force] */
+/* Parse --preallocate: off, space or full. */
+static int
+parse_prealloc (const struct cli *cli, const char *arg, enum dev_prealloc *mode)
+{
+  if (strcmp (arg, "off") == 0)
+    *mode = DEV_PREALLOC_OFF;
+  else if (strcmp (arg, "space") == 0)
+    *mode = DEV_PREALLOC_SPACE;
+  else if (strcmp (arg, "full") == 0)
+    *mode = DEV_PREALLOC_FULL;
+  else
+    return cli_usage_error (cli, "--preallocate '%s': say off, space or "
+                            "full", arg);
+  return 0;
+}
+
+/* cairn mkpool PATH --size SIZE [--node-size SIZE] [--preallocate MODE]
+ *              [--force]
+ */
 int
 cmd_mkpool (const struct cli *cli, int argc, char **argv)
 {
@@ -167,9 +186,17 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     { "size", required_argument, NULL, 's' },
     { "node-size", required_argument, NULL, 'n' },
     { "force", no_argument, NULL, 'f' },
+    { "preallocate", required_argument, NULL, 'p' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
+  static const char *const prealloc_said[] = {
+    [DEV_PREALLOC_OFF] = "",
+    [DEV_PREALLOC_SPACE] = ", space reserved",
+    [DEV_PREALLOC_FULL] = ", space written",
+  };
+  enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
+  struct progress progress;
   struct pool_format_opts fo = { .node_size = NODE_SIZE_DEFAULT };
   struct cairn_dev *dev = NULL;
   const char *path = NULL;
@@ -180,7 +207,7 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
   struct stat st;
   int c, r;
 
-  while ((c = getopt_long (argc, argv, "s:n:fh", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "s:n:p:fh", opts, NULL)) != -1) {
     switch (c) {
     case 's':
       r = parse_pool_size (cli, optarg, &size);
@@ -194,6 +221,11 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
       break;
     case 'f':
       force = true;
+      break;
+    case 'p':
+      r = parse_prealloc (cli, optarg, &prealloc);
+      if (r != 0)
+        return r;
       break;
     case 'h':
       cli_usage (cli->cmd);
@@ -223,7 +255,12 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     created = true;
   }
 
-  r = pool_format (dev, &fo, uuid);
+  /* Before the pool is written: full preallocation writes zeros over all. */
+  progress_init (&progress, PROGRESS_AUTO, "preallocated");
+  r = dev_file_preallocate (dev, prealloc, progress_fn, &progress);
+  progress_end (&progress);
+  if (r == 0)
+    r = pool_format (dev, &fo, uuid);
   pool_bytes = dev->size / BLOCK_SIZE * BLOCK_SIZE;
   dev_close (dev);
   if (r < 0) {
@@ -233,9 +270,10 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     return r;
   }
   uuid_format (uuid, uuid_str);
-  printf ("created pool %s: %s, %s, node size %s\n", path, uuid_str,
+  printf ("created pool %s: %s, %s, node size %s%s\n", path, uuid_str,
           units_format (pool_bytes, size_str),
-          units_format (fo.node_size, node_str));
+          units_format (fo.node_size, node_str),
+          !created && S_ISBLK (st.st_mode) ? "" : prealloc_said[prealloc]);
   return EXIT_OK;
 }
 

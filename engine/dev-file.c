@@ -19,6 +19,8 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -319,4 +321,93 @@ dev_file_open (const char *path, unsigned flags, uint64_t create_size,
     close (fd);
   free (f);
   return r;
+}
+
+/* Zeros are written in chunks of this size; writeback of each window of
+ * PREALLOC_WINDOW bytes is started as soon as it is written and waited for
+ * (and its pages dropped) one window later, so that writing a large pool
+ * neither fills the page cache nor leaves all the writeback to the end.
+ */
+#define PREALLOC_CHUNK  (8u << 20)
+#define PREALLOC_WINDOW (256u << 20)
+
+/* Write zeros over the whole file, calling progress as it goes. */
+static int
+prealloc_zeros (struct file_dev *f, dev_progress_fn progress, void *opaque)
+{
+  uint64_t size = f->dev.size, off = 0, synced = 0;
+  uint8_t *zero = calloc (1, PREALLOC_CHUNK);
+  int r = 0;
+
+  if (zero == NULL)
+    return cairn_fail (-ENOMEM, "%s: out of memory", f->dev.name);
+  while (off < size && r == 0) {
+    size_t len = size - off < PREALLOC_CHUNK ? (size_t) (size - off)
+                                             : PREALLOC_CHUNK;
+
+    r = file_pwrite (&f->dev, zero, len, off);
+    off += len;
+    if (r == 0 && (off % PREALLOC_WINDOW == 0 || off == size)) {
+      uint64_t from = off - (off - 1) % PREALLOC_WINDOW - 1;
+
+      /* Start this window's writeback; finish the one before. */
+      sync_file_range (f->fd, (off_t) from, (off_t) (off - from),
+                       SYNC_FILE_RANGE_WRITE);
+      if (from > synced) {
+        sync_file_range (f->fd, (off_t) synced, (off_t) (from - synced),
+                         SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                         SYNC_FILE_RANGE_WAIT_AFTER);
+        posix_fadvise (f->fd, (off_t) synced, (off_t) (from - synced),
+                       POSIX_FADV_DONTNEED);
+        synced = from;
+      }
+    }
+    if (r == 0 && progress)
+      progress (opaque, off, size);
+  }
+  free (zero);
+  if (r == 0 && fdatasync (f->fd) == -1)
+    r = cairn_fail (-errno, "%s: fdatasync: %m", f->dev.name);
+  if (r == 0)
+    posix_fadvise (f->fd, (off_t) synced, 0, POSIX_FADV_DONTNEED);
+  return r;
+}
+
+int
+dev_file_preallocate (struct cairn_dev *dev, enum dev_prealloc mode,
+                      dev_progress_fn progress, void *opaque)
+{
+  struct file_dev *f = to_file_dev (dev);
+
+  if (dev->ops != &file_ops)
+    return cairn_fail (-EINVAL, "%s: only a file can be preallocated",
+                       dev->name);
+  if (mode == DEV_PREALLOC_OFF || f->is_block || dev->size == 0)
+    return 0;
+  if (f->rdonly)
+    return cairn_fail (-EROFS, "%s: preallocate: the device was opened "
+                       "read-only", dev->name);
+
+  /* Reserve first: a host filesystem without the room fails here, at
+   * once, before anything is written.  One that cannot reserve (EOPNOTSUPP)
+   * can still be written full of zeros.
+   */
+  if (fallocate (f->fd, 0, 0, (off_t) dev->size) == -1) {
+    bool unsupported = errno == EOPNOTSUPP || errno == ENOSYS;
+
+    if (errno == ENOSPC)
+      return cairn_fail (-ENOSPC, "%s: the filesystem holding it has no room "
+                         "for %" PRIu64 " bytes: make the pool smaller or "
+                         "free space there", dev->name, dev->size);
+    if (!unsupported)
+      return cairn_fail (-errno, "%s: reserving %" PRIu64 " bytes: %m",
+                         dev->name, dev->size);
+    if (mode == DEV_PREALLOC_SPACE)
+      return cairn_fail (-EOPNOTSUPP, "%s: the filesystem holding it cannot "
+                         "reserve space: preallocate fully (which writes "
+                         "zeros) or not at all", dev->name);
+  }
+  if (mode == DEV_PREALLOC_FULL)
+    return prealloc_zeros (f, progress, opaque);
+  return 0;
 }

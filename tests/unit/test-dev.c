@@ -429,6 +429,92 @@ Test (file, read_past_eof_is_zero)
   dev_close (dev);
 }
 
+/* What preallocation's progress callback saw. */
+struct seen_progress {
+  unsigned calls;
+  uint64_t last_done, total;
+  bool backwards;
+};
+
+static void
+note_progress (void *opaque, uint64_t done, uint64_t total)
+{
+  struct seen_progress *s = opaque;
+
+  s->backwards |= done < s->last_done;
+  s->calls++;
+  s->last_done = done;
+  s->total = total;
+}
+
+Test (file, preallocate_space_and_full)
+{
+  char path[256];
+  struct cairn_dev *dev;
+  struct stat st;
+  /* Not a multiple of the 8 MiB chunk nor of the 256 MiB window. */
+  const uint64_t size = 20 * MiB + 4096;
+
+  tmp_path (path, sizeof path, "p.pool");
+  cr_assert_eq (dev_file_open (path, DEV_CREATE, size, &dev), 0);
+  /* Off: nothing changes. */
+  cr_assert_eq (dev_file_preallocate (dev, DEV_PREALLOC_OFF, NULL, NULL), 0);
+  cr_assert_eq (stat (path, &st), 0);
+  cr_assert_lt ((uint64_t) st.st_blocks * 512, MiB, "still sparse");
+
+  /* Space: the whole size is allocated, the contents are still zeros. */
+  cr_assert_eq (dev_file_preallocate (dev, DEV_PREALLOC_SPACE, NULL, NULL), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_eq (stat (path, &st), 0);
+  cr_assert_geq ((uint64_t) st.st_blocks * 512, size, "space reserved");
+  cr_assert_eq ((uint64_t) st.st_size, size, "the size is kept");
+
+  /* Full overwrites everything with zeros, to the last byte, and shows
+   * its progress up to the whole size.
+   */
+  write_tag (dev, 3 * MiB, 64 * KiB, 7);
+  write_tag (dev, size - 4096, 4096, 9);
+  struct seen_progress seen = { 0 };
+  cr_assert_eq (dev_file_preallocate (dev, DEV_PREALLOC_FULL, note_progress,
+                                      &seen), 0, "%s", cairn_errmsg ());
+  cr_assert_geq (seen.calls, 3u, "progress was shown along the way");
+  cr_assert_not (seen.backwards);
+  cr_assert_eq (seen.last_done, size);
+  cr_assert_eq (seen.total, size);
+  CLEANUP_FREE uint8_t *a = read_all (dev, 3 * MiB, 64 * KiB);
+  CLEANUP_FREE uint8_t *b = read_all (dev, size - 4096, 4096);
+  cr_assert (is_all (a, 64 * KiB, 0) && is_all (b, 4096, 0),
+             "full preallocation writes zeros over everything");
+  cr_assert_eq (stat (path, &st), 0);
+  cr_assert_eq ((uint64_t) st.st_size, size, "the size is kept");
+  dev_close (dev);
+}
+
+Test (file, preallocate_refused)
+{
+  char path[256];
+  struct cairn_dev *dev, *mem;
+
+  /* Only a file can be preallocated. */
+  cr_assert_eq (dev_mem_create (MiB, &mem), 0);
+  cr_assert_eq (dev_file_preallocate (mem, DEV_PREALLOC_FULL, NULL, NULL),
+                -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "only a file") != NULL, "message: %s",
+             cairn_errmsg ());
+  dev_close (mem);
+
+  /* Nor a file opened read-only. */
+  tmp_path (path, sizeof path, "r.pool");
+  cr_assert_eq (dev_file_open (path, DEV_CREATE, MiB, &dev), 0);
+  dev_close (dev);
+  cr_assert_eq (dev_file_open (path, DEV_RDONLY, 0, &dev), 0);
+  cr_assert_eq (dev_file_preallocate (dev, DEV_PREALLOC_SPACE, NULL, NULL),
+                -EROFS);
+  cr_assert (strstr (cairn_errmsg (), "read-only") != NULL, "message: %s",
+             cairn_errmsg ());
+  dev_close (dev);
+}
+
 /* ------------------------------------------------------------ fault */
 
 Test (fault, nth_read_once)
