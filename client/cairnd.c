@@ -31,6 +31,7 @@
 
 #include "dev.h"
 #include "pool.h"
+#include "progress.h"
 #include "units.h"
 
 #define MAX_ARGS 64
@@ -51,6 +52,7 @@ struct cairnd_opts {
   char *cache;
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
+  char *preallocate;  /* how to preallocate a pool file it creates */
   char *pidfile;
   char *control_group;
   char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
@@ -79,7 +81,9 @@ usage (int status)
 "                        (ADDR defaults to 127.0.0.1), for other servers\n"
 "      --control-tls MODE  TLS on the control port: off, on or require\n"
 "                        (default: as --tls, with the same keys)\n"
-"      --create SIZE     create the pool (SIZE bytes, sparse) if it is missing\n"
+"      --create SIZE     create the pool (SIZE bytes) if it is missing\n"
+"      --preallocate MODE  a pool file --create makes: off (sparse, the\n"
+"                        default), space (reserved) or full (written)\n"
 "      --pidfile PATH    write nbdkit's pid to PATH\n"
 "      --tls MODE        NBD over TLS: off, on (TLS or plain), require\n"
 "                        (default: require when certificates or a PSK\n"
@@ -130,6 +134,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
     { "tls-psk", &o->tls_psk }, { "threads", &o->threads },
     { "cache", &o->cache }, { "plugin", &o->plugin },
     { "create", &o->create }, { "pidfile", &o->pidfile },
+    { "preallocate", &o->preallocate },
     { "control-group", &o->control_group },
     { "control-tcp", &o->control_tcp },
     { "control-tls", &o->control_tls },
@@ -235,8 +240,8 @@ finish (struct cairnd_opts *o, int status)
   char **strs[] = {
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
-    &o->create, &o->pidfile, &o->control_group, &o->control_tcp,
-    &o->control_tls,
+    &o->create, &o->preallocate, &o->pidfile, &o->control_group,
+    &o->control_tcp, &o->control_tls,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -267,20 +272,30 @@ make_parent_dir (const char *path)
   return 0;
 }
 
-/* Create the pool when it does not exist yet (--create SIZE). */
+/* Create the pool when it does not exist yet (--create SIZE), preallocated
+ * as prealloc_text says (NULL: sparse).
+ */
 static int
-create_pool (const char *path, const char *size_text)
+create_pool (const char *path, const char *size_text, const char *prealloc_text)
 {
+  enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
   struct cairn_dev *dev;
+  struct progress progress;
   uint64_t size;
   uint8_t uuid[16];
   char uuid_text[37];
   struct stat st;
+  int r;
 
   if (stat (path, &st) == 0)
     return 0;
   if (units_parse_size (size_text, &size) < 0) {
     fprintf (stderr, "cairnd: --create %s: not a size (e.g. 8G)\n", size_text);
+    return -1;
+  }
+  if (prealloc_text && dev_prealloc_parse (prealloc_text, &prealloc) < 0) {
+    fprintf (stderr, "cairnd: --preallocate %s: say off, space or full\n",
+             prealloc_text);
     return -1;
   }
   if (make_parent_dir (path) < 0)
@@ -289,7 +304,12 @@ create_pool (const char *path, const char *size_text)
     fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
     return -1;
   }
-  if (pool_format (dev, NULL, uuid) < 0) {
+  progress_init (&progress, PROGRESS_AUTO, "preallocated");
+  r = dev_file_preallocate (dev, prealloc, progress_fn, &progress);
+  progress_end (&progress);
+  if (r == 0)
+    r = pool_format (dev, NULL, uuid);
+  if (r < 0) {
     fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
     dev_close (dev);
     unlink (path);
@@ -297,7 +317,9 @@ create_pool (const char *path, const char *size_text)
   }
   dev_close (dev);
   uuid_format (uuid, uuid_text);
-  fprintf (stderr, "cairnd: created pool %s (%s, %s)\n", path, size_text, uuid_text);
+  fprintf (stderr, "cairnd: created pool %s (%s, %s%s)\n", path, size_text,
+           uuid_text, prealloc == DEV_PREALLOC_FULL ? ", space written" :
+           prealloc == DEV_PREALLOC_SPACE ? ", space reserved" : "");
   return 0;
 }
 
@@ -406,7 +428,7 @@ main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
-         OPT_CONTROL_TCP, OPT_CONTROL_TLS };
+         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -422,6 +444,7 @@ main (int argc, char **argv)
     { "cache", required_argument, NULL, OPT_CACHE },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
     { "create", required_argument, NULL, OPT_CREATE },
+    { "preallocate", required_argument, NULL, OPT_PREALLOC },
     { "pidfile", required_argument, NULL, OPT_PIDFILE },
     { "control-group", required_argument, NULL, OPT_GROUP },
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
@@ -459,6 +482,7 @@ main (int argc, char **argv)
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
     case OPT_CREATE: set_opt (&o.create, optarg); break;
+    case OPT_PREALLOC: set_opt (&o.preallocate, optarg); break;
     case OPT_PIDFILE: set_opt (&o.pidfile, optarg); break;
     case OPT_GROUP: set_opt (&o.control_group, optarg); break;
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
@@ -487,7 +511,8 @@ main (int argc, char **argv)
   tls = tls_mode (&o, !o.dry_run);
   ctl_tls = o.control_tls ? o.control_tls : tls;
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
-                     (o.create && create_pool (o.pool, o.create) < 0)))
+                     (o.create && create_pool (o.pool, o.create,
+                                                o.preallocate) < 0)))
     return finish (&o, 1);
 
   add_arg (nargv, &nargc, NBDKIT);

@@ -160,22 +160,6 @@ open_existing (const struct cli *cli, const char *path, const struct stat *st,
   return r;
 }
 
-/* Parse --preallocate: off, space or full. */
-static int
-parse_prealloc (const struct cli *cli, const char *arg, enum dev_prealloc *mode)
-{
-  if (strcmp (arg, "off") == 0)
-    *mode = DEV_PREALLOC_OFF;
-  else if (strcmp (arg, "space") == 0)
-    *mode = DEV_PREALLOC_SPACE;
-  else if (strcmp (arg, "full") == 0)
-    *mode = DEV_PREALLOC_FULL;
-  else
-    return cli_usage_error (cli, "--preallocate '%s': say off, space or "
-                            "full", arg);
-  return 0;
-}
-
 /* cairn mkpool PATH --size SIZE [--node-size SIZE] [--preallocate MODE]
  *              [--force]
  */
@@ -223,9 +207,9 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
       force = true;
       break;
     case 'p':
-      r = parse_prealloc (cli, optarg, &prealloc);
-      if (r != 0)
-        return r;
+      if (dev_prealloc_parse (optarg, &prealloc) < 0)
+        return cli_usage_error (cli, "--preallocate '%s': say off, space or "
+                                "full", optarg);
       break;
     case 'h':
       cli_usage (cli->cmd);

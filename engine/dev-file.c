@@ -374,6 +374,22 @@ prealloc_zeros (struct file_dev *f, dev_progress_fn progress, void *opaque)
 }
 
 int
+dev_prealloc_parse (const char *word, enum dev_prealloc *mode)
+{
+  static const char *const words[] = {
+    [DEV_PREALLOC_OFF] = "off", [DEV_PREALLOC_SPACE] = "space",
+    [DEV_PREALLOC_FULL] = "full",
+  };
+
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strcmp (word, words[i]) == 0) {
+      *mode = (enum dev_prealloc) i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+int
 dev_file_preallocate (struct cairn_dev *dev, enum dev_prealloc mode,
                       dev_progress_fn progress, void *opaque)
 {

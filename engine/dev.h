@@ -93,6 +93,8 @@ enum dev_prealloc {
   DEV_PREALLOC_SPACE,
   DEV_PREALLOC_FULL,
 };
+/* The mode a word names ("off", "space", "full"): 0, or -EINVAL. */
+int dev_prealloc_parse (const char *word, enum dev_prealloc *mode) CAIRN_WUR;
 typedef void (*dev_progress_fn) (void *opaque, uint64_t done, uint64_t total);
 int dev_file_preallocate (struct cairn_dev *dev, enum dev_prealloc mode,
                           dev_progress_fn progress, void *opaque) CAIRN_WUR;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cairn mkpool --preallocate: "space" reserves a pool file's whole size in
 # its filesystem, "full" also writes it (no unwritten extents left), "off"
-# stays sparse; the pools work; a filesystem without the room fails mkpool
-# at once with a clear message and leaves no file behind.
+# stays sparse; the pools work, and cairnd --create makes them so too; a
+# filesystem without the room fails mkpool at once with a clear message and
+# leaves no file behind.
 . "$top_srcdir/tests/integration/functions.sh"
 
 uuid_re='[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
@@ -70,6 +71,33 @@ expect 0 "^$pool: clean$"
 run mkpool "$TMPDIR_TEST/bad.pool" --size 64M --preallocate most
 expect 2 "--preallocate 'most': say off, space or full"
 [ ! -e "$TMPDIR_TEST/bad.pool" ] || fail "a refused mkpool left a file behind"
+
+# cairnd --create makes the pool it serves with the same preallocation,
+# and refuses a mode that does not exist before it creates anything.
+dpool="$TMPDIR_TEST/d/served.pool"
+run_cairnd () { RUN_CMD=$CAIRND run "$@"; }
+run_cairnd --foreground --pool "$dpool" --create 64M --preallocate most \
+  --socket "$TMPDIR_TEST/nbd.sock" --control "$TMPDIR_TEST/ctl.sock" --plugin "$PLUGIN"
+expect 1 "cairnd: --preallocate most: say off, space or full"
+[ ! -e "$dpool" ] || fail "cairnd made a pool with a bad --preallocate"
+nbdkit_exec "$CAIRND" --foreground --pool "$dpool" --create 64M --preallocate full \
+  --socket "$TMPDIR_TEST/nbd.sock" --control "$TMPDIR_TEST/ctl.sock" \
+  --plugin "$PLUGIN" >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
+NBDKIT_PID=$!
+wait_for_sockets "$NBDKIT_PID" cairnd "$TMPDIR_TEST/nbdkit.log" \
+  "$TMPDIR_TEST/nbd.sock" "$TMPDIR_TEST/ctl.sock"
+grep -qE "^cairnd: created pool $dpool \(64M, $uuid_re, space written\)$" "$TMPDIR_TEST/nbdkit.log" ||
+  fail "cairnd did not say it wrote the pool's space: $(cat "$TMPDIR_TEST/nbdkit.log")"
+[ "$(allocated_kib "$dpool")" -ge $((64 * 1024)) ] || fail "cairnd --preallocate full allocated only $(allocated_kib "$dpool")K"
+"$CAIRN" --socket "$TMPDIR_TEST/ctl.sock" volume create w 16M >/dev/null ||
+  fail "the preallocated pool cairnd serves does not take a volume"
+kill "$NBDKIT_PID"
+for _ in $(seq 100); do kill -0 "$NBDKIT_PID" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$NBDKIT_PID" 2>/dev/null || true
+wait "$NBDKIT_PID" 2>/dev/null || true
+NBDKIT_PID=
+run fsck "$dpool"
+expect 0 "^$dpool: clean$"
 
 # A filesystem without the room: mkpool fails at once, saying so, and
 # leaves nothing behind (a 16M tmpfs and a 64M pool; root only).
