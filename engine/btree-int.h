@@ -62,6 +62,9 @@ struct nodecache {
   uint64_t limit_bytes;
   uint64_t gen;             /* open generation (atomic) */
   uint64_t alloc_hint;      /* next-fit hint for node allocation, blocks */
+  uint64_t changes;         /* changes begun (atomic; nodecache_changes) */
+  uint64_t fail_at;         /* tests: fail the change with this number */
+  int fail_err;
 
   pthread_mutex_t lock;     /* hash, LRU, refs, counters */
   struct node **hash;

@@ -134,15 +134,46 @@ btree_get_root (struct btree *t, struct btree_root *root)
   *root = t->root;
 }
 
+uint64_t
+nodecache_changes (struct nodecache *cache)
+{
+  return __atomic_load_n (&cache->changes, __ATOMIC_ACQUIRE);
+}
+
+void
+nodecache_fail_change (struct nodecache *cache, uint64_t nth, int err)
+{
+  cache->fail_err = err < 0 ? err : -EIO;
+  __atomic_store_n (&cache->fail_at, nth ? nodecache_changes (cache) + nth : 0,
+                    __ATOMIC_RELEASE);
+}
+
+/* Count a change that begins now; fail it when a test asked to. */
+static int
+change_begins (struct btree *t)
+{
+  struct nodecache *c = t->cache;
+  uint64_t n = __atomic_add_fetch (&c->changes, 1, __ATOMIC_ACQ_REL);
+
+  if (n == __atomic_load_n (&c->fail_at, __ATOMIC_ACQUIRE))
+    return cairn_fail (c->fail_err, "tree %" PRIu64 ": change %" PRIu64
+                       " failed as the test asked", t->id, n);
+  return 0;
+}
+
 int
 btree_swap_roots (struct btree *a, struct btree *b)
 {
   struct btree_root root = a->root;
+  int r;
 
   if (a->dirty || b->dirty)
     return cairn_fail (-EBUSY, "internal error: swapping the roots of trees "
                        "%" PRIu64 " and %" PRIu64 " with unfrozen changes",
                        a->id, b->id);
+  r = change_begins (a);
+  if (r < 0)
+    return r;
   a->root = b->root;
   b->root = root;
   return 0;
@@ -531,7 +562,9 @@ btree_insert (struct btree *t, const void *key, size_t klen, const void *val,
     if (r != -ENOENT)
       return r;
   }
-  r = resv_fill (t, resv_need (t), flags & BTREE_RESERVE ? SPACE_RESERVE : 0);
+  r = change_begins (t);
+  if (r == 0)
+    r = resv_fill (t, resv_need (t), flags & BTREE_RESERVE ? SPACE_RESERVE : 0);
   if (r < 0)
     return r;
 
@@ -691,7 +724,9 @@ btree_delete (struct btree *t, const void *key, size_t klen)
     return r == -ENOENT
       ? cairn_fail (-ENOENT, "key not found in tree %" PRIu64, t->id) : r;
   /* Deletes may use the reserve, so that space can always be freed. */
-  r = resv_fill (t, resv_need (t), SPACE_RESERVE);
+  r = change_begins (t);
+  if (r == 0)
+    r = resv_fill (t, resv_need (t), SPACE_RESERVE);
   if (r < 0)
     return r;
   r = cache_get (t->cache, &t->root.bp, &root);

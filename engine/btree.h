@@ -90,6 +90,17 @@ void nodecache_stats (struct nodecache *cache, struct nodecache_stats *st);
 uint32_t nodecache_node_size (struct nodecache *cache);
 /* Drop every clean, unused node (tests use it to force re-reads). */
 void nodecache_drop_clean (struct nodecache *cache);
+/* How many changes the trees of the cache have begun: an insert or a
+ * delete that got past its checks (the key exists for a delete, it is new
+ * for BTREE_NOOVERWRITE) counts once, whether it then succeeds or fails.
+ * A caller that compares the count around a multi-step change knows
+ * whether a failure left part of it done.
+ */
+uint64_t nodecache_changes (struct nodecache *cache);
+/* For tests: the nth change from now fails with err (a negative errno)
+ * before it touches anything; 0 disarms.
+ */
+void nodecache_fail_change (struct nodecache *cache, uint64_t nth, int err);
 
 /* ---------------------------------------------------------------- trees */
 

@@ -8,6 +8,11 @@
  * function returns.  Requests are serialised (oplock); the table of
  * in-memory volume states has its own short lock (tlock).
  *
+ * CAT-1  A change is all or nothing.  A request makes every check that can
+ *        refuse it before its first tree change; a failure after that (no
+ *        memory, an I/O error) fails the commit and latches the pool
+ *        failed (catalog_freeze), so no half made change reaches the disk.
+ *
  * Pins (DESIGN §2.4): a volume's state at generation g stays readable while
  * a pin record (RK_PIN, id, g) exists; it counts the snapshots and clones
  * that need it and holds the root of that state.  Removing the last reason
@@ -422,22 +427,50 @@ cat_find_id_locked (struct catalog *cat, uint64_t id)
 static int apply (struct catalog *cat, struct cat_request *req, uint64_t gen);
 static int settle (struct catalog *cat, uint64_t gen);
 
-/* The freeze hook: deadlists, the pending request, changed records. */
-static void
+/* The freeze hook: deadlists, the pending request, changed records.
+ *
+ * A request checks everything it can before it changes anything, so that
+ * a refusal leaves the catalog as it was.  What can still fail after the
+ * first change is a lack of memory or an I/O error; the change is then
+ * half made, and committing it could leave, say, a volume without its
+ * name.  So when a request fails after one of its tree changes began
+ * (nodecache_changes moved), the hook fails the commit: the pool latches
+ * failed (TX-4), nothing of the change reaches the disk, and reopening
+ * the pool brings back its last committed state (CAT-1).
+ */
+static int
 catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
 {
   struct catalog *cat = opaque;
+  struct cat_request *req = cat->req && !cat->req->done ? cat->req : NULL;
+  uint64_t changes;
   int r = reclaim_flush_pending (cat);
 
-  if (cat->req && !cat->req->done) {
-    struct cat_request *req = cat->req;
-
+  if (r == 0 && req) {
+    changes = nodecache_changes (pool_cache (pool));
     cairn_error_clear ();
-    req->result = r < 0 ? r : apply (cat, req, gen);
+    req->result = apply (cat, req, gen);
+    if (req->result < 0 && nodecache_changes (pool_cache (pool)) != changes)
+      r = req->result;        /* half made: CAT-1 */
+  }
+  if (r < 0) {
+    char msg[sizeof req->errmsg / 2];
+
+    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+    r = cairn_fail (-EIO, "a catalog change failed half-way (%s): none of it "
+                    "is committed, and the pool is read-only until it is "
+                    "reopened, which brings back its last committed state",
+                    msg);
+    if (req)
+      req->result = r;
+  }
+  if (req) {
     if (req->result < 0)
       snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
     req->done = true;
   }
+  if (r < 0)
+    return r;
   if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL) &&
       settle (cat, gen) < 0)
     __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);   /* next time */
@@ -462,6 +495,7 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
       break;      /* the record is rewritten at the next commit */
   }
   pthread_mutex_unlock (&cat->tlock);
+  return 0;
 }
 
 /* Apply a catalog change in the next commit and wait until it is durable. */
@@ -483,10 +517,13 @@ cat_submit (struct cairn_pool *pool, struct cat_request *req)
   txn_end (pool);
   r = pool_commit (pool);
   cat->req = NULL;
-  if (r == 0 && !req->done)
-    r = cairn_fail (-EIO, "internal error: the catalog change was not applied");
-  if (r == 0 && req->result < 0)
+  /* The request's own failure says more than the commit's (which another
+   * thread may have run).
+   */
+  if (req->done && req->result < 0)
     r = cairn_fail (req->result, "%s", req->errmsg);
+  else if (r == 0 && !req->done)
+    r = cairn_fail (-EIO, "internal error: the catalog change was not applied");
  out:
   pthread_mutex_unlock (&cat->oplock);
   return r;

@@ -128,10 +128,12 @@ int pool_tree_swap (struct cairn_pool *pool, uint64_t a, uint64_t b)
  * changed are frozen (their roots are final for the generation) and before
  * the root tree is, so it may read frozen roots and change any tree.
  * Blocks it frees that were born in the freezing generation must be freed
- * with an older birth: they are being written by this very commit.
+ * with an older birth: they are being written by this very commit.  A
+ * negative return fails the commit and latches the pool failed (TX-4): the
+ * hook's way to keep a change it could not finish off the disk.
  */
-typedef void (*pool_freeze_hook) (struct cairn_pool *pool, void *opaque,
-                                  uint64_t gen);
+typedef int (*pool_freeze_hook) (struct cairn_pool *pool, void *opaque,
+                                 uint64_t gen);
 /* quiesce (may be NULL) is called first thing in pool_close, so that the
  * layer above stops its threads before the last commit; destroy last.
  */

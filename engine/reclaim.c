@@ -96,7 +96,10 @@ reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len, uint64_t birth)
   reclaim_free_blocks (opaque, addr >> BLOCK_SHIFT, len >> BLOCK_SHIFT, birth);
 }
 
-/* Write every queued deadlist entry to the deadlist tree (in the freeze). */
+/* Write every queued deadlist entry to the deadlist tree (in the freeze).
+ * The entries are taken off their queues first: a failure here loses
+ * them, so the caller must not let the commit go on (catalog_freeze).
+ */
 int
 reclaim_flush_pending (struct catalog *cat)
 {
@@ -113,9 +116,14 @@ reclaim_flush_pending (struct catalog *cat)
     vs->pending = NULL;
     vs->npending = vs->pending_cap = 0;
     pthread_mutex_unlock (&vs->pend_lock);
-    if (n > 0 && cat->deadlist == NULL)
+    if (n == 0)
+      continue;
+    if (cat->deadlist == NULL) {
+      free (e);
       r = cairn_fail (-EIO, "internal error: deadlist entries without a "
                       "deadlist tree");
+      break;
+    }
     btree_wrlock (cat->deadlist);
     for (size_t j = 0; j < n && r == 0; j++) {
       uint8_t key[DL_KEY], val[DL_VAL];

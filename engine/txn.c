@@ -15,7 +15,9 @@
  *        it returns 0.
  *  TX-4  Once a commit's I/O has failed, the pool is latched failed: every
  *        mutation and every commit fails with -EIO until it is reopened,
- *        because the state on disk is no longer known.
+ *        because the state on disk is no longer known.  So is a commit
+ *        whose freeze failed (the layer above may fail it on purpose:
+ *        CAT-1 in catalog.c), since its trees hold changes half made.
  *  TX-5  Mutations run concurrently with a commit's I/O; only the freeze,
  *        which turns dirty nodes into checksummed buffers under txn_lock,
  *        holds them out.
@@ -97,8 +99,9 @@ freeze_trees (struct cairn_pool *pool, uint64_t gen, struct nodebatch *batch,
   int r = freeze_user_trees (pool, batch);
 
   if (r == 0 && pool->freeze_hook) {
-    pool->freeze_hook (pool, pool->attached, gen);
-    r = freeze_user_trees (pool, batch);
+    r = pool->freeze_hook (pool, pool->attached, gen);
+    if (r == 0)
+      r = freeze_user_trees (pool, batch);
   }
   if (r < 0)
     return r;
@@ -195,6 +198,13 @@ txn_commit_now (struct cairn_pool *pool)
  fail_locked:
   latch_failed (pool);
   pthread_rwlock_unlock (&pool->txn_lock);
+  {
+    char msg[512];
+
+    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+    r = cairn_fail (r, "commit of generation %" PRIu64 " failed, the pool is "
+                    "now read-only until reopened: %s", gen, msg);
+  }
  out:
   nodebatch_release (pool->cache, &batch);
   spacemap_write_free (&smw);

@@ -113,6 +113,111 @@ Test (volume, catalog_errors_change_nothing)
   dev_close (dev);
 }
 
+/* Check that the pool on dev holds exactly the state half_made_* built:
+ * volume "a" with its data and snapshot "s", and nothing named "b"; then
+ * hand back the reopened pool.
+ */
+static struct cairn_pool *
+assert_last_committed (struct cairn_dev *dev, const uint8_t *want, size_t len,
+                       const char *when)
+{
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  struct vol_info info;
+  uint8_t buf[3 * 4096];
+
+  cr_assert_eq (vol_stat (pool, "a", &info), 0, "%s: volume a: %s", when,
+                cairn_errmsg ());
+  cr_assert_eq (info.size, 1 << 20, "%s: size %" PRIu64, when, info.size);
+  cr_assert_eq (vol_stat (pool, "a@s", &info), 0, "%s: snapshot a@s: %s", when,
+                cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "b", &info), -ENOENT, "%s: b exists", when);
+  cr_assert_eq (vol_stat (pool, "a@t", &info), -ENOENT, "%s: a@t exists", when);
+  cr_assert_eq (vol_open (pool, "a", &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, buf, len, 512 << 10), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (buf, want, len, "%s: the data changed", when);
+  vol_close (v);
+  return pool;
+}
+
+/* CAT-1: a catalog change that fails after it began changing trees (an
+ * allocation or an I/O error, injected at each of its tree changes in
+ * turn) commits none of itself: the pool turns read-only with a message
+ * that says so, and reopening it finds the last committed state, which
+ * fsck finds clean.  Before, the half made change was committed: a rename
+ * failing between deleting the old name and storing the new one left the
+ * volume with no name at all.
+ */
+Test (volume, half_made_change_is_never_committed)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  uint8_t want[3 * 4096];
+  const char *ops[] = { "rename", "snapshot", "shrink", "delete" };
+
+  cr_assert_eq (vol_create (pool, "a", 1 << 20, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "a", &v), 0, "%s", cairn_errmsg ());
+  fill_pattern (want, sizeof want, 7);
+  cr_assert_eq (vol_pwrite (v, want, sizeof want, 512 << 10, 0), 0);
+  /* Data for the shrink to discard. */
+  cr_assert_eq (vol_pwrite (v, want, sizeof want, 900 << 10, 0), 0);
+  vol_close (v);
+  cr_assert_eq (snap_create (pool, "a", "s"), 0, "%s", cairn_errmsg ());
+
+  for (size_t op = 0; op < ARRAY_SIZE (ops); op++) {
+    unsigned failures = 0;
+
+    for (uint64_t nth = 1; ; nth++) {
+      char when[64];
+      int r;
+
+      snprintf (when, sizeof when, "%s, change %" PRIu64 " failing", ops[op], nth);
+      nodecache_fail_change (pool_cache (pool), nth, -ENOMEM);
+      switch (op) {
+      case 0: r = vol_rename (pool, "a", "b"); break;
+      case 1: r = snap_create (pool, "a", "t"); break;
+      case 2: r = vol_resize (pool, "a", 768 << 10, true); break;
+      default: r = vol_delete (pool, "a", VOL_DELETE_RECURSIVE); break;
+      }
+      nodecache_fail_change (pool_cache (pool), 0, 0);
+      if (r == 0)
+        break;          /* nth is past the commit's last tree change */
+      /* The change itself failed half-way, or the commit carrying it did
+       * (its own tree changes come after the catalog's): all or nothing
+       * either way.
+       */
+      if (strstr (cairn_errmsg (), "failed half-way")) {
+        failures++;
+        cr_assert_eq (r, -EIO, "%s: %d %s", when, r, cairn_errmsg ());
+        cr_assert (strstr (cairn_errmsg (), "read-only until it is reopened"),
+                   "%s: message: %s", when, cairn_errmsg ());
+      }
+      else
+        cr_assert (strstr (cairn_errmsg (), "commit of generation") &&
+                   strstr (cairn_errmsg (), "read-only until reopened"),
+                   "%s: %d %s", when, r, cairn_errmsg ());
+      /* Nothing more is committed. */
+      cr_assert_eq (vol_create (pool, "c", 1 << 20, NULL), -EIO, "%s", when);
+      cr_assert_eq (pool_close (pool), 0);
+      assert_fsck_clean (dev, when);
+      pool = assert_last_committed (dev, want, sizeof want, when);
+    }
+    cr_assert_geq (failures, 2u, "%s: the change made fewer than two tree "
+                   "changes, so nothing half made was tried", ops[op]);
+    /* Undo the change that went through, for the next one. */
+    switch (op) {
+    case 0: cr_assert_eq (vol_rename (pool, "b", "a"), 0, "%s", cairn_errmsg ()); break;
+    case 1: cr_assert_eq (snap_delete (pool, "a", "t"), 0, "%s", cairn_errmsg ()); break;
+    case 2: cr_assert_eq (vol_resize (pool, "a", 1 << 20, false), 0, "%s", cairn_errmsg ()); break;
+    default: break;
+    }
+  }
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the changes");
+  dev_close (dev);
+}
+
 /* Regression: snapshot lists stopped at 256, so a recursive delete of a
  * volume with more left the rest orphaned and freed blocks they held.
  */
