@@ -258,13 +258,19 @@ int reclaim_free_entries (struct catalog *cat, uint64_t id, int64_t *held,
  */
 int reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
                             size_t limit, size_t *removedp) CAIRN_WUR;
-/* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
+/* Free the deadlist entries of volume vs with D in (lo_d, hi_d] and B in
  * (lo_b, hi_b] (a removed pin's, RC-3): a step now, the rest in the
- * background.  held (may be NULL) drops by what goes.
+ * background.  vs->held drops by what goes.
  */
-int reclaim_free_range (struct catalog *cat, uint64_t id, int64_t *held,
+int reclaim_free_range (struct catalog *cat, struct volstate *vs,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
                         uint64_t hi_b) CAIRN_WUR;
+/* The blocks of volume id's deadlist entries with D in (lo_d, hi_d] and
+ * B in (lo_b, hi_b], without freeing them.
+ */
+int reclaim_range_blocks (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                          uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
+                          uint64_t *blocksp) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
@@ -300,10 +306,14 @@ size_t reaper_budget (struct catalog *cat);
  */
 int reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
   CAIRN_WUR;
-/* Leave the rest of a removed pin's deadlist range to the background. */
-int reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
+/* Leave the rest of a removed pin's deadlist range to the background
+ * (its held blocks are vs's).
+ */
+int reaper_defer_range (struct catalog *cat, struct volstate *vs,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
                         uint64_t hi_b) CAIRN_WUR;
+/* List the destroy and free records a restart left as jobs. */
+int reaper_load_jobs (struct catalog *cat) CAIRN_WUR;
 void reaper_kick (struct catalog *cat);
 void reaper_stop (struct catalog *cat);
 void reaper_free (struct catalog *cat);

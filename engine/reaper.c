@@ -53,6 +53,17 @@
  * deadlist entries, frees the ranges and stores the new P (RP-3).  One step
  * at a time (reap_lock), so vol_reclaim_wait and the thread may both step.
  *
+ * Jobs.  Each record is also a job that users can list (vol_reclaim_jobs,
+ * the control server's job.list): an entry in memory, added in the freeze
+ * that stores the record (reaper_begin, reaper_defer_range) or when the
+ * catalog loads one a restart left (reaper_load_jobs), credited with the
+ * data blocks each step frees, and removed in the freeze that deletes the
+ * record (reaper_apply, reaper_drop_ranges).  A deleted volume's total is known when it was not a clone
+ * (referenced + held blocks at the delete); a snapshot's is counted by the
+ * thread before its first step (reclaim_range_blocks, outside the
+ * freeze); after a restart a volume's total is unknown (0) and its name
+ * lost.  The entries are for people: nothing else reads them.
+ *
  * States of the thread: idle (not running) -> running (reaper_kick, when a
  * record exists and the pool is writable) -> idle (no record left, or a
  * step failed: the message is kept for vol_reclaim_status and the work
@@ -66,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "catalog-int.h"
 
@@ -82,6 +94,17 @@ struct reaper {
   bool again;                 /* kicked while running: look once more */
   size_t budget;
   char error[512];            /* the last step's failure, "" when none */
+  struct reap_job *jobs;      /* the records as jobs, oldest first */
+  size_t njobs, jobs_cap;
+  uint64_t next_seq;
+};
+
+/* A record as a job (see Jobs above; under the reaper's lock). */
+struct reap_job {
+  bool is_free;               /* a free record (else a destroy record) */
+  uint64_t id, lo_d, lo_b;    /* which record */
+  bool counted;               /* total known, or not to be counted */
+  struct vol_reclaim_job pub;
 };
 
 /* A range of blocks to free. */
@@ -106,8 +129,96 @@ struct reap_step {
   uint8_t next[BTREE_MAX_KEY];
   size_t nextlen;
   bool tree_done;
+  uint64_t data_blocks;       /* of the ranges, those of extent items */
   int err;
 };
+
+/* ---------------------------------------------------------------- jobs */
+
+/* The job of a record, or NULL (lock held). */
+static struct reap_job *
+job_find (struct reaper *rp, bool is_free, uint64_t id, uint64_t lo_d,
+          uint64_t lo_b)
+{
+  for (size_t i = 0; i < rp->njobs; i++) {
+    struct reap_job *j = &rp->jobs[i];
+
+    if (j->is_free == is_free && j->id == id &&
+        (!is_free || (j->lo_d == lo_d && j->lo_b == lo_b)))
+      return j;
+  }
+  return NULL;
+}
+
+/* List a record as a job, total_blocks 0 when unknown.  Out of memory, it
+ * only goes unlisted: the reclaim itself does not depend on it.
+ */
+static void
+job_add (struct catalog *cat, bool is_free, uint64_t id, uint64_t lo_d,
+         uint64_t lo_b, const char *what, uint64_t total_blocks)
+{
+  struct reaper *rp = cat->reaper;
+  struct reap_job *j;
+
+  pthread_mutex_lock (&rp->lock);
+  j = job_find (rp, is_free, id, lo_d, lo_b);
+  if (j == NULL && rp->njobs == rp->jobs_cap) {
+    size_t cap = rp->jobs_cap ? 2 * rp->jobs_cap : 8;
+    struct reap_job *nj = realloc (rp->jobs, cap * sizeof *nj);
+
+    if (nj) {
+      rp->jobs = nj;
+      rp->jobs_cap = cap;
+    }
+  }
+  if (j == NULL && rp->njobs < rp->jobs_cap) {
+    j = &rp->jobs[rp->njobs++];
+    memset (j, 0, sizeof *j);
+    j->is_free = is_free;
+    j->id = id;
+    j->lo_d = lo_d;
+    j->lo_b = lo_b;
+    j->counted = !is_free;
+    j->pub.seq = ++rp->next_seq;
+    j->pub.snapshot = is_free;
+    j->pub.started = (int64_t) time (NULL);
+    j->pub.total_bytes = total_blocks * BLOCK_SIZE;
+    snprintf (j->pub.what, sizeof j->pub.what, "%s", what);
+  }
+  pthread_mutex_unlock (&rp->lock);
+}
+
+/* Forget the job of a record that is gone (lock held). */
+static void
+job_remove_locked (struct reaper *rp, struct reap_job *j)
+{
+  size_t i = (size_t) (j - rp->jobs);
+
+  memmove (j, j + 1, (rp->njobs - i - 1) * sizeof *j);
+  rp->njobs--;
+}
+
+/* Credit a record's job with freed data blocks; forget it when the
+ * record is gone.
+ */
+static void
+job_update (struct catalog *cat, bool is_free, uint64_t id, uint64_t lo_d,
+            uint64_t lo_b, uint64_t blocks, bool gone)
+{
+  struct reaper *rp = cat->reaper;
+  struct reap_job *j;
+
+  pthread_mutex_lock (&rp->lock);
+  j = job_find (rp, is_free, id, lo_d, lo_b);
+  if (j && gone)
+    job_remove_locked (rp, j);
+  else if (j) {
+    j->pub.done_bytes += blocks * BLOCK_SIZE;
+    if (j->pub.total_bytes && j->pub.done_bytes > j->pub.total_bytes)
+      j->pub.total_bytes = j->pub.done_bytes;   /* an estimate fell short */
+  }
+  pthread_mutex_unlock (&rp->lock);
+}
 
 /* ---------------------------------------------------------------- records */
 
@@ -287,25 +398,39 @@ reaper_budget (struct catalog *cat)
  * whole now instead.
  */
 int
-reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
-                    uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+reaper_defer_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
+                    uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
 {
-  struct freerec f = { id, lo_d, hi_d, lo_b, hi_b };
+  struct freerec f = { vs->id, lo_d, hi_d, lo_b, hi_b };
+  const struct cat_request *req = cat->req;
   uint8_t key[25], val[16];
+  char what[sizeof ((struct vol_reclaim_job *) 0)->what];
   size_t vlen;
   int r;
 
   freerec_key (key, &f);
   r = cat_root_get (cat, key, 25, val, sizeof val, &vlen);
   if (r == 0)
-    return reclaim_free_entries (cat, id, held, lo_d, hi_d, lo_b, hi_b, 0,
-                                 SIZE_MAX, NULL);
+    return reclaim_free_entries (cat, vs->id, &vs->held, lo_d, hi_d, lo_b,
+                                 hi_b, 0, SIZE_MAX, NULL);
   if (r != -ENOENT)
     return r;
   put_le64 (val, hi_d);
   put_le64 (val + 8, hi_b);
   cat->kick = true;
-  return cat_root_put (cat, key, 25, val, 16);
+  r = cat_root_put (cat, key, 25, val, 16);
+  if (r < 0)
+    return r;
+  /* The pin is a snapshot this freeze's request deletes, or one deleted
+   * earlier while open (or a clone's origin): then only its generation.
+   */
+  if (req && req->kind == REQ_SNAP_DELETE && req->name && req->snap &&
+      strcmp (req->name, vs->name) == 0)
+    snprintf (what, sizeof what, "%s@%s", vs->name, req->snap);
+  else
+    snprintf (what, sizeof what, "%s, generation %" PRIu64, vs->name, lo_d);
+  job_add (cat, true, vs->id, lo_d, lo_b, what, 0);
+  return 0;
 }
 
 /* State of reaper_drop_ranges. */
@@ -352,8 +477,12 @@ reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
   prefix[0] = RK_FREE;
   put_be64 (prefix + 1, id);
   r = cat_foreach_prefix (cat, prefix, 9, drop_range_item, &dr);
-  for (size_t i = 0; r == 0 && i < dr.n; i++)
+  for (size_t i = 0; r == 0 && i < dr.n; i++) {
     r = cat_root_del (cat, dr.key[i], 25);
+    if (r == 0)
+      job_update (cat, true, id, get_be64 (dr.key[i] + 9),
+                  get_be64 (dr.key[i] + 17), 0, true);
+  }
   free (dr.key);
   return r;
 }
@@ -378,6 +507,12 @@ reaper_begin (struct catalog *cat, struct volstate *vs)
   r = destrec_store (cat, vs->id, &d);
   if (r == 0)
     r = pool_tree_remove (cat->pool, vs->id);
+  /* A clone's referenced blocks include its origin's, which stay. */
+  if (r == 0)
+    job_add (cat, false, vs->id, 0, 0, vs->name,
+             vs->origin_gen ? 0
+             : (uint64_t) (__atomic_load_n (&vs->referenced, __ATOMIC_RELAXED) +
+                           __atomic_load_n (&vs->held, __ATOMIC_RELAXED)));
   return r;
 }
 
@@ -425,8 +560,10 @@ step_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
   if (klen != 8 || vlen < EXT_HDR)
     return cairn_fail (-EIO, "corrupt extent item in deleted volume %" PRIu64,
                        s->id);
-  if (ext_birth (val) > s->rec.since)
+  if (ext_birth (val) > s->rec.since) {
     step_add (s, ext_addr (val), ext_len (val), ext_birth (val));
+    s->data_blocks += ext_len (val);
+  }
   return s->err;
 }
 
@@ -437,6 +574,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   struct reap_step *s = req->data;
   struct destrec now, d = s->rec;
   uint8_t key[25], val[DESTREC_FIXED + BTREE_MAX_KEY];
+  uint64_t before = __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED);
   size_t vlen, drained;
   int r;
 
@@ -458,6 +596,11 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
                               cat->reaper->budget, &removed);
     if (r == 0 && removed < cat->reaper->budget)
       r = cat_root_del (cat, key, 25);
+    /* Only this freeze frees now: the difference is this step's. */
+    if (r == 0)
+      job_update (cat, true, f->id, f->lo_d, f->lo_b,
+                  __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
+                  removed < cat->reaper->budget);
     return r;
   }
   cat_key (key, RK_DESTROY, s->id, 0);
@@ -475,6 +618,9 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
                               &drained);
   if (r < 0)
     return r;
+  job_update (cat, false, s->id, 0, 0, s->data_blocks +
+              __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
+              false);
   for (size_t i = 0; i < s->n; i++) {
     const struct reap_range *x = &s->r[i];
 
@@ -487,8 +633,12 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
     d.flags |= DESTF_TREE_DONE;
   memcpy (d.point, s->next, s->nextlen);
   d.pointlen = s->nextlen;
-  if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget)
-    return cat_root_del (cat, key, 9);          /* RP-5 */
+  if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget) {
+    r = cat_root_del (cat, key, 9);             /* RP-5 */
+    if (r == 0)
+      job_update (cat, false, s->id, 0, 0, 0, true);
+    return r;
+  }
   return destrec_store (cat, s->id, &d);
 }
 
@@ -508,6 +658,38 @@ any_work (struct catalog *cat, bool *yes)
   return r;
 }
 
+/* Count what a free record's job has left to free, once, before its
+ * first step (step lock held: only steps remove its entries).
+ */
+static int
+count_job (struct catalog *cat, const struct freerec *f)
+{
+  struct reaper *rp = cat->reaper;
+  struct reap_job *j;
+  uint64_t blocks;
+  bool counted;
+  int r;
+
+  pthread_mutex_lock (&rp->lock);
+  j = job_find (rp, true, f->id, f->lo_d, f->lo_b);
+  counted = j == NULL || j->counted;
+  pthread_mutex_unlock (&rp->lock);
+  if (counted)
+    return 0;
+  r = reclaim_range_blocks (cat, f->id, f->lo_d, f->hi_d, f->lo_b, f->hi_b,
+                            &blocks);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&rp->lock);
+  j = job_find (rp, true, f->id, f->lo_d, f->lo_b);
+  if (j) {
+    j->counted = true;
+    j->pub.total_bytes = j->pub.done_bytes + blocks * BLOCK_SIZE;
+  }
+  pthread_mutex_unlock (&rp->lock);
+  return 0;
+}
+
 /* Gather and apply one step; *more when work is left. */
 static int
 reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
@@ -521,7 +703,9 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   pthread_mutex_lock (&rp->step_lock);
   r = first_free (cat, &s.fr, &s.is_free, NULL);
   if (r == 0 && s.is_free) {
-    r = cat_submit (pool, &req);
+    r = count_job (cat, &s.fr);
+    if (r == 0)
+      r = cat_submit (pool, &req);
     if (r == 0)
       r = any_work (cat, more);
     goto out;
@@ -598,6 +782,51 @@ reaper_new (struct catalog *cat)
   return 0;
 }
 
+/* cat_foreach_prefix callback: list a record a restart left as a job. */
+static int
+load_job (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+          size_t vl)
+{
+  struct catalog *cat = opaque;
+  char what[sizeof ((struct vol_reclaim_job *) 0)->what];
+  struct volstate *vs;
+  struct freerec f;
+  int r;
+
+  if (k[0] == RK_DESTROY) {
+    if (kl != 9)
+      return cairn_fail (-EIO, "corrupt destroy record key (%zu bytes)", kl);
+    snprintf (what, sizeof what, "volume #%" PRIu64, get_be64 (k + 1));
+    job_add (cat, false, get_be64 (k + 1), 0, 0, what, 0);
+    return 0;
+  }
+  r = decode_free (k, kl, v, vl, &f);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_id_locked (cat, f.id);
+  if (vs)
+    snprintf (what, sizeof what, "%s, generation %" PRIu64, vs->name,
+              f.lo_d);
+  else
+    snprintf (what, sizeof what, "volume #%" PRIu64 ", generation %" PRIu64,
+              f.id, f.lo_d);
+  pthread_mutex_unlock (&cat->tlock);
+  job_add (cat, true, f.id, f.lo_d, f.lo_b, what, 0);
+  return 0;
+}
+
+/* List the records a restart left as jobs (loading the catalog). */
+int
+reaper_load_jobs (struct catalog *cat)
+{
+  uint8_t type = RK_FREE;
+  int r = cat_foreach_prefix (cat, &type, 1, load_job, cat);
+
+  type = RK_DESTROY;
+  return r < 0 ? r : cat_foreach_prefix (cat, &type, 1, load_job, cat);
+}
+
 /* Start the thread if there is work and it is not running. */
 void
 reaper_kick (struct catalog *cat)
@@ -650,6 +879,7 @@ reaper_free (struct catalog *cat)
     return;
   pthread_mutex_destroy (&rp->step_lock);
   pthread_mutex_destroy (&rp->lock);
+  free (rp->jobs);
   free (rp);
   cat->reaper = NULL;
 }
@@ -716,6 +946,35 @@ vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
   info->running = cat->reaper->running;
   snprintf (info->error, sizeof info->error, "%s", cat->reaper->error);
   pthread_mutex_unlock (&cat->reaper->lock);
+  return 0;
+}
+
+/* The reclaims in progress (volume.h). */
+int
+vol_reclaim_jobs (struct cairn_pool *pool, struct vol_reclaim_job **jobsp,
+                  size_t *np)
+{
+  struct catalog *cat;
+  struct reaper *rp;
+  int r = catalog_get (pool, &cat);
+
+  *jobsp = NULL;
+  *np = 0;
+  if (r < 0)
+    return r;
+  rp = cat->reaper;
+  pthread_mutex_lock (&rp->lock);
+  if (rp->njobs) {
+    *jobsp = malloc (rp->njobs * sizeof **jobsp);
+    if (*jobsp == NULL) {
+      pthread_mutex_unlock (&rp->lock);
+      return cairn_fail (-ENOMEM, "out of memory listing reclaims");
+    }
+    for (size_t i = 0; i < rp->njobs; i++)
+      (*jobsp)[i] = rp->jobs[i].pub;
+    *np = rp->njobs;
+  }
+  pthread_mutex_unlock (&rp->lock);
   return 0;
 }
 

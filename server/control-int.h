@@ -20,12 +20,15 @@ struct control_job {
   struct control_job *next;
   uint64_t id;
   char method[48];
-  char what[256];               /* what it works on, for people */
+  char what[640];               /* what it works on, for people */
   atomic_bool cancel;           /* job.cancel */
   int64_t start_ms;             /* monotonic */
   int64_t start_time;           /* wall clock (seconds since the epoch) */
   uint64_t done, total;         /* under the registry's lock */
   int64_t notified_ms;          /* last progress notification */
+  bool background;              /* a control_bg_job, not a request's */
+  uint64_t bg_key;              /* with background: its key */
+  const char *no_cancel;        /* with background: job.cancel's refusal */
 };
 
 /* The jobs of a server. */
@@ -33,6 +36,9 @@ struct control_jobs {
   pthread_mutex_t lock;
   struct control_job *head;
   uint64_t next_id;
+  /* control_config's background_jobs and opaque (may be NULL) */
+  int (*background) (void *opaque, struct control_bg_job **jobs, size_t *n);
+  void *opaque;
 };
 
 /* Every method a server answers, sorted by name. */
