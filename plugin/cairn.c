@@ -90,6 +90,7 @@ static struct tls_ctx *control_tls_ctx;   /* from .config_complete */
 static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
 static unsigned reclaim_step;          /* reclaim-step=, 0: the engine's */
+static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
 static char *default_export;
 
@@ -264,6 +265,16 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "control-handshake-timeout") == 0) {
+    if (nbdkit_parse_unsigned ("control-handshake-timeout", value,
+                               &handshake_timeout_s) == -1)
+      return -1;
+    if (handshake_timeout_s == 0 || handshake_timeout_s > 3600) {
+      nbdkit_error ("control-handshake-timeout=%s: give seconds, 1 to 3600",
+                    value);
+      return -1;
+    }
+  }
   else if (strcmp (key, "readonly") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1)
@@ -349,6 +360,8 @@ cairn_config_complete (void)
   "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
   "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
   "control-tls-verify-peer=<BOOL>  Require client certificates.\n" \
+  "control-handshake-timeout=<S>  Close TCP control clients that have not\n" \
+  "                        finished TLS setup in S seconds (default 10).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
   "reclaim-step=<N>        Blocks a background reclaim step visits (32768).\n" \
@@ -443,6 +456,7 @@ cairn_after_fork (void)
       .log = control_log,
       .warn = control_warn,
       .background_jobs = cairn_background_jobs,
+      .handshake_timeout_ms = handshake_timeout_s * 1000,
     };
 
     tables[0] = cairn_catalog_methods;

@@ -90,7 +90,10 @@ struct control_server {
   uv_tcp_t tcp_listener;
   uv_async_t stop_async;
   uv_async_t wake_async;           /* a worker queued on a channel */
+  uv_timer_t setup_timer;          /* TLS ports: closes clients that do
+                                      not finish setting up (control.c) */
   bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
+  bool timer_inited;
   pthread_t thread;
   atomic_bool stopping;            /* set by control_server_stop */
 
@@ -102,6 +105,7 @@ struct control_server {
   unsigned max_clients;
   unsigned tcp_port;
   enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
+  unsigned handshake_timeout_ms;   /* control_config's (not 0) */
   struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
 
   struct conn *conns;              /* open connections */
@@ -115,6 +119,7 @@ struct control_server {
  */
 void control_on_connection (uv_stream_t *listener, int status);
 void control_on_wake (uv_async_t *async);
+void control_on_setup_timer (uv_timer_t *timer);
 void control_conns_close (struct control_server *srv);
 
 /* Bind and listen (control-listen.c): the Unix socket of cfg, or its TCP

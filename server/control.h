@@ -40,6 +40,10 @@
  * (replicate.push/pull, cairn replicate/pull).
  */
 #define CONTROL_DEFAULT_TCP_PORT 10810
+/* Seconds a TCP client of a TLS-enabled port has to finish setting up its
+ * session (control_config.handshake_timeout_ms).
+ */
+#define CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S 10
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
 
@@ -92,6 +96,14 @@ struct control_config {
    */
   enum tls_mode tls_mode;
   struct tls_ctx *tls;
+  /* With TLS on or require: a TCP client that has not finished its TLS
+   * handshake (or, plain, been accepted by its first byte) this long after
+   * connecting is closed and logged (warn), so that idle or stalled
+   * connections cannot hold the server's connection slots.  Includes a
+   * plain client that control-tls=require refused and that stays
+   * connected.  0: CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S.
+   */
+  unsigned handshake_timeout_ms;
   size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
   unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
   const struct control_method_table *tables;   /* besides "server.*" */
