@@ -364,7 +364,7 @@ cairn_config_complete (void)
   "                        finished TLS setup in S seconds (default 10).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
-  "reclaim-step=<N>        Blocks a background reclaim step visits (32768).\n" \
+  "reclaim-step=<N>        Items a background reclaim step visits (32768).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "default-export=<NAME>   Export served for the empty export name."
 

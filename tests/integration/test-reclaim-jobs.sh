@@ -55,6 +55,7 @@ line=$(watch_jobs vm/a@s1)
 set -- $line
 id=$1
 # How people see it, one job, and job.cancel refused with the reason.
+cairn_s job list
 cairn_s job list | grep -q "^$id  *reclaim  *vm/a@s1 (deleted snapshot) " ||
   fail "cairn job list does not show the reclaim: $(cairn_s job list)"
 cairn_s job show "$id" | grep -q "vm/a@s1" || fail "job show $id: $(cairn_s job show "$id" 2>&1)"
