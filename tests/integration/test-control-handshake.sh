@@ -17,7 +17,7 @@ make_pool 64M
 
 # The parameter is checked.
 for bad in 0 3601 x; do
-  msg=$("$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" pool="$POOL" \
+  msg=$(nbdkit_env "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" pool="$POOL" \
           control-handshake-timeout=$bad --run true 2>&1) &&
     fail "control-handshake-timeout=$bad was accepted"
   grep -q "control-handshake-timeout" <<<"$msg" || fail "control-handshake-timeout=$bad: unclear error: $msg"
@@ -96,7 +96,7 @@ if command -v openssl >/dev/null; then
   grep -q '"id":7' "$TMPDIR_TEST/idle.out" ||
     fail "a TLS client idle past the deadline was not answered: $(cat "$TMPDIR_TEST/idle.out")"
 fi
-stop_plugin
+stop_server "$NBDKIT_PID"; NBDKIT_PID=
 
 # ---------------------------------------------------------------- on
 # control-tls=on: a silent client is closed too; a plain client that has
@@ -117,5 +117,5 @@ PY
 hold silent >"$out" || fail "the test client failed"
 cat "$out"
 grep -qE "^silent (0\.[7-9]|1\.|2\.)" "$out" || fail "the silent client of control-tls=on was not closed at the 1 s deadline: $(cat "$out")"
-stop_plugin
+stop_server "$NBDKIT_PID"; NBDKIT_PID=
 echo PASS
