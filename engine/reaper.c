@@ -58,9 +58,11 @@
  * that stores the record (reaper_begin, reaper_defer_range) or when the
  * catalog loads one a restart left (reaper_load_jobs), credited with the
  * data blocks each step frees, and removed in the freeze that deletes the
- * record (reaper_apply, reaper_drop_ranges).  A deleted volume's total is known when it was not a clone
- * (referenced + held blocks at the delete); a snapshot's is counted by the
- * thread before its first step (reclaim_range_blocks, outside the
+ * record (reaper_apply, reaper_drop_ranges), or when a step finds no
+ * record left at all (prune_jobs: a freeze that failed after listing).
+ * A deleted volume's total is known when it was not a clone (referenced
+ * + held blocks at the delete); a snapshot's is counted by the thread
+ * before its first step (reclaim_range_blocks, outside the
  * freeze); after a restart a volume's total is unknown (0) and its name
  * lost.  The entries are for people: nothing else reads them.
  *
@@ -196,6 +198,24 @@ job_remove_locked (struct reaper *rp, struct reap_job *j)
 
   memmove (j, j + 1, (rp->njobs - i - 1) * sizeof *j);
   rp->njobs--;
+}
+
+/* No record is left: forget the jobs listed up to seq, whose records
+ * were there to be seen (a job listed by a freeze whose change was then
+ * undone would otherwise stay).  Later ones may belong to records stored
+ * after the look.
+ */
+static void
+prune_jobs (struct reaper *rp, uint64_t seq)
+{
+  size_t kept = 0;
+
+  pthread_mutex_lock (&rp->lock);
+  for (size_t i = 0; i < rp->njobs; i++)
+    if (rp->jobs[i].pub.seq > seq)
+      rp->jobs[kept++] = rp->jobs[i];
+  rp->njobs = kept;
+  pthread_mutex_unlock (&rp->lock);
 }
 
 /* Credit a record's job with freed data blocks; forget it when the
@@ -697,10 +717,14 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   struct reaper *rp = cat->reaper;
   struct reap_step s = { 0 };
   struct cat_request req = { .kind = REQ_REAP, .data = &s };
+  uint64_t seen;
   int r;
 
   *more = false;
   pthread_mutex_lock (&rp->step_lock);
+  pthread_mutex_lock (&rp->lock);
+  seen = rp->next_seq;          /* jobs listed before the reads below */
+  pthread_mutex_unlock (&rp->lock);
   r = first_free (cat, &s.fr, &s.is_free, NULL);
   if (r == 0 && s.is_free) {
     r = count_job (cat, &s.fr);
@@ -733,6 +757,8 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   if (r == 0)
     r = any_work (cat, more);
  out:
+  if (r == 0 && !*more)
+    prune_jobs (rp, seen);
   pthread_mutex_unlock (&rp->step_lock);
   free (s.r);
   return r;
