@@ -191,6 +191,7 @@ struct catalog {
   struct cat_request *req;    /* the change for the next freeze */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
   struct reaper *reaper;      /* background deletes (reaper.c) */
+  struct reap_jobs *reap_jobs; /* the same, as jobs (reaper-jobs.c) */
   bool settle;                /* deletes deferred while open may be due:
                                  look at the next freeze (atomic) */
   bool kick;                  /* this freeze left background work: start
@@ -312,6 +313,29 @@ int reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
 int reaper_defer_range (struct catalog *cat, struct volstate *vs,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
                         uint64_t hi_b) CAIRN_WUR;
+
+/* reaper-jobs.c: the destroy and free records as jobs people can list
+ * (vol_reclaim_jobs).  A record is named by is_free, its volume id and,
+ * for a free record, lo_d and lo_b.
+ */
+int reap_jobs_new (struct catalog *cat) CAIRN_WUR;
+void reap_jobs_free (struct catalog *cat);
+/* List a record as a job (total_blocks 0: unknown). */
+void reap_jobs_add (struct catalog *cat, bool is_free, uint64_t id,
+                    uint64_t lo_d, uint64_t lo_b, const char *what,
+                    uint64_t total_blocks);
+/* Credit a record's job with blocks freed; gone: the record went. */
+void reap_jobs_update (struct catalog *cat, bool is_free, uint64_t id,
+                       uint64_t lo_d, uint64_t lo_b, uint64_t blocks,
+                       bool gone);
+/* The newest job's number, and forgetting the jobs up to one when no
+ * record is left.
+ */
+uint64_t reap_jobs_seq (struct catalog *cat);
+void reap_jobs_prune (struct catalog *cat, uint64_t seq);
+/* Count a free record's total before its first step (step lock held). */
+int reap_jobs_count (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b) CAIRN_WUR;
 /* List the destroy and free records a restart left as jobs. */
 int reaper_load_jobs (struct catalog *cat) CAIRN_WUR;
 void reaper_kick (struct catalog *cat);

@@ -53,18 +53,10 @@
  * deadlist entries, frees the ranges and stores the new P (RP-3).  One step
  * at a time (reap_lock), so vol_reclaim_wait and the thread may both step.
  *
- * Jobs.  Each record is also a job that users can list (vol_reclaim_jobs,
- * the control server's job.list): an entry in memory, added in the freeze
- * that stores the record (reaper_begin, reaper_defer_range) or when the
- * catalog loads one a restart left (reaper_load_jobs), credited with the
- * data blocks each step frees, and removed in the freeze that deletes the
- * record (reaper_apply, reaper_drop_ranges), or when a step finds no
- * record left at all (prune_jobs: a freeze that failed after listing).
- * A deleted volume's total is known when it was not a clone (referenced
- * + held blocks at the delete); a snapshot's is counted by the thread
- * before its first step (reclaim_range_blocks, outside the
- * freeze); after a restart a volume's total is unknown (0) and its name
- * lost.  The entries are for people: nothing else reads them.
+ * Jobs.  Each record is also a job people can list (reaper-jobs.c): the
+ * freeze that stores a record lists it (reap_jobs_add), each step credits
+ * what it frees (reap_jobs_update), and the freeze that deletes the record
+ * ends it.
  *
  * States of the thread: idle (not running) -> running (reaper_kick, when a
  * record exists and the pool is writable) -> idle (no record left, or a
@@ -79,7 +71,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "catalog-int.h"
 
@@ -96,17 +87,6 @@ struct reaper {
   bool again;                 /* kicked while running: look once more */
   size_t budget;
   char error[512];            /* the last step's failure, "" when none */
-  struct reap_job *jobs;      /* the records as jobs, oldest first */
-  size_t njobs, jobs_cap;
-  uint64_t next_seq;
-};
-
-/* A record as a job (see Jobs above; under the reaper's lock). */
-struct reap_job {
-  bool is_free;               /* a free record (else a destroy record) */
-  uint64_t id, lo_d, lo_b;    /* which record */
-  bool counted;               /* total known, or not to be counted */
-  struct vol_reclaim_job pub;
 };
 
 /* A range of blocks to free. */
@@ -134,111 +114,6 @@ struct reap_step {
   uint64_t data_blocks;       /* of the ranges, those of extent items */
   int err;
 };
-
-/* ---------------------------------------------------------------- jobs */
-
-/* The job of a record, or NULL (lock held). */
-static struct reap_job *
-job_find (struct reaper *rp, bool is_free, uint64_t id, uint64_t lo_d,
-          uint64_t lo_b)
-{
-  for (size_t i = 0; i < rp->njobs; i++) {
-    struct reap_job *j = &rp->jobs[i];
-
-    if (j->is_free == is_free && j->id == id &&
-        (!is_free || (j->lo_d == lo_d && j->lo_b == lo_b)))
-      return j;
-  }
-  return NULL;
-}
-
-/* List a record as a job, total_blocks 0 when unknown.  Out of memory, it
- * only goes unlisted: the reclaim itself does not depend on it.
- */
-static void
-job_add (struct catalog *cat, bool is_free, uint64_t id, uint64_t lo_d,
-         uint64_t lo_b, const char *what, uint64_t total_blocks)
-{
-  struct reaper *rp = cat->reaper;
-  struct reap_job *j;
-
-  pthread_mutex_lock (&rp->lock);
-  j = job_find (rp, is_free, id, lo_d, lo_b);
-  if (j == NULL && rp->njobs == rp->jobs_cap) {
-    size_t cap = rp->jobs_cap ? 2 * rp->jobs_cap : 8;
-    struct reap_job *nj = realloc (rp->jobs, cap * sizeof *nj);
-
-    if (nj) {
-      rp->jobs = nj;
-      rp->jobs_cap = cap;
-    }
-  }
-  if (j == NULL && rp->njobs < rp->jobs_cap) {
-    j = &rp->jobs[rp->njobs++];
-    memset (j, 0, sizeof *j);
-    j->is_free = is_free;
-    j->id = id;
-    j->lo_d = lo_d;
-    j->lo_b = lo_b;
-    j->counted = !is_free;
-    j->pub.seq = ++rp->next_seq;
-    j->pub.snapshot = is_free;
-    j->pub.started = (int64_t) time (NULL);
-    j->pub.total_bytes = total_blocks * BLOCK_SIZE;
-    snprintf (j->pub.what, sizeof j->pub.what, "%s", what);
-  }
-  pthread_mutex_unlock (&rp->lock);
-}
-
-/* Forget the job of a record that is gone (lock held). */
-static void
-job_remove_locked (struct reaper *rp, struct reap_job *j)
-{
-  size_t i = (size_t) (j - rp->jobs);
-
-  memmove (j, j + 1, (rp->njobs - i - 1) * sizeof *j);
-  rp->njobs--;
-}
-
-/* No record is left: forget the jobs listed up to seq, whose records
- * were there to be seen (a job listed by a freeze whose change was then
- * undone would otherwise stay).  Later ones may belong to records stored
- * after the look.
- */
-static void
-prune_jobs (struct reaper *rp, uint64_t seq)
-{
-  size_t kept = 0;
-
-  pthread_mutex_lock (&rp->lock);
-  for (size_t i = 0; i < rp->njobs; i++)
-    if (rp->jobs[i].pub.seq > seq)
-      rp->jobs[kept++] = rp->jobs[i];
-  rp->njobs = kept;
-  pthread_mutex_unlock (&rp->lock);
-}
-
-/* Credit a record's job with freed data blocks; forget it when the
- * record is gone.
- */
-static void
-job_update (struct catalog *cat, bool is_free, uint64_t id, uint64_t lo_d,
-            uint64_t lo_b, uint64_t blocks, bool gone)
-{
-  struct reaper *rp = cat->reaper;
-  struct reap_job *j;
-
-  pthread_mutex_lock (&rp->lock);
-  j = job_find (rp, is_free, id, lo_d, lo_b);
-  if (j && gone)
-    job_remove_locked (rp, j);
-  else if (j) {
-    j->pub.done_bytes += blocks * BLOCK_SIZE;
-    if (j->pub.total_bytes && j->pub.done_bytes > j->pub.total_bytes)
-      j->pub.total_bytes = j->pub.done_bytes;   /* an estimate fell short */
-  }
-  pthread_mutex_unlock (&rp->lock);
-}
 
 /* ---------------------------------------------------------------- records */
 
@@ -449,7 +324,7 @@ reaper_defer_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
     snprintf (what, sizeof what, "%s@%s", vs->name, req->snap);
   else
     snprintf (what, sizeof what, "%s, generation %" PRIu64, vs->name, lo_d);
-  job_add (cat, true, vs->id, lo_d, lo_b, what, 0);
+  reap_jobs_add (cat, true, vs->id, lo_d, lo_b, what, 0);
   return 0;
 }
 
@@ -500,7 +375,7 @@ reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
   for (size_t i = 0; r == 0 && i < dr.n; i++) {
     r = cat_root_del (cat, dr.key[i], 25);
     if (r == 0)
-      job_update (cat, true, id, get_be64 (dr.key[i] + 9),
+      reap_jobs_update (cat, true, id, get_be64 (dr.key[i] + 9),
                   get_be64 (dr.key[i] + 17), 0, true);
   }
   free (dr.key);
@@ -529,7 +404,7 @@ reaper_begin (struct catalog *cat, struct volstate *vs)
     r = pool_tree_remove (cat->pool, vs->id);
   /* A clone's referenced blocks include its origin's, which stay. */
   if (r == 0)
-    job_add (cat, false, vs->id, 0, 0, vs->name,
+    reap_jobs_add (cat, false, vs->id, 0, 0, vs->name,
              vs->origin_gen ? 0
              : (uint64_t) (__atomic_load_n (&vs->referenced, __ATOMIC_RELAXED) +
                            __atomic_load_n (&vs->held, __ATOMIC_RELAXED)));
@@ -618,7 +493,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
       r = cat_root_del (cat, key, 25);
     /* Only this freeze frees now: the difference is this step's. */
     if (r == 0)
-      job_update (cat, true, f->id, f->lo_d, f->lo_b,
+      reap_jobs_update (cat, true, f->id, f->lo_d, f->lo_b,
                   __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
                   removed < cat->reaper->budget);
     return r;
@@ -638,7 +513,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
                               &drained);
   if (r < 0)
     return r;
-  job_update (cat, false, s->id, 0, 0, s->data_blocks +
+  reap_jobs_update (cat, false, s->id, 0, 0, s->data_blocks +
               __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
               false);
   for (size_t i = 0; i < s->n; i++) {
@@ -656,7 +531,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget) {
     r = cat_root_del (cat, key, 9);             /* RP-5 */
     if (r == 0)
-      job_update (cat, false, s->id, 0, 0, 0, true);
+      reap_jobs_update (cat, false, s->id, 0, 0, 0, true);
     return r;
   }
   return destrec_store (cat, s->id, &d);
@@ -678,38 +553,6 @@ any_work (struct catalog *cat, bool *yes)
   return r;
 }
 
-/* Count what a free record's job has left to free, once, before its
- * first step (step lock held: only steps remove its entries).
- */
-static int
-count_job (struct catalog *cat, const struct freerec *f)
-{
-  struct reaper *rp = cat->reaper;
-  struct reap_job *j;
-  uint64_t blocks;
-  bool counted;
-  int r;
-
-  pthread_mutex_lock (&rp->lock);
-  j = job_find (rp, true, f->id, f->lo_d, f->lo_b);
-  counted = j == NULL || j->counted;
-  pthread_mutex_unlock (&rp->lock);
-  if (counted)
-    return 0;
-  r = reclaim_range_blocks (cat, f->id, f->lo_d, f->hi_d, f->lo_b, f->hi_b,
-                            &blocks);
-  if (r < 0)
-    return r;
-  pthread_mutex_lock (&rp->lock);
-  j = job_find (rp, true, f->id, f->lo_d, f->lo_b);
-  if (j) {
-    j->counted = true;
-    j->pub.total_bytes = j->pub.done_bytes + blocks * BLOCK_SIZE;
-  }
-  pthread_mutex_unlock (&rp->lock);
-  return 0;
-}
-
 /* Gather and apply one step; *more when work is left. */
 static int
 reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
@@ -722,12 +565,11 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
 
   *more = false;
   pthread_mutex_lock (&rp->step_lock);
-  pthread_mutex_lock (&rp->lock);
-  seen = rp->next_seq;          /* jobs listed before the reads below */
-  pthread_mutex_unlock (&rp->lock);
+  seen = reap_jobs_seq (cat);   /* jobs listed before the reads below */
   r = first_free (cat, &s.fr, &s.is_free, NULL);
   if (r == 0 && s.is_free) {
-    r = count_job (cat, &s.fr);
+    r = reap_jobs_count (cat, s.fr.id, s.fr.lo_d, s.fr.hi_d, s.fr.lo_b,
+                         s.fr.hi_b);
     if (r == 0)
       r = cat_submit (pool, &req);
     if (r == 0)
@@ -758,7 +600,7 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
     r = any_work (cat, more);
  out:
   if (r == 0 && !*more)
-    prune_jobs (rp, seen);
+    reap_jobs_prune (cat, seen);
   pthread_mutex_unlock (&rp->step_lock);
   free (s.r);
   return r;
@@ -805,52 +647,7 @@ reaper_new (struct catalog *cat)
   pthread_mutex_init (&rp->lock, NULL);
   rp->budget = REAP_BUDGET;
   cat->reaper = rp;
-  return 0;
-}
-
-/* cat_foreach_prefix callback: list a record a restart left as a job. */
-static int
-load_job (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
-          size_t vl)
-{
-  struct catalog *cat = opaque;
-  char what[sizeof ((struct vol_reclaim_job *) 0)->what];
-  struct volstate *vs;
-  struct freerec f;
-  int r;
-
-  if (k[0] == RK_DESTROY) {
-    if (kl != 9)
-      return cairn_fail (-EIO, "corrupt destroy record key (%zu bytes)", kl);
-    snprintf (what, sizeof what, "volume #%" PRIu64, get_be64 (k + 1));
-    job_add (cat, false, get_be64 (k + 1), 0, 0, what, 0);
-    return 0;
-  }
-  r = decode_free (k, kl, v, vl, &f);
-  if (r < 0)
-    return r;
-  pthread_mutex_lock (&cat->tlock);
-  vs = cat_find_id_locked (cat, f.id);
-  if (vs)
-    snprintf (what, sizeof what, "%s, generation %" PRIu64, vs->name,
-              f.lo_d);
-  else
-    snprintf (what, sizeof what, "volume #%" PRIu64 ", generation %" PRIu64,
-              f.id, f.lo_d);
-  pthread_mutex_unlock (&cat->tlock);
-  job_add (cat, true, f.id, f.lo_d, f.lo_b, what, 0);
-  return 0;
-}
-
-/* List the records a restart left as jobs (loading the catalog). */
-int
-reaper_load_jobs (struct catalog *cat)
-{
-  uint8_t type = RK_FREE;
-  int r = cat_foreach_prefix (cat, &type, 1, load_job, cat);
-
-  type = RK_DESTROY;
-  return r < 0 ? r : cat_foreach_prefix (cat, &type, 1, load_job, cat);
+  return reap_jobs_new (cat);
 }
 
 /* Start the thread if there is work and it is not running. */
@@ -905,9 +702,9 @@ reaper_free (struct catalog *cat)
     return;
   pthread_mutex_destroy (&rp->step_lock);
   pthread_mutex_destroy (&rp->lock);
-  free (rp->jobs);
   free (rp);
   cat->reaper = NULL;
+  reap_jobs_free (cat);
 }
 
 /* ---------------------------------------------------------------- API */
@@ -972,35 +769,6 @@ vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
   info->running = cat->reaper->running;
   snprintf (info->error, sizeof info->error, "%s", cat->reaper->error);
   pthread_mutex_unlock (&cat->reaper->lock);
-  return 0;
-}
-
-/* The reclaims in progress (volume.h). */
-int
-vol_reclaim_jobs (struct cairn_pool *pool, struct vol_reclaim_job **jobsp,
-                  size_t *np)
-{
-  struct catalog *cat;
-  struct reaper *rp;
-  int r = catalog_get (pool, &cat);
-
-  *jobsp = NULL;
-  *np = 0;
-  if (r < 0)
-    return r;
-  rp = cat->reaper;
-  pthread_mutex_lock (&rp->lock);
-  if (rp->njobs) {
-    *jobsp = malloc (rp->njobs * sizeof **jobsp);
-    if (*jobsp == NULL) {
-      pthread_mutex_unlock (&rp->lock);
-      return cairn_fail (-ENOMEM, "out of memory listing reclaims");
-    }
-    for (size_t i = 0; i < rp->njobs; i++)
-      (*jobsp)[i] = rp->jobs[i].pub;
-    *np = rp->njobs;
-  }
-  pthread_mutex_unlock (&rp->lock);
   return 0;
 }
 
