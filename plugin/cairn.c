@@ -260,8 +260,9 @@ cairn_config (const char *key, const char *value)
     if (nbdkit_parse_unsigned ("reclaim-step", value, &reclaim_step) == -1)
       return -1;
     if (reclaim_step == 0) {
-      nbdkit_error ("reclaim-step=%s: give the blocks and entries a "
-                    "background reclaim step visits, at least 1", value);
+      nbdkit_error ("reclaim-step=%s: give how many nodes, extents and "
+                    "deadlist entries a background reclaim step visits, at "
+                    "least 1", value);
       return -1;
     }
   }
@@ -431,6 +432,7 @@ cairn_after_fork (void)
 {
   int r;
 
+  /* Before any background thread can read it. */
   if (reclaim_step)
     vol_reclaim_set_budget (pool, reclaim_step);
   if (!pool_readonly) {
