@@ -14,6 +14,11 @@ cairn_s () { "$CAIRN" --socket "$CTL" "$@"; }
 N=3000                          # separate extents (every other block)
 
 make_pool 256M
+for bad in 0 x; do
+  msg=$(nbdkit_env "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" pool="$POOL" \
+          reclaim-step=$bad --run true 2>&1) && fail "reclaim-step=$bad was accepted"
+  grep -q "reclaim-step" <<<"$msg" || fail "reclaim-step=$bad: unclear error: $msg"
+done
 start_plugin control="$CTL" commit-interval=200 reclaim-step=1
 for _ in $(seq 100); do [ -S "$CTL" ] && break; sleep 0.1; done
 [ -S "$CTL" ] || fail "no control socket at $CTL"
