@@ -532,8 +532,10 @@ cmd_job_cancel (const struct cli *cli, int argc, char **argv)
 
 const struct command cli_job_commands[] = {
   { "job list", "list the server's running jobs", "[--json]",
-"List the jobs the server runs (send, receive): id, method, what it works\n"
-"on, bytes done (of the total when known), rate and time so far.\n"
+"List the jobs the server runs (send, receive, and \"reclaim\": a deleted\n"
+"volume's or snapshot's space coming back in the background): id, method,\n"
+"what it works on, bytes done (of the total when known), rate and time so\n"
+"far.  A job leaves the list when it is done.\n"
 "\n"
 "  -j, --json            print the method's result as JSON\n",
     cmd_job_list, NULL, CMD_ONLINE },
@@ -544,7 +546,8 @@ const struct command cli_job_commands[] = {
     cmd_job_show, NULL, CMD_ONLINE },
   { "job cancel", "cancel a job", "ID [--json]",
 "Ask job ID to stop.  A cancelled receive keeps what it received (rerun the\n"
-"transfer to resume it); a cancelled send ends its stream.\n"
+"transfer to resume it); a cancelled send ends its stream.  A reclaim cannot\n"
+"be cancelled: the delete is committed, and it ends by itself.\n"
 "\n"
 "  -j, --json            print the job as JSON\n",
     cmd_job_cancel, NULL, CMD_ONLINE },

@@ -191,6 +191,7 @@ struct catalog {
   struct cat_request *req;    /* the change for the next freeze */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
   struct reaper *reaper;      /* background deletes (reaper.c) */
+  struct reap_jobs *reap_jobs; /* the same, as jobs (reaper-jobs.c) */
   bool settle;                /* deletes deferred while open may be due:
                                  look at the next freeze (atomic) */
   bool kick;                  /* this freeze left background work: start
@@ -258,13 +259,19 @@ int reclaim_free_entries (struct catalog *cat, uint64_t id, int64_t *held,
  */
 int reclaim_drain_deadlist (struct catalog *cat, uint64_t id, uint64_t since,
                             size_t limit, size_t *removedp) CAIRN_WUR;
-/* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
+/* Free the deadlist entries of volume vs with D in (lo_d, hi_d] and B in
  * (lo_b, hi_b] (a removed pin's, RC-3): a step now, the rest in the
- * background.  held (may be NULL) drops by what goes.
+ * background.  vs->held drops by what goes.
  */
-int reclaim_free_range (struct catalog *cat, uint64_t id, int64_t *held,
+int reclaim_free_range (struct catalog *cat, struct volstate *vs,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
                         uint64_t hi_b) CAIRN_WUR;
+/* The blocks of volume id's deadlist entries with D in (lo_d, hi_d] and
+ * B in (lo_b, hi_b], without freeing them.
+ */
+int reclaim_range_blocks (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                          uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
+                          uint64_t *blocksp) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
@@ -300,10 +307,37 @@ size_t reaper_budget (struct catalog *cat);
  */
 int reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
   CAIRN_WUR;
-/* Leave the rest of a removed pin's deadlist range to the background. */
-int reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
+/* Leave the rest of a removed pin's deadlist range to the background
+ * (its held blocks are vs's).
+ */
+int reaper_defer_range (struct catalog *cat, struct volstate *vs,
                         uint64_t lo_d, uint64_t hi_d, uint64_t lo_b,
                         uint64_t hi_b) CAIRN_WUR;
+
+/* reaper-jobs.c: the destroy and free records as jobs people can list
+ * (vol_reclaim_jobs).  A record is named by is_free, its volume id and,
+ * for a free record, lo_d and lo_b.
+ */
+int reap_jobs_new (struct catalog *cat) CAIRN_WUR;
+void reap_jobs_free (struct catalog *cat);
+/* List a record as a job (total_blocks 0: unknown). */
+void reap_jobs_add (struct catalog *cat, bool is_free, uint64_t id,
+                    uint64_t lo_d, uint64_t lo_b, const char *what,
+                    uint64_t total_blocks);
+/* Credit a record's job with blocks freed; gone: the record went. */
+void reap_jobs_update (struct catalog *cat, bool is_free, uint64_t id,
+                       uint64_t lo_d, uint64_t lo_b, uint64_t blocks,
+                       bool gone);
+/* The newest job's number, and forgetting the jobs up to one when no
+ * record is left.
+ */
+uint64_t reap_jobs_seq (struct catalog *cat);
+void reap_jobs_prune (struct catalog *cat, uint64_t seq);
+/* Count a free record's total before its first step (step lock held). */
+int reap_jobs_count (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b) CAIRN_WUR;
+/* List the destroy and free records a restart left as jobs. */
+int reaper_load_jobs (struct catalog *cat) CAIRN_WUR;
 void reaper_kick (struct catalog *cat);
 void reaper_stop (struct catalog *cat);
 void reaper_free (struct catalog *cat);

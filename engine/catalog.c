@@ -639,6 +639,9 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     if (r < 0)
       goto fail;
   }
+  r = reaper_load_jobs (cat);
+  if (r < 0)
+    goto fail;
   pool_attach (pool, cat, catalog_destroy, catalog_freeze, catalog_quiesce);
   pool_attach_unlock (pool);
   *catp = cat;

@@ -53,6 +53,11 @@
  * deadlist entries, frees the ranges and stores the new P (RP-3).  One step
  * at a time (reap_lock), so vol_reclaim_wait and the thread may both step.
  *
+ * Jobs.  Each record is also a job people can list (reaper-jobs.c): the
+ * freeze that stores a record lists it (reap_jobs_add), each step credits
+ * what it frees (reap_jobs_update), and the freeze that deletes the record
+ * ends it.
+ *
  * States of the thread: idle (not running) -> running (reaper_kick, when a
  * record exists and the pool is writable) -> idle (no record left, or a
  * step failed: the message is kept for vol_reclaim_status and the work
@@ -106,6 +111,7 @@ struct reap_step {
   uint8_t next[BTREE_MAX_KEY];
   size_t nextlen;
   bool tree_done;
+  uint64_t data_blocks;       /* of the ranges, those of extent items */
   int err;
 };
 
@@ -287,25 +293,39 @@ reaper_budget (struct catalog *cat)
  * whole now instead.
  */
 int
-reaper_defer_range (struct catalog *cat, uint64_t id, int64_t *held,
-                    uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+reaper_defer_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
+                    uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
 {
-  struct freerec f = { id, lo_d, hi_d, lo_b, hi_b };
+  struct freerec f = { vs->id, lo_d, hi_d, lo_b, hi_b };
+  const struct cat_request *req = cat->req;
   uint8_t key[25], val[16];
+  char what[sizeof ((struct vol_reclaim_job *) 0)->what];
   size_t vlen;
   int r;
 
   freerec_key (key, &f);
   r = cat_root_get (cat, key, 25, val, sizeof val, &vlen);
   if (r == 0)
-    return reclaim_free_entries (cat, id, held, lo_d, hi_d, lo_b, hi_b, 0,
-                                 SIZE_MAX, NULL);
+    return reclaim_free_entries (cat, vs->id, &vs->held, lo_d, hi_d, lo_b,
+                                 hi_b, 0, SIZE_MAX, NULL);
   if (r != -ENOENT)
     return r;
   put_le64 (val, hi_d);
   put_le64 (val + 8, hi_b);
   cat->kick = true;
-  return cat_root_put (cat, key, 25, val, 16);
+  r = cat_root_put (cat, key, 25, val, 16);
+  if (r < 0)
+    return r;
+  /* The pin is a snapshot this freeze's request deletes, or one deleted
+   * earlier while open (or a clone's origin): then only its generation.
+   */
+  if (req && req->kind == REQ_SNAP_DELETE && req->name && req->snap &&
+      strcmp (req->name, vs->name) == 0)
+    snprintf (what, sizeof what, "%s@%s", vs->name, req->snap);
+  else
+    snprintf (what, sizeof what, "%s, generation %" PRIu64, vs->name, lo_d);
+  reap_jobs_add (cat, true, vs->id, lo_d, lo_b, what, 0);
+  return 0;
 }
 
 /* State of reaper_drop_ranges. */
@@ -352,8 +372,12 @@ reaper_drop_ranges (struct catalog *cat, uint64_t id, uint64_t after)
   prefix[0] = RK_FREE;
   put_be64 (prefix + 1, id);
   r = cat_foreach_prefix (cat, prefix, 9, drop_range_item, &dr);
-  for (size_t i = 0; r == 0 && i < dr.n; i++)
+  for (size_t i = 0; r == 0 && i < dr.n; i++) {
     r = cat_root_del (cat, dr.key[i], 25);
+    if (r == 0)
+      reap_jobs_update (cat, true, id, get_be64 (dr.key[i] + 9),
+                  get_be64 (dr.key[i] + 17), 0, true);
+  }
   free (dr.key);
   return r;
 }
@@ -378,6 +402,12 @@ reaper_begin (struct catalog *cat, struct volstate *vs)
   r = destrec_store (cat, vs->id, &d);
   if (r == 0)
     r = pool_tree_remove (cat->pool, vs->id);
+  /* A clone's referenced blocks include its origin's, which stay. */
+  if (r == 0)
+    reap_jobs_add (cat, false, vs->id, 0, 0, vs->name,
+             vs->origin_gen ? 0
+             : (uint64_t) (__atomic_load_n (&vs->referenced, __ATOMIC_RELAXED) +
+                           __atomic_load_n (&vs->held, __ATOMIC_RELAXED)));
   return r;
 }
 
@@ -425,8 +455,10 @@ step_item (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
   if (klen != 8 || vlen < EXT_HDR)
     return cairn_fail (-EIO, "corrupt extent item in deleted volume %" PRIu64,
                        s->id);
-  if (ext_birth (val) > s->rec.since)
+  if (ext_birth (val) > s->rec.since) {
     step_add (s, ext_addr (val), ext_len (val), ext_birth (val));
+    s->data_blocks += ext_len (val);
+  }
   return s->err;
 }
 
@@ -437,6 +469,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   struct reap_step *s = req->data;
   struct destrec now, d = s->rec;
   uint8_t key[25], val[DESTREC_FIXED + BTREE_MAX_KEY];
+  uint64_t before = __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED);
   size_t vlen, drained;
   int r;
 
@@ -458,6 +491,11 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
                               cat->reaper->budget, &removed);
     if (r == 0 && removed < cat->reaper->budget)
       r = cat_root_del (cat, key, 25);
+    /* Only this freeze frees now: the difference is this step's. */
+    if (r == 0)
+      reap_jobs_update (cat, true, f->id, f->lo_d, f->lo_b,
+                  __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
+                  removed < cat->reaper->budget);
     return r;
   }
   cat_key (key, RK_DESTROY, s->id, 0);
@@ -475,6 +513,9 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
                               &drained);
   if (r < 0)
     return r;
+  reap_jobs_update (cat, false, s->id, 0, 0, s->data_blocks +
+              __atomic_load_n (&cat->reclaimed, __ATOMIC_RELAXED) - before,
+              false);
   for (size_t i = 0; i < s->n; i++) {
     const struct reap_range *x = &s->r[i];
 
@@ -487,8 +528,12 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
     d.flags |= DESTF_TREE_DONE;
   memcpy (d.point, s->next, s->nextlen);
   d.pointlen = s->nextlen;
-  if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget)
-    return cat_root_del (cat, key, 9);          /* RP-5 */
+  if ((d.flags & DESTF_TREE_DONE) && drained < cat->reaper->budget) {
+    r = cat_root_del (cat, key, 9);             /* RP-5 */
+    if (r == 0)
+      reap_jobs_update (cat, false, s->id, 0, 0, 0, true);
+    return r;
+  }
   return destrec_store (cat, s->id, &d);
 }
 
@@ -515,13 +560,18 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   struct reaper *rp = cat->reaper;
   struct reap_step s = { 0 };
   struct cat_request req = { .kind = REQ_REAP, .data = &s };
+  uint64_t seen;
   int r;
 
   *more = false;
   pthread_mutex_lock (&rp->step_lock);
+  seen = reap_jobs_seq (cat);   /* jobs listed before the reads below */
   r = first_free (cat, &s.fr, &s.is_free, NULL);
   if (r == 0 && s.is_free) {
-    r = cat_submit (pool, &req);
+    r = reap_jobs_count (cat, s.fr.id, s.fr.lo_d, s.fr.hi_d, s.fr.lo_b,
+                         s.fr.hi_b);
+    if (r == 0)
+      r = cat_submit (pool, &req);
     if (r == 0)
       r = any_work (cat, more);
     goto out;
@@ -549,6 +599,8 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   if (r == 0)
     r = any_work (cat, more);
  out:
+  if (r == 0 && !*more)
+    reap_jobs_prune (cat, seen);
   pthread_mutex_unlock (&rp->step_lock);
   free (s.r);
   return r;
@@ -595,7 +647,7 @@ reaper_new (struct catalog *cat)
   pthread_mutex_init (&rp->lock, NULL);
   rp->budget = REAP_BUDGET;
   cat->reaper = rp;
-  return 0;
+  return reap_jobs_new (cat);
 }
 
 /* Start the thread if there is work and it is not running. */
@@ -652,6 +704,7 @@ reaper_free (struct catalog *cat)
   pthread_mutex_destroy (&rp->lock);
   free (rp);
   cat->reaper = NULL;
+  reap_jobs_free (cat);
 }
 
 /* ---------------------------------------------------------------- API */

@@ -284,7 +284,7 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   if (below < vs->origin_gen)
     below = vs->origin_gen;
-  return reclaim_free_range (cat, vs->id, &vs->held, gen, above, below, gen);
+  return reclaim_free_range (cat, vs, gen, above, below, gen);
 }
 
 /* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
@@ -295,16 +295,73 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
  * different pins never overlap (RC-3), so the rest can wait.
  */
 int
-reclaim_free_range (struct catalog *cat, uint64_t id, int64_t *held,
-                    uint64_t lo_d, uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
+reclaim_free_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
+                    uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
 {
   size_t limit = reaper_budget (cat), removed;
-  int r = reclaim_free_entries (cat, id, held, lo_d, hi_d, lo_b, hi_b, 0, limit,
-                               &removed);
+  int r = reclaim_free_entries (cat, vs->id, &vs->held, lo_d, hi_d, lo_b,
+                                hi_b, 0, limit, &removed);
 
   if (r == 0 && removed == limit)
-    r = reaper_defer_range (cat, id, held, lo_d, hi_d, lo_b, hi_b);
+    r = reaper_defer_range (cat, vs, lo_d, hi_d, lo_b, hi_b);
   return r;
+}
+
+/* Sum the blocks of volume id's listed deadlist entries with D in
+ * [min_d, max_d] and B in [min_b, max_b].
+ */
+static int
+dl_sum (struct catalog *cat, uint64_t id, uint64_t min_d, uint64_t max_d,
+        uint64_t min_b, uint64_t max_b, uint64_t *blocksp)
+{
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  uint64_t total = 0;
+  int r;
+
+  *blocksp = 0;
+  if (cat->deadlist == NULL)
+    return 0;
+  r = btree_cursor_new (cat->deadlist, &cur);
+  if (r < 0)
+    return r;
+  put_be64 (key, id);
+  put_be64 (key + 8, min_d);
+  put_be64 (key + 16, 0);
+  btree_rdlock (cat->deadlist);
+  for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t b;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != id ||
+        get_be64 (k + 8) > max_d)
+      break;
+    b = get_le64 (v + 8);
+    if (b >= min_b && b <= max_b)
+      total += get_le64 (v);
+  }
+  btree_unlock (cat->deadlist);
+  btree_cursor_free (cur);
+  if (r < 0 && r != -ENOENT)
+    return r;
+  *blocksp = total;
+  return 0;
+}
+
+/* The blocks of volume id's deadlist entries with D in (lo_d, hi_d] and
+ * B in (lo_b, hi_b] (listed ones only).
+ */
+int
+reclaim_range_blocks (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                      uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
+                      uint64_t *blocksp)
+{
+  *blocksp = 0;
+  if (lo_d >= hi_d || lo_b >= hi_b)
+    return 0;
+  return dl_sum (cat, id, lo_d + 1, hi_d, lo_b + 1, hi_b, blocksp);
 }
 
 /* Blocks that removing pin gen of vs would free (RC-3, without freeing):
@@ -314,9 +371,7 @@ int
 reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
                        uint64_t *blocksp)
 {
-  uint64_t below, above, total = 0;
-  struct btree_cursor *cur;
-  uint8_t key[DL_KEY];
+  uint64_t below, above, total = 0, listed;
   int r = pin_neighbours (cat, vs->id, gen, &below, &above);
 
   if (r < 0)
@@ -330,34 +385,9 @@ reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
         total += vs->pending[i].len;
     pthread_mutex_unlock (&vs->pend_lock);
   }
-  if (cat->deadlist) {
-    r = btree_cursor_new (cat->deadlist, &cur);
-    if (r < 0)
-      return r;
-    put_be64 (key, vs->id);
-    put_be64 (key + 8, gen + 1);
-    put_be64 (key + 16, 0);
-    btree_rdlock (cat->deadlist);
-    for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0; r = btree_cursor_next (cur)) {
-      const uint8_t *k, *v;
-      size_t kl, vl;
-      uint64_t b;
-
-      btree_cursor_item (cur, &k, &kl, &v, &vl);
-      if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id ||
-          get_be64 (k + 8) > above)
-        break;
-      b = get_le64 (v + 8);
-      if (b > below && b <= gen)
-        total += get_le64 (v);
-    }
-    btree_unlock (cat->deadlist);
-    btree_cursor_free (cur);
-    if (r < 0 && r != -ENOENT)
-      return r;
-  }
-  *blocksp = total;
-  return 0;
+  r = reclaim_range_blocks (cat, vs->id, gen, above, below, gen, &listed);
+  *blocksp = total + listed;
+  return r;
 }
 
 /* A published partial's deadlist becomes its target's (RC-5): entries
@@ -425,33 +455,10 @@ reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
 int
 reclaim_count_held (struct catalog *cat, struct volstate *vs)
 {
-  struct btree_cursor *cur;
-  uint8_t key[DL_KEY];
-  int64_t total = 0;
-  int r;
+  uint64_t total;
+  int r = dl_sum (cat, vs->id, 0, UINT64_MAX, 0, UINT64_MAX, &total);
 
-  if (cat->deadlist == NULL)
-    return 0;
-  r = btree_cursor_new (cat->deadlist, &cur);
-  if (r < 0)
-    return r;
-  put_be64 (key, vs->id);
-  put_be64 (key + 8, 0);
-  put_be64 (key + 16, 0);
-  btree_rdlock (cat->deadlist);
-  for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0; r = btree_cursor_next (cur)) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
-      break;
-    total += (int64_t) get_le64 (v);
-  }
-  btree_unlock (cat->deadlist);
-  btree_cursor_free (cur);
-  if (r < 0 && r != -ENOENT)
-    return r;
-  __atomic_store_n (&vs->held, total, __ATOMIC_RELAXED);
-  return 0;
+  if (r == 0)
+    __atomic_store_n (&vs->held, (int64_t) total, __ATOMIC_RELAXED);
+  return r;
 }

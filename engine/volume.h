@@ -252,6 +252,26 @@ int vol_reclaim_status (struct cairn_pool *pool, struct vol_reclaim_info *info)
 int vol_reclaim_wait (struct cairn_pool *pool,
                       void (*progress) (void *opaque, uint64_t freed_bytes),
                       void *opaque) CAIRN_WUR;
+/* One background reclaim in progress: the space of one deleted volume,
+ * or the data one deleted snapshot held (reaper.c).  It is listed from
+ * the commit that starts it until the one that frees its last block.
+ */
+struct vol_reclaim_job {
+  uint64_t seq;               /* its number, unique while the pool is open */
+  bool snapshot;              /* a deleted snapshot's data (else a volume) */
+  char what[2 * VOL_NAME_MAX + 48]; /* "VOL", "VOL@SNAP", "VOL, generation
+                                 G", or "volume #ID" after a restart */
+  uint64_t done_bytes;        /* data freed by it since it was listed */
+  uint64_t total_bytes;       /* done_bytes + what is left, 0: unknown */
+  int64_t started;            /* when it was listed (seconds since the
+                                 epoch) */
+};
+/* The reclaims in progress, oldest first, in a malloc'd array (*jobsp
+ * NULL when *np is 0).  Reads memory only (one short lock): callable from
+ * an event loop.
+ */
+int vol_reclaim_jobs (struct cairn_pool *pool, struct vol_reclaim_job **jobsp,
+                      size_t *np) CAIRN_WUR;
 /* One bounded step of that work; *more when some is left. */
 int vol_reclaim_step (struct cairn_pool *pool, bool *more) CAIRN_WUR;
 /* Visits per background step (0: the default); tests use small steps. */

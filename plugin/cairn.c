@@ -89,6 +89,8 @@ static char *control_tls_certs, *control_tls_psk;
 static struct tls_ctx *control_tls_ctx;   /* from .config_complete */
 static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms = 5000;
+static unsigned reclaim_step;          /* reclaim-step=, 0: the engine's */
+static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
 static char *default_export;
 
@@ -254,6 +256,26 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "reclaim-step") == 0) {
+    if (nbdkit_parse_unsigned ("reclaim-step", value, &reclaim_step) == -1)
+      return -1;
+    if (reclaim_step == 0) {
+      nbdkit_error ("reclaim-step=%s: give how many nodes, extents and "
+                    "deadlist entries a background reclaim step visits, at "
+                    "least 1", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "control-handshake-timeout") == 0) {
+    if (nbdkit_parse_unsigned ("control-handshake-timeout", value,
+                               &handshake_timeout_s) == -1)
+      return -1;
+    if (handshake_timeout_s == 0 || handshake_timeout_s > 3600) {
+      nbdkit_error ("control-handshake-timeout=%s: give seconds, 1 to 3600",
+                    value);
+      return -1;
+    }
+  }
   else if (strcmp (key, "readonly") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1)
@@ -339,8 +361,11 @@ cairn_config_complete (void)
   "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
   "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
   "control-tls-verify-peer=<BOOL>  Require client certificates.\n" \
+  "control-handshake-timeout=<S>  Close TCP control clients that have not\n" \
+  "                        finished TLS setup in S seconds (default 10).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
+  "reclaim-step=<N>        Items a background reclaim step visits (32768).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "default-export=<NAME>   Export served for the empty export name."
 
@@ -407,6 +432,9 @@ cairn_after_fork (void)
 {
   int r;
 
+  /* Before any background thread can read it. */
+  if (reclaim_step)
+    vol_reclaim_set_budget (pool, reclaim_step);
   if (!pool_readonly) {
     pool_preload_space (pool);    /* clients read while it loads */
     r = pool_start_committer (pool, commit_interval_ms);
@@ -429,6 +457,8 @@ cairn_after_fork (void)
       .opaque = &methods_ctx,
       .log = control_log,
       .warn = control_warn,
+      .background_jobs = cairn_background_jobs,
+      .handshake_timeout_ms = handshake_timeout_s * 1000,
     };
 
     tables[0] = cairn_catalog_methods;

@@ -20,12 +20,15 @@ struct control_job {
   struct control_job *next;
   uint64_t id;
   char method[48];
-  char what[256];               /* what it works on, for people */
+  char what[640];               /* what it works on, for people */
   atomic_bool cancel;           /* job.cancel */
   int64_t start_ms;             /* monotonic */
   int64_t start_time;           /* wall clock (seconds since the epoch) */
   uint64_t done, total;         /* under the registry's lock */
   int64_t notified_ms;          /* last progress notification */
+  bool background;              /* a control_bg_job, not a request's */
+  uint64_t bg_key;              /* with background: its key */
+  const char *no_cancel;        /* with background: job.cancel's refusal */
 };
 
 /* The jobs of a server. */
@@ -33,6 +36,9 @@ struct control_jobs {
   pthread_mutex_t lock;
   struct control_job *head;
   uint64_t next_id;
+  /* control_config's background_jobs and opaque (may be NULL) */
+  int (*background) (void *opaque, struct control_bg_job **jobs, size_t *n);
+  void *opaque;
 };
 
 /* Every method a server answers, sorted by name. */
@@ -84,7 +90,10 @@ struct control_server {
   uv_tcp_t tcp_listener;
   uv_async_t stop_async;
   uv_async_t wake_async;           /* a worker queued on a channel */
+  uv_timer_t setup_timer;          /* TLS ports: closes clients that do
+                                      not finish setting up (control.c) */
   bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
+  bool timer_inited;
   pthread_t thread;
   atomic_bool stopping;            /* set by control_server_stop */
 
@@ -96,6 +105,7 @@ struct control_server {
   unsigned max_clients;
   unsigned tcp_port;
   enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
+  unsigned handshake_timeout_ms;   /* control_config's (not 0) */
   struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
 
   struct conn *conns;              /* open connections */
@@ -109,6 +119,7 @@ struct control_server {
  */
 void control_on_connection (uv_stream_t *listener, int status);
 void control_on_wake (uv_async_t *async);
+void control_on_setup_timer (uv_timer_t *timer);
 void control_conns_close (struct control_server *srv);
 
 /* Bind and listen (control-listen.c): the Unix socket of cfg, or its TCP

@@ -46,6 +46,7 @@ on_stop (uv_async_t *async)
   close_handle ((uv_handle_t *) &srv->stop_async, srv->async_inited);
   close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
   close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
+  close_handle ((uv_handle_t *) &srv->setup_timer, srv->timer_inited);
   control_conns_close (srv);
   /* Job threads see their conn gone and end; the last one's wake closes
    * the wake handle (control_on_wake).
@@ -78,6 +79,7 @@ server_destroy (struct control_server *srv)
     close_handle ((uv_handle_t *) &srv->wake_async, srv->wake_inited);
     close_handle ((uv_handle_t *) &srv->unix_listener, srv->unix_inited);
     close_handle ((uv_handle_t *) &srv->tcp_listener, srv->tcp_inited);
+    close_handle ((uv_handle_t *) &srv->setup_timer, srv->timer_inited);
     uv_run (&srv->loop, UV_RUN_DEFAULT);
     r = uv_loop_close (&srv->loop);
     if (r < 0) {
@@ -134,6 +136,8 @@ control_server_start (const struct control_config *cfg,
     return cairn_fail (-ENOMEM, "out of memory");
   atomic_init (&srv->stopping, false);
   control_jobs_init (&srv->jobs);
+  srv->jobs.background = cfg->background_jobs;
+  srv->jobs.opaque = cfg->opaque;
   srv->opaque = cfg->opaque;
   srv->log = cfg->log;
   srv->warn = cfg->warn;
@@ -143,6 +147,8 @@ control_server_start (const struct control_config *cfg,
                                       : CONTROL_DEFAULT_MAX_CLIENTS;
   srv->tls_mode = cfg->tls_mode;
   srv->tls = cfg->tls_mode == TLS_OFF ? NULL : cfg->tls;
+  srv->handshake_timeout_ms = cfg->handshake_timeout_ms
+    ? cfg->handshake_timeout_ms : CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S * 1000;
   r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);
   if (r < 0)
     goto fail;
@@ -178,6 +184,13 @@ control_server_start (const struct control_config *cfg,
   }
   srv->wake_inited = true;
   srv->wake_async.data = srv;
+  r = uv_timer_init (&srv->loop, &srv->setup_timer);
+  if (r < 0) {
+    r = cairn_fail (-EIO, "uv_timer_init: %s", uv_strerror (r));
+    goto fail;
+  }
+  srv->timer_inited = true;
+  srv->setup_timer.data = srv;
   r = start_thread (srv);
   if (r < 0)
     goto fail;

@@ -64,13 +64,22 @@
  *     read is decrypted before the line and frame readers see it
  *     (conn_tls_input) and every write encrypted as it is queued
  *     (conn_write), so invariants 1-8 hold for plaintext unchanged.
+ * 10. On a port with TLS on or require, a TCP conn has handshake_timeout_ms
+ *     from its accept to become a served client: a finished TLS handshake
+ *     (conn_tls_input), or a first byte that makes it a plain client the
+ *     port serves (conn_sniff).  Until then, including when refused as a
+ *     plain client of a require port, it is closed at the deadline with a
+ *     log line naming the peer (control_on_setup_timer).  One timer per
+ *     server, armed for the earliest deadline, serves every conn.
  *
  * Connection states, with the function behind each transition:
  *
  *   reading ⇄ paused       conn_pump (invariant 3, a request running)
  *   new TCP → TLS/plain    conn_sniff, on the first byte (refused: an
  *                          error reply, input dropped until the client
- *                          closes)
+ *                          closes or the setup deadline)
+ *   new TCP → closing      control_on_setup_timer: no TLS session and no
+ *                          served plain client by the deadline
  *   reading → eof          conn_eof (EOF, TLS close_notify): answer what
  *                          is buffered
  *   reading → streaming    conn_drain sees stream.ready (smode SEND/RECV)
@@ -138,6 +147,11 @@ struct conn {
   bool refused;                    /* a plain client of control-tls=require:
                                       told why, its input is dropped */
   bool busy;                       /* over max_clients: to be refused */
+  uint64_t setup_deadline;         /* TLS port: uv_now by which its TLS
+                                      handshake must be done (or its first
+                                      byte have made it a plain client
+                                      that is served); 0: none (invariant
+                                      10) */
   struct tls_session *tls;         /* a TLS client's session, or NULL */
   char *pbuf;                      /* TLS: plaintext of one read */
   char peer[64];                   /* TCP: "ADDR:PORT", for messages */
@@ -913,6 +927,8 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
   if (conn->closing)
     return;
   conn_tls_flush (conn);
+  if (r >= 0 && conn->setup_deadline && tls_session_ready (conn->tls))
+    conn->setup_deadline = 0;   /* set up in time (invariant 10) */
   if (conn->busy && r >= 0 && tls_session_ready (conn->tls) &&
       !conn->shutting) {
     conn_refuse_busy (conn);
@@ -957,6 +973,7 @@ conn_sniff (struct conn *conn, unsigned char first)
     return true;
   }
   if (srv->tls_mode != TLS_REQUIRE) {
+    conn->setup_deadline = 0;   /* a plain client, served (invariant 10) */
     if (conn->busy)
       conn_refuse_busy (conn);
     return !conn->busy;
@@ -1087,6 +1104,13 @@ control_on_connection (uv_stream_t *listener, int status)
     uv_tcp_nodelay (&conn->h.tcp, 1);
     conn->tcp = true;
     conn_name_peer (conn);
+    if (srv->tls) {
+      conn->setup_deadline = uv_now (&srv->loop) + srv->handshake_timeout_ms;
+      /* Armed already: for an earlier deadline, which re-arms it. */
+      if (!uv_is_active ((uv_handle_t *) &srv->setup_timer))
+        uv_timer_start (&srv->setup_timer, control_on_setup_timer,
+                        srv->handshake_timeout_ms, 0);
+    }
   }
   conn->busy = srv->nconns > srv->max_clients;
   /* A TCP client may speak TLS: it hears why once its first byte has
@@ -1096,6 +1120,43 @@ control_on_connection (uv_stream_t *listener, int status)
     conn_refuse_busy (conn);
   else
     conn_pump (conn);
+}
+
+/* Close the TCP clients past their setup deadline, with a line saying
+ * who and why, and arm the timer for the next deadline (invariant 10).
+ */
+void
+control_on_setup_timer (uv_timer_t *timer)
+{
+  struct control_server *srv = timer->data;
+  uint64_t now = uv_now (&srv->loop), next = 0;
+  unsigned secs = (srv->handshake_timeout_ms + 999) / 1000;
+  struct conn *conn, *after;
+
+  for (conn = srv->conns; conn; conn = after) {
+    after = conn->next;         /* conn_close unlinks conn */
+    if (conn->setup_deadline == 0 || conn->closing)
+      continue;
+    if (conn->setup_deadline > now) {
+      if (next == 0 || conn->setup_deadline < next)
+        next = conn->setup_deadline;
+      continue;
+    }
+    if (conn->tls)
+      srv_warn (srv, "control: %s did not finish its TLS handshake within "
+                "%u s: closing the connection", conn->peer, secs);
+    else if (conn->refused)
+      srv_warn (srv, "control: %s, a plain client refused by "
+                "control-tls=require, was still connected after %u s: "
+                "closing the connection", conn->peer, secs);
+    else
+      srv_warn (srv, "control: %s sent nothing within %u s of connecting "
+                "(neither a TLS handshake nor a request): closing the "
+                "connection", conn->peer, secs);
+    conn_close (conn);
+  }
+  if (next)
+    uv_timer_start (timer, control_on_setup_timer, next - now, 0);
 }
 
 /* Close every connection (the server is stopping; loop thread). */

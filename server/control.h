@@ -40,6 +40,10 @@
  * (replicate.push/pull, cairn replicate/pull).
  */
 #define CONTROL_DEFAULT_TCP_PORT 10810
+/* Seconds a TCP client of a TLS-enabled port has to finish setting up its
+ * session (control_config.handshake_timeout_ms).
+ */
+#define CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S 10
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
 
@@ -65,6 +69,21 @@ struct control_method_table {
   size_t n;
 };
 
+/* Work a server's modules do by themselves, not for a request (the
+ * engine reclaiming deleted snapshots' space), shown among the jobs.
+ */
+struct control_bg_job {
+  uint64_t key;              /* > 0, stable while it runs, unique */
+  char method[48];           /* what kind of work ("reclaim") */
+  char what[640];            /* what it works on, for people */
+  uint64_t done, total;      /* bytes; total 0 when unknown */
+  int64_t started;           /* wall clock (seconds since the epoch) */
+  /* job.cancel refuses with this (borrowed, static), or NULL: the job
+   * cannot be cancelled then either, and nothing says why.
+   */
+  const char *no_cancel;
+};
+
 /* How to run a server.  Only unix_path is required. */
 struct control_config {
   const char *unix_path;     /* control socket; made mode 0660 */
@@ -77,6 +96,14 @@ struct control_config {
    */
   enum tls_mode tls_mode;
   struct tls_ctx *tls;
+  /* With TLS on or require: a TCP client that has not finished its TLS
+   * handshake (or, plain, been accepted by its first byte) this long after
+   * connecting is closed and logged (warn), so that idle or stalled
+   * connections cannot hold the server's connection slots.  Includes a
+   * plain client that control-tls=require refused and that stays
+   * connected.  0: CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S.
+   */
+  unsigned handshake_timeout_ms;
   size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
   unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
   const struct control_method_table *tables;   /* besides "server.*" */
@@ -90,6 +117,12 @@ struct control_config {
    * debugging on: TCP clients refused or failing TLS.  Loop thread.
    */
   void (*warn) (void *opaque, const char *msg);
+  /* If set, lists the work done by itself (control_bg_job) for job.*:
+   * *jobs malloc'd (NULL when *n is 0), or a negative errno with a
+   * message.  Called on the loop thread: it must be quick (memory only).
+   */
+  int (*background_jobs) (void *opaque, struct control_bg_job **jobs,
+                          size_t *n);
 };
 
 struct control_server;
@@ -137,6 +170,10 @@ int control_invalid_params (struct control_ctx *ctx, const char *fmt, ...)
  * calls) these do nothing and report no job.
  */
 
+/* Besides, the background work of control_config's background_jobs is
+ * listed with ids from the same counter, kept as long as it runs; job.show
+ * shows it and job.cancel refuses it with its no_cancel message.
+ */
 /* Register the request as a job, described by what ("tank/db@monday").
  * Returns its id (> 0), or 0 when there is no server to register with.
  */

@@ -5,7 +5,14 @@
  *   job.cancel  {"job": ID} → JOB (its cancel flag now set)
  *
  * where JOB is {"job", "method", "what", "done", "total", "rate",
- * "elapsed", "started"} (bytes, bytes per second, seconds, ISO 8601 UTC).
+ * "elapsed", "started", "background"} (bytes, bytes per second, seconds,
+ * ISO 8601 UTC; background: work the server does by itself, which
+ * job.cancel refuses).
+ *
+ * Background work (control_config's background_jobs) joins the registry
+ * when a job.* method first sees it and leaves it when a later one no
+ * longer does (bg_sync, on the loop thread): its id stays the same while
+ * it runs, and its figures are as fresh as the last job.* call.
  *
  * The registry is a short list under a mutex: worker threads add, update
  * and remove their own job; job.* methods run on the loop thread and only
@@ -55,6 +62,13 @@ control_jobs_init (struct control_jobs *jobs)
 void
 control_jobs_destroy (struct control_jobs *jobs)
 {
+  /* Only background entries are left: requests' jobs went with them. */
+  while (jobs->head) {
+    struct control_job *job = jobs->head;
+
+    jobs->head = job->next;
+    free (job);
+  }
   pthread_mutex_destroy (&jobs->lock);
 }
 
@@ -69,7 +83,7 @@ job_json (const struct control_job *job)
 
   gmtime_r (&t, &tm);
   strftime (started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return json_pack ("{s:I, s:s, s:s, s:I, s:I, s:I, s:f, s:s}",
+  return json_pack ("{s:I, s:s, s:s, s:I, s:I, s:I, s:f, s:s, s:b}",
                     "job", (json_int_t) job->id, "method", job->method,
                     "what", job->what, "done", (json_int_t) job->done,
                     "total", (json_int_t) job->total,
@@ -77,7 +91,79 @@ job_json (const struct control_job *job)
                                           ? job->done * 1000 / (uint64_t) elapsed
                                           : 0),
                     "elapsed", (double) elapsed / 1000.0,
-                    "started", started);
+                    "started", started, "background", (int) job->background);
+}
+
+/* A background job's entry from what its module says (lock held). */
+static void
+bg_fill (struct control_job *job, const struct control_bg_job *bg)
+{
+  int64_t age = (int64_t) time (NULL) - bg->started;
+
+  snprintf (job->method, sizeof job->method, "%s", bg->method);
+  snprintf (job->what, sizeof job->what, "%s", bg->what);
+  job->done = bg->done;
+  job->total = bg->total;
+  job->no_cancel = bg->no_cancel;
+  if (job->start_time == 0) {
+    job->start_time = bg->started;
+    job->start_ms = now_ms () - (age > 0 ? age * 1000 : 0);
+  }
+}
+
+/* Bring the registry's background entries up to date (loop thread):
+ * add the new, refresh the running, drop the finished.  Fails only when
+ * the module cannot say (the registry then stays as it was).
+ */
+static int
+bg_sync (struct control_jobs *jobs)
+{
+  struct control_bg_job *bg = NULL;
+  struct control_job **pp;
+  size_t n = 0;
+  int r;
+
+  if (jobs == NULL || jobs->background == NULL)
+    return 0;
+  r = jobs->background (jobs->opaque, &bg, &n);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock (&jobs->lock);
+  for (pp = &jobs->head; *pp;) {
+    struct control_job *job = *pp;
+    size_t i;
+
+    for (i = 0; job->background && i < n; i++)
+      if (bg[i].key == job->bg_key)
+        break;
+    if (job->background && i == n) {
+      *pp = job->next;
+      free (job);
+      continue;
+    }
+    if (job->background) {
+      bg_fill (job, &bg[i]);
+      bg[i].key = 0;            /* seen */
+    }
+    pp = &job->next;
+  }
+  /* The new ones, oldest first, so ids follow their order. */
+  for (size_t i = 0; i < n; i++) {
+    struct control_job *job;
+
+    if (bg[i].key == 0 || (job = calloc (1, sizeof *job)) == NULL)
+      continue;                 /* seen, or (no memory) unlisted */
+    job->background = true;
+    job->bg_key = bg[i].key;
+    atomic_init (&job->cancel, false);
+    bg_fill (job, &bg[i]);
+    job->id = jobs->next_id++;
+    *pp = job;
+    pp = &job->next;
+  }
+  pthread_mutex_unlock (&jobs->lock);
+  free (bg);
+  return 0;
 }
 
 uint64_t
@@ -305,6 +391,9 @@ find_job (struct control_ctx *ctx, json_t *params, int *err)
                                    ctx->method->name);
     return NULL;
   }
+  *err = bg_sync (ctx->jobs);
+  if (*err < 0)
+    return NULL;
   if (ctx->jobs) {
     pthread_mutex_lock (&ctx->jobs->lock);
     for (job = ctx->jobs->head; job; job = job->next)
@@ -327,6 +416,11 @@ job_list (struct control_ctx *ctx, json_t *params, json_t **result)
   (void) params;
   if (list == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
+  r = bg_sync (ctx->jobs);
+  if (r < 0) {
+    json_decref (list);
+    return r;
+  }
   if (ctx->jobs) {
     pthread_mutex_lock (&ctx->jobs->lock);
     for (struct control_job *job = ctx->jobs->head; job && r == 0;
@@ -364,6 +458,14 @@ job_cancel (struct control_ctx *ctx, json_t *params, json_t **result)
 
   if (job == NULL)
     return err;
+  if (job->background) {
+    err = cairn_fail (-ENOTSUP, "job %" PRIu64 " (%s of %s) cannot be "
+                      "cancelled: %s", job->id, job->method, job->what,
+                      job->no_cancel ? job->no_cancel
+                                     : "the server does it by itself");
+    pthread_mutex_unlock (&ctx->jobs->lock);
+    return err;
+  }
   atomic_store (&job->cancel, true);
   *result = job_json (job);
   pthread_mutex_unlock (&ctx->jobs->lock);

@@ -41,6 +41,12 @@ extern const struct control_method_table cairn_stream_methods;
  */
 extern const struct control_method_table cairn_replicate_methods;
 
+/* The engine's background reclaims as jobs (methods-jobs.c): for
+ * control_config.background_jobs, with opaque a struct cairn_methods_ctx.
+ */
+int cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
+                           size_t *np) CAIRN_WUR;
+
 /* One receive per target at a time (methods-stream.c): claim target
  * (waiting a while for a running receive into it to end) and release it.
  * Returns the slot, or -EBUSY.

@@ -18,7 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <criterion/criterion.h>
 
@@ -363,11 +368,12 @@ count_warning (void *opaque, const char *msg)
 }
 
 /* A control server on loopback TCP with the given TLS (and at most
- * max_clients connections, 0: the default).
+ * max_clients connections, 0: the default; a setup deadline of
+ * handshake_ms, 0: the default).
  */
 static struct control_server *
 start_server_max (enum tls_mode mode, struct tls_ctx *tls, unsigned *port,
-                  unsigned max_clients)
+                  unsigned max_clients, unsigned handshake_ms)
 {
   static struct control_method_table table = {
     test_methods, ARRAY_SIZE (test_methods)
@@ -376,7 +382,7 @@ start_server_max (enum tls_mode mode, struct tls_ctx *tls, unsigned *port,
   struct control_config cfg = {
     .unix_path = path, .tcp_address = "127.0.0.1", .tls_mode = mode,
     .tls = tls, .tables = &table, .n_tables = 1, .warn = count_warning,
-    .max_clients = max_clients,
+    .max_clients = max_clients, .handshake_timeout_ms = handshake_ms,
   };
   struct control_server *srv;
 
@@ -389,7 +395,7 @@ start_server_max (enum tls_mode mode, struct tls_ctx *tls, unsigned *port,
 static struct control_server *
 start_server (enum tls_mode mode, struct tls_ctx *tls, unsigned *port)
 {
-  return start_server_max (mode, tls, port, 0);
+  return start_server_max (mode, tls, port, 0, 0);
 }
 
 /* Call test.ping on 127.0.0.1:port with tls (NULL: plain). */
@@ -490,7 +496,7 @@ Test (tls, busy_server_says_so_in_the_clients_language)
   json_t *res = NULL;
   unsigned port;
 
-  srv = start_server_max (TLS_ON, sc, &port, 1);
+  srv = start_server_max (TLS_ON, sc, &port, 1, 0);
   cr_assert_eq (control_client_connect_tcp ("127.0.0.1", port, cc, 10000,
                                             &held), 0, "%s", cairn_errmsg ());
   cr_assert_eq (control_client_call (held, "test.ping", NULL, &res), 0);
@@ -501,6 +507,104 @@ Test (tls, busy_server_says_so_in_the_clients_language)
   cr_expect_eq (call_ping (port, NULL), -EBUSY, "%s", cairn_errmsg ());
   cr_expect (strstr (cairn_errmsg (), "too many control connections"), "%s",
              cairn_errmsg ());
+  control_client_close (held);
+  control_server_stop (srv);
+  tls_ctx_free (cc);
+  tls_ctx_free (sc);
+}
+
+/* A raw TCP connection to 127.0.0.1:port that has sent bytes (n may be 0). */
+static int
+raw_connect (unsigned port, const void *bytes, size_t n)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (port),
+                            .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  cr_assert_geq (fd, 0);
+  cr_assert_eq (connect (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+  if (n)
+    cr_assert_eq (write (fd, bytes, n), (ssize_t) n);
+  return fd;
+}
+
+/* Milliseconds until the server closes fd (reading and dropping what it
+ * says), or -1 if it is still open after limit_ms.
+ */
+static int
+ms_until_closed (int fd, int limit_ms)
+{
+  struct timespec t0, t1;
+  char buf[4096];
+
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int ms;
+
+    clock_gettime (CLOCK_MONOTONIC, &t1);
+    ms = (int) ((t1.tv_sec - t0.tv_sec) * 1000 +
+                (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    if (ms >= limit_ms)
+      return -1;
+    if (poll (&p, 1, limit_ms - ms) == 1 && read (fd, buf, sizeof buf) <= 0)
+      return ms;
+  }
+}
+
+/* The setup deadline (control_config.handshake_timeout_ms): a client that
+ * sends nothing, one stalled in its handshake and a refused plain client
+ * are closed at the deadline, with a warning each, which frees their
+ * connection slots; a client that finished its handshake may idle.
+ */
+Test (tls, setup_deadline_closes_clients_that_never_set_up)
+{
+  static const unsigned char hello[] = { 0x16, 0x03, 0x01, 0x01, 0x2c, 0x01 };
+  static const char plain[] = "{\"jsonrpc\":\"2.0\",\"id\":1,"
+                              "\"method\":\"test.ping\"}\n";
+  struct tls_ctx *sc = psk_ctx (KEY_A, true, NULL);
+  struct tls_ctx *cc = psk_ctx (KEY_A, false, NULL);
+  struct control_server *srv;
+  struct control_client *held;
+  json_t *res = NULL;
+  int silent, stalled, refused, before;
+  unsigned port;
+
+  /* Four slots: one set-up TLS client and three that never set up. */
+  srv = start_server_max (TLS_REQUIRE, sc, &port, 4, 400);
+  cr_assert_eq (control_client_connect_tcp ("127.0.0.1", port, cc, 10000,
+                                            &held), 0, "%s", cairn_errmsg ());
+  before = atomic_load (&warnings);
+  silent = raw_connect (port, NULL, 0);
+  stalled = raw_connect (port, hello, sizeof hello);
+  refused = raw_connect (port, plain, sizeof plain - 1);
+  usleep (100 * 1000);
+  /* Full: a fifth client is turned away. */
+  cr_expect_eq (call_ping (port, cc), -EBUSY, "%s", cairn_errmsg ());
+  {
+    int t1 = ms_until_closed (silent, 3000);
+    int t2 = ms_until_closed (stalled, 3000);
+    int t3 = ms_until_closed (refused, 3000);
+
+    fprintf (stderr, "closed after %d, %d, %d ms (deadline 400 ms)\n", t1,
+             t2, t3);
+    cr_expect (t1 >= 0 && t2 >= 0 && t3 >= 0, "every one is closed");
+    cr_expect (t1 < 1500 && t2 < 1500 && t3 < 1500, "at the deadline");
+  }
+  cr_expect_geq (atomic_load (&warnings) - before, 4,
+                 "a warning for each of the three (and the refusal)");
+  /* Their slots are free again, and the TLS client, idle for more than
+   * twice the deadline now, still works.
+   */
+  usleep (500 * 1000);
+  cr_expect_eq (call_ping (port, cc), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (control_client_call (held, "test.ping", NULL, &res), 0,
+                "%s", cairn_errmsg ());
+  cr_expect_str_eq (json_string_value (res), "pong");
+  json_decref (res);
+  close (silent);
+  close (stalled);
+  close (refused);
   control_client_close (held);
   control_server_stop (srv);
   tls_ctx_free (cc);

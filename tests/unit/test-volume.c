@@ -1470,6 +1470,138 @@ Test (volume, snapshot_delete_finishes_in_the_background)
   dev_close (dev);
 }
 
+/* The only reclaim job listed, checked against the last one seen: the
+ * same job, done never backwards, never past a known total.
+ */
+static void
+one_job (struct cairn_pool *pool, struct vol_reclaim_job *last, bool first)
+{
+  struct vol_reclaim_job *jobs;
+  size_t n;
+
+  cr_assert_eq (vol_reclaim_jobs (pool, &jobs, &n), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (n, 1, "one reclaim is listed, not %zu", n);
+  if (!first) {
+    cr_assert_eq (jobs[0].seq, last->seq, "the job keeps its number");
+    cr_assert_geq (jobs[0].done_bytes, last->done_bytes);
+    cr_assert_str_eq (jobs[0].what, last->what);
+  }
+  cr_assert (jobs[0].total_bytes == 0 ||
+             jobs[0].done_bytes <= jobs[0].total_bytes,
+             "done %" PRIu64 " of %" PRIu64, jobs[0].done_bytes,
+             jobs[0].total_bytes);
+  *last = jobs[0];
+  free (jobs);
+}
+
+/* Step until the listed job is gone; returns what it last showed. */
+static struct vol_reclaim_job
+step_job_to_the_end (struct cairn_pool *pool, struct vol_reclaim_job job)
+{
+  struct vol_reclaim_job *jobs;
+  size_t n = 1;
+  bool more = true;
+
+  while (more) {
+    cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (vol_reclaim_jobs (pool, &jobs, &n), 0);
+    free (jobs);
+    if (n == 0)
+      break;
+    one_job (pool, &job, false);
+  }
+  cr_assert_eq (n, 0, "the job leaves the list with its last block");
+  cr_assert_not (more, "no work is left once the list is empty");
+  return job;
+}
+
+/* The reclaims in progress are listed as jobs (vol_reclaim_jobs): a
+ * deleted snapshot's with its name and, from its first background step,
+ * the exact bytes left; a deleted volume's with the data it referenced and
+ * held; a job leaves the list in the step that frees its last block; after
+ * a restart the work is listed by volume id, total unknown.
+ */
+Test (volume, reclaim_jobs_list_what_is_left)
+{
+  struct cairn_dev *dev = mem_pool (128 << 20);
+  struct cairn_pool *pool = open_pool_stepped (dev);
+  struct vol_reclaim_job *jobs, job;
+  struct cairn_volume *v;
+  struct snap_space sp;
+  struct vol_info vi;
+  uint8_t block[4096];
+  uint64_t before, first;
+  bool more;
+  size_t n;
+
+  cr_assert_eq (vol_reclaim_jobs (pool, &jobs, &n), 0);
+  cr_assert_eq (n, 0);
+  cr_assert_null (jobs);
+
+  /* A snapshot holding 1024 separate extents. */
+  cr_assert_eq (vol_create (pool, "v", 16 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  for (int pass = 0; pass < 2; pass++) {
+    for (unsigned i = 0; i < 1024; i++) {
+      fill_pattern (block, sizeof block, pass * 4096 + i + 1);
+      cr_assert_eq (vol_pwrite (v, block, 4096, 8192 * i, 0), 0);
+    }
+    if (pass == 0)
+      cr_assert_eq (snap_create (pool, "v", "s1"), 0);
+  }
+  vol_close (v);
+  cr_assert_eq (snap_space (pool, "v", "s1", &sp), 0, "%s", cairn_errmsg ());
+  before = vol_reclaimed_bytes (pool);
+  cr_assert_eq (snap_delete (pool, "v", "s1"), 0, "%s", cairn_errmsg ());
+  first = vol_reclaimed_bytes (pool) - before;
+  one_job (pool, &job, true);
+  cr_assert (job.snapshot);
+  cr_assert_str_eq (job.what, "v@s1");
+  cr_assert_eq (job.done_bytes, 0);
+  cr_assert_eq (job.total_bytes, 0, "not counted before its first step");
+  cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  one_job (pool, &job, false);
+  cr_assert_eq (job.total_bytes, sp.unique - first,
+                "the total is what the dry run said, less the delete's step");
+  cr_assert_gt (job.done_bytes, 0);
+  job = step_job_to_the_end (pool, job);
+  cr_assert_eq (vol_reclaimed_bytes (pool) - before, sp.unique);
+
+  /* A deleted volume: its total is the data it referenced. */
+  cr_assert_eq (vol_stat (pool, "v", &vi), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_delete (pool, "v", 0), 0, "%s", cairn_errmsg ());
+  one_job (pool, &job, true);
+  cr_assert_not (job.snapshot);
+  cr_assert_str_eq (job.what, "v");
+  cr_assert_eq (job.total_bytes, vi.referenced + vi.held, "total %" PRIu64
+                ", referenced %" PRIu64 ", held %" PRIu64, job.total_bytes,
+                vi.referenced, vi.held);
+  cr_assert_geq (vi.referenced, 1024 * 4096);
+  job = step_job_to_the_end (pool, job);
+
+  /* Half done at a restart: listed again by id, total unknown. */
+  cr_assert_eq (vol_create (pool, "w", 16 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "w", &v), 0);
+  for (unsigned i = 0; i < 1024; i++) {
+    fill_pattern (block, sizeof block, i + 7);
+    cr_assert_eq (vol_pwrite (v, block, 4096, 8192 * i, 0), 0);
+  }
+  vol_close (v);
+  cr_assert_eq (vol_delete (pool, "w", 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
+  cr_assert (more, "steps of 16 leave work after one");
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  pool = open_pool_stepped (dev);
+  one_job (pool, &job, true);
+  cr_assert_not (job.snapshot);
+  cr_assert (strncmp (job.what, "volume #", 8) == 0, "%s", job.what);
+  cr_assert_eq (job.total_bytes, 0);
+  step_job_to_the_end (pool, job);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the listed reclaims");
+  dev_close (dev);
+}
+
 /* ---------------------------------------------------------------- stats */
 
 #define STATS_THREADS 4
