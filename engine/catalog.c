@@ -1743,6 +1743,18 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
                        vs->name, req->snap);
   if (r < 0)
     return r;
+  /* A damaged snapshot record fails the clone below: find out before the
+   * rename, which a failed request must not leave behind.
+   */
+  {
+    struct vol_info info;
+
+    r = cat_read_snap (cat, vs->id, sgen, &info);
+    if (r < 0) {
+      snprintf (src, sizeof src, "%s@%s", vs->name, req->snap);
+      return cat_snap_unreadable (r, src);
+    }
+  }
   if (cat_find_name (cat, req->name2))
     return cairn_fail (-EEXIST, "a volume named '%s' exists already: choose "
                        "another name to keep the rolled-back state under",

@@ -3,7 +3,8 @@
  * through the engine's own B-tree, as a bug or a bad patch would).  The
  * listing for people goes on without it and reports it, fsck names it the
  * same way, its healthy neighbours stay usable, what needs the record
- * fails with a message naming it, and deleting it repairs the pool.
+ * (open, stat, clone, rollback) fails with a message naming it and changes
+ * nothing, and deleting it repairs the pool.
  */
 #include <config.h>
 
@@ -187,6 +188,11 @@ Test (catalog_damage, snapshot_record_skipped_and_reported)
   cr_assert_eq (vol_clone (pool, "a@s2", "c2"), -EIO);
   cr_assert (strstr (cairn_errmsg (), "'a@s2'"), "%s", cairn_errmsg ());
   cr_assert_eq (vol_stat (pool, "c2", &info), -ENOENT, "no clone was made");
+  cr_assert_eq (vol_rollback (pool, "a", "s2", "a-old"), -EIO);
+  cr_assert (strstr (cairn_errmsg (), "'a@s2'"), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "a-old", &info), -ENOENT,
+                "the failed rollback renamed nothing");
+  cr_assert_eq (vol_stat (pool, "a", &info), 0);
   cr_assert_eq (vol_delete (pool, "a", 0), -EBUSY, "a still has 3 snapshots");
 
   /* Deleting it repairs the pool. */
