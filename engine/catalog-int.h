@@ -59,6 +59,11 @@
 #define VOLREC_FIXED 74u
 #define VOLREC_HELD 8u
 
+/* Check the record of volume id (its key's): -EIO with a message naming
+ * it "(volume ID)" and saying what is wrong (the catalog and fsck).
+ */
+int volrec_check (const uint8_t *p, size_t len, uint64_t id) CAIRN_WUR;
+
 /* The held count of a volume record of len bytes, or -1 when the record
  * has no such field (the catalog and fsck read it alike).
  */

@@ -110,17 +110,59 @@ volrec_encode (const struct volstate *vs, uint8_t *p)
   return VOLREC_FIXED + len + VOLREC_HELD;
 }
 
-/* Decode a volume record into a new volume state. */
+/* The checks that volume and snapshot records share: fixed fields, then a
+ * u16 name length (the last two bytes of them) and the name, then
+ * optionally tail more bytes.  What is wrong goes in why ("" if nothing).
+ */
+static void
+rec_check_lengths (const uint8_t *p, size_t len, size_t fixed, size_t tail,
+                   char *why, size_t size)
+{
+  size_t nlen = len >= fixed ? get_le16 (p + fixed - 2) : 0;
+
+  *why = '\0';
+  if (len < fixed)
+    snprintf (why, size, "%zu bytes, shorter than its %zu bytes of fixed "
+              "fields", len, fixed);
+  else if (nlen == 0 || nlen > VOL_NAME_MAX)
+    snprintf (why, size, "name length %zu is not 1 to %d", nlen, VOL_NAME_MAX);
+  else if (fixed + nlen != len && tail == 0)
+    snprintf (why, size, "%zu bytes, but its name length %zu makes %zu", len,
+              nlen, fixed + nlen);
+  else if (fixed + nlen != len && fixed + nlen + tail != len)
+    snprintf (why, size, "%zu bytes, but its name length %zu makes %zu or %zu",
+              len, nlen, fixed + nlen, fixed + nlen + tail);
+}
+
+/* Check the volume record of volume id (its key's): -EIO with a message
+ * that names it and says what is wrong (loading the catalog, and fsck).
+ */
+int
+volrec_check (const uint8_t *p, size_t len, uint64_t id)
+{
+  char why[128];
+
+  rec_check_lengths (p, len, VOLREC_FIXED, VOLREC_HELD, why, sizeof why);
+  if (*why == '\0' && get_le64 (p) != id)
+    snprintf (why, sizeof why, "it names tree %" PRIu64, get_le64 (p));
+  if (*why)
+    return cairn_fail (-EIO, "corrupt volume record (volume %" PRIu64 "): %s",
+                       id, why);
+  return 0;
+}
+
+/* Decode volume id's record into a new volume state. */
 static int
-volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
+volrec_decode (const uint8_t *p, size_t len, uint64_t id,
+               struct volstate **vsp)
 {
   struct volstate *vs = NULL;
   size_t nlen;
+  int r = volrec_check (p, len, id);
 
-  if (len < VOLREC_FIXED || (nlen = get_le16 (p + 72)) > VOL_NAME_MAX ||
-      (VOLREC_FIXED + nlen != len && VOLREC_FIXED + nlen + VOLREC_HELD != len))
-    return cairn_fail (-EIO, "corrupt volume record in the catalog (length %zu)",
-                       len);
+  if (r < 0)
+    return r;
+  nlen = get_le16 (p + 72);
   vs = calloc (1, sizeof *vs);
   if (vs == NULL)
     return cairn_fail (-ENOMEM, "out of memory loading the catalog");
@@ -179,18 +221,10 @@ snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
                 struct snaprec *sr)
 {
   size_t nlen = len >= SNAPREC_FIXED ? get_le16 (p + 32) : 0;
-  char why[128] = "";
+  char why[128];
 
-  if (len < SNAPREC_FIXED)
-    snprintf (why, sizeof why, "%zu bytes, shorter than its %u bytes of fixed "
-              "fields", len, SNAPREC_FIXED);
-  else if (nlen == 0 || nlen > VOL_NAME_MAX)
-    snprintf (why, sizeof why, "name length %zu is not 1 to %d", nlen,
-              VOL_NAME_MAX);
-  else if (SNAPREC_FIXED + nlen != len)
-    snprintf (why, sizeof why, "%zu bytes, but its name length %zu makes %zu",
-              len, nlen, SNAPREC_FIXED + nlen);
-  else if (get_le64 (p + 24) == 0)
+  rec_check_lengths (p, len, SNAPREC_FIXED, 0, why, sizeof why);
+  if (*why == '\0' && get_le64 (p + 24) == 0)
     snprintf (why, sizeof why, "its GUID is 0");
   if (*why == '\0') {
     memcpy (sr->name, p + SNAPREC_FIXED, nlen);
@@ -577,7 +611,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl < 1 || k[0] != RK_VOL)
       break;
-    r = volrec_decode (v, vl, &vs);
+    r = kl == 9 ? volrec_decode (v, vl, get_be64 (k + 1), &vs)
+      : cairn_fail (-EIO, "corrupt volume record key (%zu bytes)", kl);
     if (r == 0 && (r = table_add (cat, vs)) < 0)
       volstate_free (vs);
     if (r < 0)
@@ -585,6 +620,16 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   }
   btree_unlock (root);
   btree_cursor_free (cur);
+  if (r == -EIO) {
+    /* Without a volume's record its name, size and origin are unknown:
+     * nothing can be listed or served safely.
+     */
+    char why[512];
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    cairn_fail (r, "cannot load the catalog: %s; 'cairn fsck' gives details",
+                why);
+  }
   if (r < 0 && r != -ENOENT)
     goto fail;
   for (size_t i = 0; i < cat->nvols; i++) {

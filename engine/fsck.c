@@ -135,6 +135,8 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
 static int
 add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
 {
+  if (volrec_check (val, vlen, id) < 0)
+    problem (f, "root tree: %s", cairn_errmsg ());
   if (f->nvols == f->vols_cap) {
     size_t cap = f->vols_cap ? f->vols_cap * 2 : 16;
     struct fsck_vol *nv = realloc (f->vols, cap * sizeof *nv);

@@ -17,33 +17,44 @@
 #include "test-util.h"
 #include "volume.h"
 
-/* Rewrite the snapshot record (id, gen) with fn applied and, with
- * drop_name, delete its name index item too; the catalog is not loaded
- * (the pool is opened for this only) and the change is committed by
- * closing the pool.
+/* Rewrite the root tree item key (klen bytes) with fn applied and, with
+ * drop_name, delete the snapshot name index item of (id, drop_name) too;
+ * the catalog is not loaded (the pool is opened for this only) and the
+ * change is committed by closing the pool.
  */
 static void
-edit_snaprec (struct cairn_dev *dev, uint64_t id, uint64_t gen,
-              const char *drop_name, size_t (*fn) (uint8_t *val, size_t len))
+edit_item (struct cairn_dev *dev, const uint8_t *key, size_t klen,
+           uint64_t id, const char *drop_name,
+           size_t (*fn) (uint8_t *val, size_t len))
 {
   struct cairn_pool *pool = pool_open_ok (dev);
   struct btree *root = pool_root_tree (pool);
-  uint8_t key[1 + 8 + VOL_NAME_MAX], val[SNAPREC_FIXED + VOL_NAME_MAX];
+  uint8_t nkey[1 + 8 + VOL_NAME_MAX], val[VOLREC_FIXED + VOL_NAME_MAX + 64];
   size_t len;
 
-  cat_key (key, RK_SNAP, id, gen);
   cr_assert_eq (txn_begin (pool), 0);
   btree_wrlock (root);
-  cr_assert_eq (btree_lookup (root, key, 17, val, sizeof val, &len), 0);
+  cr_assert_eq (btree_lookup (root, key, klen, val, sizeof val, &len), 0);
   len = fn (val, len);
-  cr_assert_eq (btree_insert (root, key, 17, val, len, BTREE_RESERVE), 0);
+  cr_assert_eq (btree_insert (root, key, klen, val, len, BTREE_RESERVE), 0);
   if (drop_name)
-    cr_assert_eq (btree_delete (root, key, name_key (key, RK_SNAPNAME, &id,
-                                                     drop_name)), 0);
+    cr_assert_eq (btree_delete (root, nkey, name_key (nkey, RK_SNAPNAME, &id,
+                                                      drop_name)), 0);
   btree_unlock (root);
   txn_mark_dirty (pool);
   txn_end (pool);
   cr_assert_eq (pool_close (pool), 0);
+}
+
+/* edit_item on the snapshot record (id, gen). */
+static void
+edit_snaprec (struct cairn_dev *dev, uint64_t id, uint64_t gen,
+              const char *drop_name, size_t (*fn) (uint8_t *val, size_t len))
+{
+  uint8_t key[17];
+
+  cat_key (key, RK_SNAP, id, gen);
+  edit_item (dev, key, 17, id, drop_name, fn);
 }
 
 /* A record whose GUID is 0 (no snapshot has that GUID). */
@@ -283,4 +294,47 @@ Test (catalog_damage, snapshot_decoder_checks)
                strstr (cairn_errmsg (), cases[i].why), "case %zu: %s", i,
                cairn_errmsg ());
   }
+}
+
+/* A volume record whose name length runs past its end. */
+static size_t
+bad_name_length (uint8_t *val, size_t len)
+{
+  put_le16 (val + 72, 200);
+  return len;
+}
+
+/* A volume record that does not decode stops the catalog from loading
+ * (its name, size and origin are unknown), with a message naming it and
+ * pointing at fsck, which reports it in the same words.
+ */
+Test (catalog_damage, volume_record_named_by_load_and_fsck)
+{
+  uint64_t id, gen;
+  struct cairn_dev *dev = make_pool (&id, &gen);
+  struct cairn_pool *pool;
+  struct seen s = { .nd = 0 };
+  struct problems p;
+  struct fsck_report rep;
+  uint8_t key[17];
+  char rec[160];
+
+  cat_key (key, RK_VOL, id, 0);
+  edit_item (dev, key, 9, id, NULL, bad_name_length);
+  snprintf (rec, sizeof rec, "corrupt volume record (volume %" PRIu64 "): "
+            "%zu bytes, but its name length 200 makes %u or %u",
+            id, (size_t) VOLREC_FIXED + 1 + VOLREC_HELD, VOLREC_FIXED + 200,
+            VOLREC_FIXED + 200 + VOLREC_HELD);
+  rep = run_fsck (dev, &p);
+  cr_assert_geq (rep.errors, 1, "fsck: %s", p.text);
+  cr_assert (strstr (p.text, rec), "fsck said: %s", p.text);
+
+  pool = pool_open_ok (dev);
+  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s),
+                -EIO);
+  cr_assert (strstr (cairn_errmsg (), "cannot load the catalog: ") &&
+             strstr (cairn_errmsg (), rec) &&
+             strstr (cairn_errmsg (), "cairn fsck"), "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
 }
