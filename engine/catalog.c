@@ -958,7 +958,7 @@ snap_name_of (struct catalog *cat, uint64_t id, uint64_t gen,
               char name[VOL_NAME_MAX + 1])
 {
   struct name_find nf = { gen, name };
-  uint8_t key[9];
+  uint8_t key[17];
 
   *name = '\0';
   cat_key (key, RK_SNAPNAME, id, 0);
