@@ -2154,21 +2154,16 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   return r;
 }
 
-/* Report snapshot j of sl (volume vi), whose record does not decode, to
- * damage; without damage, fail with the decoder's message.
+/* Report snapshot j of sl (volume vi), whose record did not decode (the
+ * message is cairn_errmsg's), to damage.
  */
 static int
-snap_damaged (struct catalog *cat, const struct vol_info *vi,
-              const struct snaplist *sl, size_t j,
+snap_damaged (const struct vol_info *vi, const struct snaplist *sl, size_t j,
               int (*damage) (void *opaque, const struct vol_damage *d),
               void *opaque)
 {
   struct vol_damage d = { .id = vi->id, .gen = sl->gen[j] };
-  struct vol_info si;
-  int r = cat_read_snap (cat, vi->id, sl->gen[j], &si);
 
-  if (r != -EIO || damage == NULL)
-    return r;                   /* r == 0: rewritten since the walk */
   snprintf (d.name, sizeof d.name, "%s", vi->name);
   snprintf (d.snap, sizeof d.snap, "%s", sl->name[j]);
   snprintf (d.what, sizeof d.what, "%s", cairn_errmsg ());
@@ -2215,10 +2210,12 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
     for (size_t j = 0; r == 0 && j < sl->n; j++) {
       struct vol_info si = infos[i];
 
-      if (sl->bad[j])
-        r = snap_damaged (cat, &si, sl, j, damage, opaque);
-      else if ((r = cat_read_snap (cat, si.id, sl->gen[j], &si)) == 0)
+      /* A damaged record fails to read again, with its message. */
+      r = cat_read_snap (cat, si.id, sl->gen[j], &si);
+      if (r == 0)
         r = fn (opaque, &si);
+      else if (r == -EIO && sl->bad[j] && damage)
+        r = snap_damaged (&infos[i], sl, j, damage, opaque);
     }
   }
   snaplist_free (sl);
