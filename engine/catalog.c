@@ -2216,6 +2216,17 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
         r = fn (opaque, &si);
       else if (r == -EIO && sl->bad[j] && damage)
         r = snap_damaged (&infos[i], sl, j, damage, opaque);
+      else if (r == -EIO && sl->bad[j]) {
+        char export[2 * VOL_NAME_MAX + 24];
+
+        if (sl->name[j][0])
+          snprintf (export, sizeof export, "%s@%s", infos[i].name,
+                    sl->name[j]);
+        else
+          snprintf (export, sizeof export, "%s@#%" PRIu64, infos[i].name,
+                    sl->gen[j]);
+        r = cat_snap_unreadable (r, export);
+      }
     }
   }
   snaplist_free (sl);

@@ -5,9 +5,10 @@
 # list and snapshot list show everything else, exit 0 and warn about the
 # damaged record on stderr; the JSON has it in "damaged"; status lists it,
 # says DEGRADED and exits 1 (also with --json); volume show of its volume
-# lists it; using it fails naming it; fsck names it the same way; the NBD
-# export list leaves it out and the healthy exports still serve; deleting
-# it makes the pool clean again.
+# lists it; using it (show, clone, send, a receive into its volume) fails
+# naming it; fsck names it the same way; the NBD export list leaves it out
+# and the healthy exports still serve; deleting it makes the pool clean
+# again.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require python3
 
@@ -94,6 +95,16 @@ check_listings () {
 }
 
 check_listings --pool "$POOL"
+# Streams: the healthy snapshots still send; the damaged one does not, and
+# a receive into its volume (which must see every snapshot) fails naming it.
+run --pool "$POOL" send a@s2
+expect 1 "'a@s2' cannot be used: $rec"
+"$CAIRN" --pool "$POOL" send a@s3 --from s1 >"$TMPDIR_TEST/inc.s" ||
+  fail "send a@s3 --from s1 failed with a@s2 damaged"
+rc=0
+out=$("$CAIRN" --pool "$POOL" receive a <"$TMPDIR_TEST/inc.s" 2>&1) || rc=$?
+[ $rc -eq 1 ] && grep -q "'a@s2' cannot be used: corrupt snapshot record" <<<"$out" ||
+  fail "receive into a: exit $rc: $out"
 # Nothing above changed the pool (the clone of a@s2 failed).
 run --pool "$POOL" volume list
 expect 0
