@@ -287,6 +287,44 @@ field_list (const char *label, json_t *arr)
     field (i == 0 ? label : "", json_string_value (v));
 }
 
+/* What to do about damaged catalog records, after listing them. */
+#define DAMAGE_HINT "run 'cairn fsck' for details; 'cairn snapshot delete " \
+  "VOL@SNAP' removes a damaged snapshot (the rest of the pool is usable)"
+
+/* Warn on stderr about the "damaged" records of a listing's result (left
+ * out of it), one per line; returns how many there were.
+ */
+static size_t
+warn_damaged (const struct cli *cli, json_t *res)
+{
+  json_t *arr = json_object_get (res, "damaged"), *d;
+  size_t i, n = json_array_size (arr);
+
+  if (n == 0)
+    return 0;
+  cli_error (cli, 0, "warning: %zu damaged snapshot record%s left out:", n,
+             n == 1 ? "" : "s");
+  json_array_foreach (arr, i, d)
+    fprintf (stderr, "  %s: %s\n", jstr (d, "name"), jstr (d, "error"));
+  fprintf (stderr, "  %s\n", DAMAGE_HINT);
+  return n;
+}
+
+/* Print the "damaged" records of res as fields, one per line. */
+static void
+field_damaged (json_t *res)
+{
+  json_t *d;
+  size_t i;
+
+  json_array_foreach (json_object_get (res, "damaged"), i, d) {
+    char line[1024];
+
+    snprintf (line, sizeof line, "%s: %s", jstr (d, "name"), jstr (d, "error"));
+    field (i == 0 ? "damaged" : "", line);
+  }
+}
+
 /* ---------------------------------------------------------------- volume */
 
 /* cairn volume create NAME SIZE */
@@ -338,6 +376,7 @@ cmd_volume_list (const struct cli *cli, int argc, char **argv)
     printf ("no volumes: 'cairn volume create NAME SIZE' makes one\n");
   else
     r = print_volume_table (cli, vols);
+  warn_damaged (cli, res);
   json_decref (res);
   return r;
 }
@@ -377,6 +416,9 @@ cmd_volume_show (const struct cli *cli, int argc, char **argv)
   if (json_object_get (res, "snapshots"))
     field_list ("snapshots", json_object_get (res, "snapshots"));
   field_list ("clones", json_object_get (res, "clones"));
+  field_damaged (res);
+  if (json_array_size (json_object_get (res, "damaged")))
+    field ("", DAMAGE_HINT);
   json_decref (res);
   return EXIT_OK;
 }
@@ -709,9 +751,12 @@ cmd_snapshot_list (const struct cli *cli, int argc, char **argv)
   if (o.json)
     r = print_json (cli, res);
   else if (json_array_size (snaps) == 0)
-    printf ("volume %s has no snapshots\n", argv[optind]);
+    printf ("volume %s has no %ssnapshots\n", argv[optind],
+            json_array_size (json_object_get (res, "damaged")) ? "readable "
+            : "");
   else
     r = print_volume_table (cli, snaps);
+  warn_damaged (cli, res);
   json_decref (res);
   return r;
 }
@@ -933,6 +978,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   struct opts o;
   json_t *res, *cache;
   uint64_t hits, misses;
+  size_t ndamaged;
   int r = parse_opts (cli, argc, argv, "", 0, 0, NULL, &o);
 
   if (r >= 0)
@@ -940,10 +986,12 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   r = cli_call (cli, false, "pool.status", json_object (), &res);
   if (r != EXIT_OK)
     return r;
+  /* Damaged records make the status fail, so that scripts notice. */
+  ndamaged = json_array_size (json_object_get (res, "damaged"));
   if (o.json) {
     r = print_json (cli, res);
     json_decref (res);
-    return r;
+    return r == EXIT_OK && ndamaged ? EXIT_FAIL : r;
   }
   cache = json_object_get (res, "cache");
   field ("uuid", jstr (res, "uuid"));
@@ -989,14 +1037,21 @@ cmd_status (const struct cli *cli, int argc, char **argv)
               jnum (io, "checksum_errors"));
     field ("io", buf);
   }
+  field_damaged (res);
   if (json_is_true (json_object_get (res, "failed")))
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
            "the server); check the device");
+  else if (ndamaged) {
+    snprintf (buf, sizeof buf, "DEGRADED: %zu damaged catalog record%s "
+              "(above)", ndamaged, ndamaged == 1 ? "" : "s");
+    field ("state", buf);
+    field ("", DAMAGE_HINT);
+  }
   /* With --pool this command itself opened the pool read-only. */
   else if (json_is_true (json_object_get (res, "readonly")) && !cli->pool)
     field ("state", "ok, served read-only");
   else
     field ("state", "ok");
   json_decref (res);
-  return EXIT_OK;
+  return ndamaged ? EXIT_FAIL : EXIT_OK;
 }

@@ -59,6 +59,11 @@
 #define VOLREC_FIXED 74u
 #define VOLREC_HELD 8u
 
+/* Check the record of volume id (its key's): -EIO with a message naming
+ * it "(volume ID)" and saying what is wrong (the catalog and fsck).
+ */
+int volrec_check (const uint8_t *p, size_t len, uint64_t id) CAIRN_WUR;
+
 /* The held count of a volume record of len bytes, or -1 when the record
  * has no such field (the catalog and fsck read it alike).
  */
@@ -82,6 +87,18 @@ volrec_held (const uint8_t *p, size_t len)
  *   32 u16 name length, then the name
  */
 #define SNAPREC_FIXED 34u
+
+/* A snapshot record, decoded. */
+struct snaprec {
+  uint64_t ctime, referenced, size, guid;   /* referenced in blocks */
+  char name[VOL_NAME_MAX + 1];
+};
+/* Decode the snapshot record of (id, gen): -EIO with a message that names
+ * the record "(volume ID, generation GEN)" and says what is wrong (the
+ * catalog, the listings and fsck report it alike).
+ */
+int snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
+                    struct snaprec *sr) CAIRN_WUR;
 
 /* The property (RK_PROP, key without ':', so no user property can clash)
  * that holds a partial volume's state string: its receive's resume token.
@@ -218,6 +235,11 @@ int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
                      uint64_t *genp) CAIRN_WUR;
 int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                    struct vol_info *info) CAIRN_WUR;
+/* Fail a use of snapshot export "VOL@SNAP" whose record cat_read_snap
+ * could not read (r, with its message): a damaged one (-EIO) gets a
+ * message saying what to do.  Returns r.
+ */
+int cat_snap_unreadable (int r, const char *export) CAIRN_WUR;
 void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
 /* Call fn for each root-tree item whose key starts with prefix, in key
  * order, under the root tree's read lock (fn must not change the tree):
@@ -420,10 +442,15 @@ vs_visible (const struct volstate *vs)
   return !(vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL));
 }
 
-/* A volume's snapshots: generations and names, in generation order. */
+/* A volume's snapshots: generations and names, in generation order.  A
+ * record that does not decode is listed with bad set and the name its
+ * name index gives ("" if none does), so that deleting the snapshot or its
+ * volume still works; reading it (cat_read_snap) fails.
+ */
 struct snaplist {
   uint64_t *gen;
   char (*name)[VOL_NAME_MAX + 1];
+  bool *bad;
   size_t n, cap;
 };
 int list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)

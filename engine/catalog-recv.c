@@ -244,7 +244,7 @@ rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
       continue;
     cat_key (key, RK_SNAP, vs->id, sl->gen[i]);
     r = cat_root_del (cat, key, 17);
-    if (r == 0)
+    if (r == 0 && sl->name[i][0])   /* "": a damaged record, unnamed */
       r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id,
                                             sl->name[i]));
   }

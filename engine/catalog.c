@@ -115,17 +115,59 @@ volrec_encode (const struct volstate *vs, uint8_t *p)
   return VOLREC_FIXED + len + VOLREC_HELD;
 }
 
-/* Decode a volume record into a new volume state. */
+/* The checks that volume and snapshot records share: fixed fields, then a
+ * u16 name length (the last two bytes of them) and the name, then
+ * optionally tail more bytes.  What is wrong goes in why ("" if nothing).
+ */
+static void
+rec_check_lengths (const uint8_t *p, size_t len, size_t fixed, size_t tail,
+                   char *why, size_t size)
+{
+  size_t nlen = len >= fixed ? get_le16 (p + fixed - 2) : 0;
+
+  *why = '\0';
+  if (len < fixed)
+    snprintf (why, size, "%zu bytes, shorter than its %zu bytes of fixed "
+              "fields", len, fixed);
+  else if (nlen == 0 || nlen > VOL_NAME_MAX)
+    snprintf (why, size, "name length %zu is not 1 to %d", nlen, VOL_NAME_MAX);
+  else if (fixed + nlen != len && tail == 0)
+    snprintf (why, size, "%zu bytes, but its name length %zu makes %zu", len,
+              nlen, fixed + nlen);
+  else if (fixed + nlen != len && fixed + nlen + tail != len)
+    snprintf (why, size, "%zu bytes, but its name length %zu makes %zu or %zu",
+              len, nlen, fixed + nlen, fixed + nlen + tail);
+}
+
+/* Check the volume record of volume id (its key's): -EIO with a message
+ * that names it and says what is wrong (loading the catalog, and fsck).
+ */
+int
+volrec_check (const uint8_t *p, size_t len, uint64_t id)
+{
+  char why[128];
+
+  rec_check_lengths (p, len, VOLREC_FIXED, VOLREC_HELD, why, sizeof why);
+  if (*why == '\0' && get_le64 (p) != id)
+    snprintf (why, sizeof why, "it names tree %" PRIu64, get_le64 (p));
+  if (*why)
+    return cairn_fail (-EIO, "corrupt volume record (volume %" PRIu64 "): %s",
+                       id, why);
+  return 0;
+}
+
+/* Decode volume id's record into a new volume state. */
 static int
-volrec_decode (const uint8_t *p, size_t len, struct volstate **vsp)
+volrec_decode (const uint8_t *p, size_t len, uint64_t id,
+               struct volstate **vsp)
 {
   struct volstate *vs = NULL;
   size_t nlen;
+  int r = volrec_check (p, len, id);
 
-  if (len < VOLREC_FIXED || (nlen = get_le16 (p + 72)) > VOL_NAME_MAX ||
-      (VOLREC_FIXED + nlen != len && VOLREC_FIXED + nlen + VOLREC_HELD != len))
-    return cairn_fail (-EIO, "corrupt volume record in the catalog (length %zu)",
-                       len);
+  if (r < 0)
+    return r;
+  nlen = get_le16 (p + 72);
   vs = calloc (1, sizeof *vs);
   if (vs == NULL)
     return cairn_fail (-ENOMEM, "out of memory loading the catalog");
@@ -161,12 +203,6 @@ volstate_free (struct volstate *vs)
   free (vs);
 }
 
-/* A snapshot record, decoded. */
-struct snaprec {
-  uint64_t ctime, referenced, size, guid;   /* referenced in blocks */
-  char name[VOL_NAME_MAX + 1];
-};
-
 /* Encode a snapshot record; returns its length. */
 static size_t
 snaprec_encode (const struct snaprec *sr, uint8_t *p)
@@ -182,23 +218,32 @@ snaprec_encode (const struct snaprec *sr, uint8_t *p)
   return SNAPREC_FIXED + len;
 }
 
-/* Decode the snapshot record of (id, gen). */
-static int
+/* Decode the snapshot record of (id, gen), checking every field; what is
+ * wrong goes in the message, which names the record as fsck does.
+ */
+int
 snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
                 struct snaprec *sr)
 {
-  size_t nlen;
+  size_t nlen = len >= SNAPREC_FIXED ? get_le16 (p + 32) : 0;
+  char why[128];
 
-  if (len < SNAPREC_FIXED || (nlen = get_le16 (p + 32)) > VOL_NAME_MAX ||
-      SNAPREC_FIXED + nlen != len || get_le64 (p + 24) == 0)
+  rec_check_lengths (p, len, SNAPREC_FIXED, 0, why, sizeof why);
+  if (*why == '\0' && get_le64 (p + 24) == 0)
+    snprintf (why, sizeof why, "its GUID is 0");
+  if (*why == '\0') {
+    memcpy (sr->name, p + SNAPREC_FIXED, nlen);
+    sr->name[nlen] = '\0';
+    if (strlen (sr->name) != nlen || vol_check_name (sr->name) < 0)
+      snprintf (why, sizeof why, "its name is not a valid snapshot name");
+  }
+  if (*why)
     return cairn_fail (-EIO, "corrupt snapshot record (volume %" PRIu64
-                       ", generation %" PRIu64 ")", id, gen);
+                       ", generation %" PRIu64 "): %s", id, gen, why);
   sr->ctime = get_le64 (p);
   sr->referenced = get_le64 (p + 8);
   sr->size = get_le64 (p + 16);
   sr->guid = get_le64 (p + 24);
-  memcpy (sr->name, p + SNAPREC_FIXED, nlen);
-  sr->name[nlen] = '\0';
   return 0;
 }
 
@@ -603,7 +648,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl < 1 || k[0] != RK_VOL)
       break;
-    r = volrec_decode (v, vl, &vs);
+    r = kl == 9 ? volrec_decode (v, vl, get_be64 (k + 1), &vs)
+      : cairn_fail (-EIO, "corrupt volume record key (%zu bytes)", kl);
     if (r == 0 && (r = table_add (cat, vs)) < 0)
       volstate_free (vs);
     if (r < 0)
@@ -611,6 +657,16 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   }
   btree_unlock (root);
   btree_cursor_free (cur);
+  if (r == -EIO) {
+    /* Without a volume's record its name, size and origin are unknown:
+     * nothing can be listed or served safely.
+     */
+    char why[512];
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    cairn_fail (r, "cannot load the catalog: %s; 'cairn fsck' gives details",
+                why);
+  }
   if (r < 0 && r != -ENOENT)
     goto fail;
   for (size_t i = 0; i < cat->nvols; i++) {
@@ -735,6 +791,22 @@ cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
   info->is_snapshot = true;
   info->readonly = true;
   return 0;
+}
+
+/* Fail a use of snapshot export ("VOL@SNAP") whose record cat_read_snap
+ * could not read (r, with its message), saying what to do.
+ */
+int
+cat_snap_unreadable (int r, const char *export)
+{
+  char why[512];
+
+  snprintf (why, sizeof why, "%s", cairn_errmsg ());
+  if (r != -EIO)
+    return r;
+  return cairn_fail (r, "'%s' cannot be used: %s; 'cairn fsck' gives "
+                     "details, 'cairn snapshot delete' removes it", export,
+                     why);
 }
 
 /* A new volume state for tree t (the request fills in the rest). */
@@ -872,7 +944,7 @@ drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
 
   cat_key (key, RK_SNAP, vs->id, sgen);
   r = cat_root_del (cat, key, 17);
-  if (r == 0)
+  if (r == 0 && *snap)      /* "": a damaged record that no name names */
     r = cat_root_del (cat, key, name_key (key, RK_SNAPNAME, &vs->id, snap));
   if (r < 0)
     return r;
@@ -893,8 +965,69 @@ snaplist_free (struct snaplist *sl)
   if (sl) {
     free (sl->gen);
     free (sl->name);
+    free (sl->bad);
     free (sl);
   }
+}
+
+/* State of snap_name_of. */
+struct name_find {
+  uint64_t gen;
+  char *name;
+};
+
+/* cat_foreach_prefix callback: the snapshot name item that names gen. */
+static int
+name_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+           size_t vl)
+{
+  struct name_find *nf = opaque;
+
+  if (kl <= 9 || kl - 9 > VOL_NAME_MAX || vl != 8 || get_le64 (v) != nf->gen)
+    return 0;
+  memcpy (nf->name, k + 9, kl - 9);
+  nf->name[kl - 9] = '\0';
+  return 1;
+}
+
+/* The name that volume id's snapshot name index gives generation gen, ""
+ * if none does: the name of a snapshot whose record is damaged.
+ */
+static int
+snap_name_of (struct catalog *cat, uint64_t id, uint64_t gen,
+              char name[VOL_NAME_MAX + 1])
+{
+  struct name_find nf = { gen, name };
+  uint8_t key[17];
+
+  *name = '\0';
+  cat_key (key, RK_SNAPNAME, id, 0);
+  return cat_foreach_prefix (cat, key, 9, name_item, &nf);
+}
+
+/* Grow a snapshot list to hold one more. */
+static int
+snaplist_grow (struct snaplist *sl)
+{
+  size_t cap = sl->cap ? sl->cap * 2 : 16;
+  uint64_t *ng;
+  char (*nn)[VOL_NAME_MAX + 1];
+  bool *nb;
+
+  if (sl->n < sl->cap)
+    return 0;
+  ng = realloc (sl->gen, cap * sizeof *ng);
+  if (ng)
+    sl->gen = ng;
+  nn = ng ? realloc (sl->name, cap * sizeof *nn) : NULL;
+  if (nn)
+    sl->name = nn;
+  nb = nn ? realloc (sl->bad, cap * sizeof *nb) : NULL;
+  if (nb == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing snapshots");
+  sl->bad = nb;
+  sl->cap = cap;
+  return 0;
 }
 
 int
@@ -919,31 +1052,28 @@ list_snaps (struct catalog *cat, uint64_t id, struct snaplist *sl)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl != 17 || k[0] != RK_SNAP || get_be64 (k + 1) != id)
       break;
-    if (sl->n == sl->cap) {
-      size_t cap = sl->cap ? sl->cap * 2 : 16;
-      uint64_t *ng = realloc (sl->gen, cap * sizeof *ng);
-      char (*nn)[VOL_NAME_MAX + 1];
-
-      if (ng)
-        sl->gen = ng;
-      nn = ng ? realloc (sl->name, cap * sizeof *nn) : NULL;
-      if (nn == NULL) {
-        r = cairn_fail (-ENOMEM, "out of memory listing snapshots");
-        break;
-      }
-      sl->name = nn;
-      sl->cap = cap;
-    }
-    sl->gen[sl->n] = get_be64 (k + 9);
-    r = snaprec_decode (v, vl, id, sl->gen[sl->n], &sr);
+    r = snaplist_grow (sl);
     if (r < 0)
       break;
-    memcpy (sl->name[sl->n], sr.name, sizeof sr.name);
+    sl->gen[sl->n] = get_be64 (k + 9);
+    sl->bad[sl->n] = snaprec_decode (v, vl, id, sl->gen[sl->n], &sr) < 0;
+    if (sl->bad[sl->n])
+      sl->name[sl->n][0] = '\0';
+    else
+      memcpy (sl->name[sl->n], sr.name, sizeof sr.name);
     sl->n++;
   }
   btree_unlock (root);
   btree_cursor_free (cur);
-  return r == -ENOENT ? 0 : r;
+  if (r == -ENOENT)
+    r = 0;
+  /* Names of damaged records from the index, once the walk has let go of
+   * the tree.
+   */
+  for (size_t i = 0; r == 0 && i < sl->n; i++)
+    if (sl->bad[i])
+      r = snap_name_of (cat, id, sl->gen[i], sl->name[i]);
+  return r;
 }
 
 /* Call fn for each root-tree item whose key starts with prefix, in key
@@ -1623,9 +1753,13 @@ resolve_point (struct catalog *cat, const char *src, uint64_t gen,
   if (r < 0)
     return r;
   {
+    /* No record: a generation only clones pin. */
     struct vol_info info;
-    *referenced = cat_read_snap (cat, vs->id, *pgen, &info) == 0
-      ? info.referenced / BLOCK_SIZE : 0;
+
+    r = cat_read_snap (cat, vs->id, *pgen, &info);
+    if (r < 0 && r != -ENOENT)
+      return cat_snap_unreadable (r, src);
+    *referenced = r == 0 ? info.referenced / BLOCK_SIZE : 0;
   }
   *vsp = vs;
   return 0;
@@ -1694,6 +1828,18 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
                        vs->name, req->snap);
   if (r < 0)
     return r;
+  /* A damaged snapshot record fails the clone below: find out before the
+   * rename, which a failed request must not leave behind.
+   */
+  {
+    struct vol_info info;
+
+    r = cat_read_snap (cat, vs->id, sgen, &info);
+    if (r < 0) {
+      snprintf (src, sizeof src, "%s@%s", vs->name, req->snap);
+      return cat_snap_unreadable (r, src);
+    }
+  }
   if (cat_find_name (cat, req->name2))
     return cairn_fail (-EEXIST, "a volume named '%s' exists already: choose "
                        "another name to keep the rolled-back state under",
@@ -2043,12 +2189,32 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   r = cat_lookup_snap (cat, info->id, at + 1, &sgen);
   if (r == -ENOENT)
     return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", vol, at + 1);
-  return r < 0 ? r : cat_read_snap (cat, info->id, sgen, info);
+  if (r == 0 && (r = cat_read_snap (cat, info->id, sgen, info)) < 0)
+    r = cat_snap_unreadable (r, name);
+  return r;
+}
+
+/* Report snapshot j of sl (volume vi), whose record did not decode (the
+ * message is cairn_errmsg's), to damage.
+ */
+static int
+snap_damaged (const struct vol_info *vi, const struct snaplist *sl, size_t j,
+              int (*damage) (void *opaque, const struct vol_damage *d),
+              void *opaque)
+{
+  struct vol_damage d = { .id = vi->id, .gen = sl->gen[j] };
+
+  snprintf (d.name, sizeof d.name, "%s", vi->name);
+  snprintf (d.snap, sizeof d.snap, "%s", sl->name[j]);
+  snprintf (d.what, sizeof d.what, "%s", cairn_errmsg ());
+  return damage (opaque, &d);
 }
 
 int
-vol_list (struct cairn_pool *pool, bool with_snapshots,
-          int (*fn) (void *opaque, const struct vol_info *info), void *opaque)
+vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
+                   int (*fn) (void *opaque, const struct vol_info *info),
+                   int (*damage) (void *opaque, const struct vol_damage *d),
+                   void *opaque)
 {
   struct vol_info *infos = NULL;
   struct snaplist *sl = NULL;
@@ -2083,12 +2249,34 @@ vol_list (struct cairn_pool *pool, bool with_snapshots,
     r = list_snaps (cat, infos[i].id, sl);
     for (size_t j = 0; r == 0 && j < sl->n; j++) {
       struct vol_info si = infos[i];
+
+      /* A damaged record fails to read again, with its message. */
       r = cat_read_snap (cat, si.id, sl->gen[j], &si);
       if (r == 0)
         r = fn (opaque, &si);
+      else if (r == -EIO && sl->bad[j] && damage)
+        r = snap_damaged (&infos[i], sl, j, damage, opaque);
+      else if (r == -EIO && sl->bad[j]) {
+        char export[2 * VOL_NAME_MAX + 24];
+
+        if (sl->name[j][0])
+          snprintf (export, sizeof export, "%s@%s", infos[i].name,
+                    sl->name[j]);
+        else
+          snprintf (export, sizeof export, "%s@#%" PRIu64, infos[i].name,
+                    sl->gen[j]);
+        r = cat_snap_unreadable (r, export);
+      }
     }
   }
   snaplist_free (sl);
   free (infos);
   return r;
+}
+
+int
+vol_list (struct cairn_pool *pool, bool with_snapshots,
+          int (*fn) (void *opaque, const struct vol_info *info), void *opaque)
+{
+  return vol_list_tolerant (pool, with_snapshots, fn, NULL, opaque);
 }

@@ -135,6 +135,8 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
 static int
 add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
 {
+  if (volrec_check (val, vlen, id) < 0)
+    problem (f, "root tree: %s", cairn_errmsg ());
   if (f->nvols == f->vols_cap) {
     size_t cap = f->vols_cap ? f->vols_cap * 2 : 16;
     struct fsck_vol *nv = realloc (f->vols, cap * sizeof *nv);
@@ -268,8 +270,18 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       return 0;
     }
     return add_destroy (f, get_be64 (key + 1), val, vlen);
+  case RK_SNAP: {
+    struct snaprec sr;
+
+    /* Named as the listings name it (the decoder's message). */
+    if (klen != 17)
+      problem (f, "root tree: bad snapshot record key (%zu bytes)", klen);
+    else if (snaprec_decode (val, vlen, get_be64 (key + 1),
+                             get_be64 (key + 9), &sr) < 0)
+      problem (f, "root tree: %s", cairn_errmsg ());
+    return 0;
+  }
   case RK_NAME:
-  case RK_SNAP:
   case RK_SNAPNAME:
   case RK_PROP:
   case RK_DEFER:

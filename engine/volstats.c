@@ -283,6 +283,16 @@ remember_names (struct catalog *cat, const struct vol_export_stats *x,
   pthread_mutex_unlock (&xs->lock);
 }
 
+/* vol_list_tolerant callback: a snapshot whose record is damaged keeps
+ * the name it had, or is named by its generation (VOL@#GEN).
+ */
+static int
+skip_damaged (void *opaque, const struct vol_damage *d)
+{
+  (void) opaque, (void) d;
+  return 0;
+}
+
 /* Name every entry from the catalog as it is now (see the top). */
 static int
 resolve_names (struct catalog *cat, struct vol_export_stats *x, size_t n)
@@ -292,7 +302,7 @@ resolve_names (struct catalog *cat, struct vol_export_stats *x, size_t n)
 
   for (size_t i = 0; i < n; i++)
     x[i].gone = true;
-  r = vol_list (cat->pool, true, name_entries, &nm);
+  r = vol_list_tolerant (cat->pool, true, name_entries, skip_damaged, &nm);
   if (r < 0)
     return r;
   /* A generation that only a clone or a checkpoint pins: still there while

@@ -172,19 +172,26 @@ vol_open (struct cairn_pool *pool, const char *export_name,
 
       /* A generation pinned only by a clone has no snapshot record: it
        * has the volume's current size and no creation time of its own.
+       * A record that does not decode is no such case: its size is
+       * unknown, so the state is not served.
        */
-      if (cat_read_snap (cat, vs->id, gen, &si) == 0) {
+      r = cat_read_snap (cat, vs->id, gen, &si);
+      if (r == 0) {
         v->size = si.size;
         v->info.ctime = si.ctime;
         v->info.referenced = si.referenced;
         snprintf (v->info.snap, sizeof v->info.snap, "%s", si.snap);
       }
-      else {
+      else if (r == -ENOENT) {
         v->size = vs->size;
         v->info.ctime = 0;
+        r = 0;
       }
+      else
+        r = cat_snap_unreadable (r, export_name);
       v->gen = gen;
-      r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
+      if (r == 0)
+        r = btree_open (pool_cache (pool), vs->id, &root, &v->tree);
     }
     if (r == 0)
       r = open_pin_add (cat, vs->id, v->gen);

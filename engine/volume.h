@@ -94,11 +94,37 @@ int vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
 int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   CAIRN_WUR;
 /* Call fn for every visible volume, in name order, then (with_snapshots)
- * each volume's snapshots after it, oldest first.
+ * each volume's snapshots after it, oldest first.  A snapshot record that
+ * does not decode fails the listing with -EIO and a message naming it: for
+ * callers that must see every snapshot (a receive checking its base).
  */
 int vol_list (struct cairn_pool *pool, bool with_snapshots,
               int (*fn) (void *opaque, const struct vol_info *info),
               void *opaque) CAIRN_WUR;
+
+/* A catalog record that does not decode, as a listing reports it. */
+struct vol_damage {
+  uint64_t id;                      /* the volume's id */
+  uint64_t gen;                     /* the snapshot's generation */
+  char name[VOL_NAME_MAX + 1];      /* the volume's name */
+  char snap[VOL_NAME_MAX + 1];      /* the snapshot's name from the name
+                                       index, "" when no name is left */
+  char what[512];                   /* what is wrong, naming the record
+                                       "(volume ID, generation GEN)" as
+                                       fsck does */
+};
+
+/* vol_list, but a snapshot record that does not decode is passed to
+ * damage (in its place in the listing) and the listing goes on, so that
+ * one damaged record does not hide the rest of the pool (listings and
+ * status for people, the NBD export list).  Reading that snapshot (open,
+ * stat, clone, send) fails; deleting it works.
+ */
+int vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
+                       int (*fn) (void *opaque, const struct vol_info *info),
+                       int (*damage) (void *opaque,
+                                      const struct vol_damage *d),
+                       void *opaque) CAIRN_WUR;
 
 /* ---- catalog: snapshots and clones */
 

@@ -553,7 +553,21 @@ add_export (void *opaque, const struct vol_info *info)
   return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
 }
 
-/* List every volume and snapshot, asking the engine each time. */
+/* vol_list_tolerant callback: a snapshot whose record is damaged is not
+ * exported (opening it fails); say so in the server's log.
+ */
+static int
+skip_damaged (void *opaque, const struct vol_damage *d)
+{
+  (void) opaque;
+  nbdkit_error ("listing exports: leaving out %s@%s: %s (run 'cairn fsck')",
+                d->name, *d->snap ? d->snap : "?", d->what);
+  return 0;
+}
+
+/* List every volume and snapshot, asking the engine each time; one damaged
+ * snapshot record leaves out that snapshot only.
+ */
 static int
 cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
 {
@@ -564,7 +578,7 @@ cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
   int r;
 
   cairn_error_clear ();
-  r = vol_list (pool, true, add_export, &ctx);
+  r = vol_list_tolerant (pool, true, add_export, skip_damaged, &ctx);
   if (r < 0) {
     /* nbdkit_add_export has already reported its own failure. */
     if (*cairn_errmsg ())

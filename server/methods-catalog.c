@@ -22,6 +22,15 @@
  * "origin" names where a clone started; it is null for a volume that is
  * not a clone, and for a clone whose origin volume has been deleted (the
  * engine keeps that volume hidden, unnamed, until its last clone goes).
+ *
+ * A snapshot whose catalog record does not decode is left out of the
+ * listings and reported beside them, in "damaged" (volume.list,
+ * snapshot.list, volume.show, pool.status), so that one bad record hides
+ * nothing else:
+ *
+ *   {"name": "db@daily" | "db@#7", "volume": "db", "snapshot": "daily" |
+ *    null (no name left), "id": 256, "generation": 7,
+ *    "error": "corrupt snapshot record (volume 256, generation 7): ..."}
  */
 #include <config.h>
 
@@ -185,10 +194,14 @@ oom (void)
 
 /* ---------------------------------------------------------------- objects */
 
-/* Every volume and snapshot, for lookups by id (origins, clones). */
+/* Every volume and snapshot, for lookups by id (origins, clones), and the
+ * snapshot records that did not decode.
+ */
 struct listing {
   struct vol_info *v;
   size_t n, cap;
+  struct vol_damage *d;
+  size_t nd;
 };
 
 /* vol_list callback: keep a copy. */
@@ -210,11 +223,76 @@ listing_add (void *opaque, const struct vol_info *info)
   return 0;
 }
 
-/* List every visible volume and its snapshots. */
+/* vol_list_tolerant callback: keep a copy of a damaged record's report. */
+static int
+listing_damaged (void *opaque, const struct vol_damage *d)
+{
+  struct listing *l = opaque;
+  struct vol_damage *nd = realloc (l->d, (l->nd + 1) * sizeof *nd);
+
+  if (nd == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing volumes");
+  l->d = nd;
+  l->d[l->nd++] = *d;
+  return 0;
+}
+
+/* List every visible volume and its snapshots (damaged records apart). */
 static int
 listing_load (struct cairn_pool *pool, struct listing *l)
 {
-  return vol_list (pool, true, listing_add, l);
+  return vol_list_tolerant (pool, true, listing_add, listing_damaged, l);
+}
+
+/* Free what listing_load gathered. */
+static void
+listing_free (struct listing *l)
+{
+  free (l->v);
+  free (l->d);
+}
+
+/* The "damaged" array of a listing: every damaged record, or volume id's
+ * (id != 0) only.
+ */
+static json_t *
+damaged_array (const struct listing *l, uint64_t id)
+{
+  json_t *arr = json_array ();
+
+  for (size_t i = 0; arr && i < l->nd; i++) {
+    const struct vol_damage *d = &l->d[i];
+    char name[FULL_NAME_MAX];
+
+    if (id != 0 && d->id != id)
+      continue;
+    if (*d->snap)
+      snprintf (name, sizeof name, "%s@%s", d->name, d->snap);
+    else
+      snprintf (name, sizeof name, "%s@#%" PRIu64, d->name, d->gen);
+    if (json_array_append_new (arr, json_pack ("{s:s, s:s, s:s?, s:I, s:I, "
+                                               "s:s}",
+                                               "name", name,
+                                               "volume", d->name,
+                                               "snapshot", *d->snap ? d->snap
+                                                                    : NULL,
+                                               "id", (json_int_t) d->id,
+                                               "generation",
+                                               (json_int_t) d->gen,
+                                               "error", d->what)) < 0) {
+      json_decref (arr);
+      arr = NULL;
+    }
+  }
+  return arr;
+}
+
+/* Add the "damaged" array (of volume id, or all with 0) to obj. */
+static int
+set_damaged (json_t *obj, const struct listing *l, uint64_t id)
+{
+  return json_object_set_new (obj, "damaged", damaged_array (l, id)) == 0
+         ? 0 : oom ();
 }
 
 /* The volume with this id in the listing, or NULL if it is hidden. */
@@ -366,6 +444,8 @@ describe (struct cairn_pool *pool, const char *name, bool related,
       r = oom ();
       goto out;
     }
+    if (!vi.is_snapshot && (r = set_damaged (obj, &l, vi.id)) < 0)
+      goto out;
   }
   if (!vi.is_snapshot) {
     json_t *props = json_object ();
@@ -392,7 +472,7 @@ describe (struct cairn_pool *pool, const char *name, bool related,
   json_decref (snaps);
   json_decref (clones);
   json_decref (obj);
-  free (l.v);
+  listing_free (&l);
   return r;
 }
 
@@ -450,11 +530,13 @@ volume_list (struct control_ctx *ctx, json_t *params, json_t **result)
     arr = NULL;
     if (*result == NULL)
       r = oom ();
+    else
+      r = set_damaged (*result, &l, 0);
   }
 
  out:
   json_decref (arr);
-  free (l.v);
+  listing_free (&l);
   return r;
 }
 
@@ -847,9 +929,11 @@ snapshot_list (struct control_ctx *ctx, json_t *params, json_t **result)
     arr = NULL;
     if (*result == NULL)
       r = oom ();
+    else
+      r = set_damaged (*result, &l, vi.id);
   }
   json_decref (arr);
-  free (l.v);
+  listing_free (&l);
   return r;
 }
 
@@ -956,7 +1040,7 @@ reclaim_status (struct cairn_pool *pool, json_t *status)
 }
 
 /* pool.status {} → the pool's identity, space, cache, I/O totals, state
- * and background reclaim
+ * background reclaim, and the damaged catalog records
  */
 static int
 pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
@@ -966,22 +1050,24 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
   struct pool_info pi;
   uint64_t nvols = 0, nsnaps = 0;
   char uuid[37];
-  json_t *cache, *io;
+  json_t *cache, *io, *damaged = NULL;
   int r = check_params (ctx, "pool.status", params, NULL, 0);
 
   if (r == 0)
     r = listing_load (pool, &l);
-  if (r < 0) {
-    free (l.v);
-    return r;
-  }
-  for (size_t i = 0; i < l.n; i++) {
+  for (size_t i = 0; r == 0 && i < l.n; i++) {
     if (l.v[i].is_snapshot)
       nsnaps++;
     else
       nvols++;
   }
-  free (l.v);
+  if (r == 0)
+    damaged = damaged_array (&l, 0);
+  listing_free (&l);
+  if (r < 0)
+    return r;
+  if (damaged == NULL)
+    return oom ();
   pool_info (pool, &pi);
   uuid_format (pi.uuid, uuid);
   cache = json_pack ("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
@@ -993,15 +1079,18 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                      "evictions", (json_int_t) pi.cache.evictions,
                      "csum_errors", (json_int_t) pi.cache.csum_errors,
                      "corrupt", (json_int_t) pi.cache.corrupt);
-  if (cache == NULL)
+  if (cache == NULL) {
+    json_decref (damaged);
     return oom ();
+  }
   r = stats_pool_totals (pool, &io);
   if (r < 0) {
     json_decref (cache);
+    json_decref (damaged);
     return r;
   }
   *result = json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                       "s:I, s:I, s:I, s:I, s:b, s:b, s:o, s:o}",
+                       "s:I, s:I, s:I, s:I, s:b, s:b, s:o, s:o, s:o}",
                        "uuid", uuid,
                        "generation", (json_int_t) pi.generation,
                        "open_generation", (json_int_t) pi.open_generation,
@@ -1019,7 +1108,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "readonly", (int) pi.readonly,
                        "failed", (int) pi.failed,
                        "cache", cache,
-                       "io", io);
+                       "io", io,
+                       "damaged", damaged);
   if (*result && (r = reclaim_status (pool, *result)) < 0) {
     json_decref (*result);
     *result = NULL;

@@ -17,6 +17,12 @@
  *                                              NAME SIZE ro|rw GEN ORIGIN,
  *                                              ORIGIN: a clone's origin
  *                                              generation, else 0)
+ *   cairn-testctl damage-snapshot POOL VOL SNAP
+ *                                             (rewrite VOL@SNAP's catalog
+ *                                              record with GUID 0, through
+ *                                              the engine's B-tree: checksums
+ *                                              stay valid, the record does
+ *                                              not decode)
  *
  * Exit status: 0 done, 1 the engine refused (its message on stderr),
  * 2 usage error.
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog-int.h"
 #include "dev.h"
 #include "pool.h"
 #include "volume.h"
@@ -45,6 +52,7 @@ usage (void)
            "       cairn-testctl readonly POOL VOL on|off\n"
            "       cairn-testctl delete POOL VOL\n"
            "       cairn-testctl list POOL\n"
+           "       cairn-testctl damage-snapshot POOL VOL SNAP\n"
            "(a test fixture: see tests/integration/cairn-testctl.c)\n");
   return 2;
 }
@@ -61,6 +69,40 @@ print_export (void *opaque, const struct vol_info *info)
             info->size, info->readonly ? "ro" : "rw", info->gen,
             info->origin_gen);
   return 0;
+}
+
+/* Make snapshot vol@snap's record undecodable (GUID 0), committed with
+ * the pool's close.
+ */
+static int
+damage_snapshot (struct cairn_pool *pool, const char *vol, const char *snap)
+{
+  struct btree *root = pool_root_tree (pool);
+  uint8_t key[17], val[SNAPREC_FIXED + VOL_NAME_MAX];
+  char name[2 * VOL_NAME_MAX + 2];
+  struct vol_info info;
+  size_t len;
+  int r;
+
+  snprintf (name, sizeof name, "%s@%s", vol, snap);
+  r = vol_stat (pool, name, &info);
+  if (r < 0)
+    return r;
+  cat_key (key, RK_SNAP, info.id, info.gen);
+  r = txn_begin (pool);
+  if (r < 0)
+    return r;
+  btree_wrlock (root);
+  r = btree_lookup (root, key, 17, val, sizeof val, &len);
+  if (r == 0) {
+    put_le64 (val + 24, 0);
+    r = btree_insert (root, key, 17, val, len, BTREE_RESERVE);
+  }
+  btree_unlock (root);
+  if (r == 0)
+    txn_mark_dirty (pool);
+  txn_end (pool);
+  return r;
 }
 
 /* Run one operation on an open pool. */
@@ -84,6 +126,8 @@ run (struct cairn_pool *pool, const char *cmd, int argc, char **argv)
     return vol_delete (pool, argv[0], VOL_DELETE_RECURSIVE);
   if (strcmp (cmd, "list") == 0 && argc == 0)
     return vol_list (pool, true, print_export, NULL);
+  if (strcmp (cmd, "damage-snapshot") == 0 && argc == 2)
+    return damage_snapshot (pool, argv[0], argv[1]);
   return 1;                     /* usage */
 }
 

@@ -79,7 +79,7 @@ done
 # ---------------------------------------------------------------- volume create / list / show
 runp volume list
 expect 0 "^no volumes"
-jcheck 'j == {"volumes": []}' volume list
+jcheck 'j == {"volumes": [], "damaged": []}' volume list
 
 runp volume create db 1G
 expect 0 "^created volume db: 1G$"

@@ -1,4 +1,4 @@
-/* Helpers shared by the unit tests of pools (test-txn, test-spacemap):
+/* Helpers shared by the unit tests of pools (test-txn, test-spacemap, ...):
  * in-memory pools, fsck with its problems collected, new trees.
  */
 #ifndef CAIRN_TEST_POOL_H
@@ -57,6 +57,16 @@ mem_pool (uint64_t size, uint8_t uuid[16])
   cr_assert_eq (dev_mem_create (size, &dev), 0);
   cr_assert_eq (pool_format (dev, NULL, uuid), 0, "%s", cairn_errmsg ());
   return dev;
+}
+
+/* Open the pool on dev, with the default options. */
+static inline struct cairn_pool *
+pool_open_ok (struct cairn_dev *dev)
+{
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
+  return pool;
 }
 
 /* A new, empty tree in its own transaction. */

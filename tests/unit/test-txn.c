@@ -19,15 +19,6 @@
 #include "test-pool.h"
 #include "test-util.h"
 
-static struct cairn_pool *
-open_pool (struct cairn_dev *dev)
-{
-  struct cairn_pool *pool;
-
-  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
-  return pool;
-}
-
 /* Insert one item into tree t of pool. */
 static int
 put (struct cairn_pool *pool, struct btree *t, uint64_t key, const void *v,
@@ -52,7 +43,7 @@ Test (pool, fresh_pool_opens_and_checks_clean)
 {
   uint8_t uuid[16];
   struct cairn_dev *dev = mem_pool (64 << 20, uuid);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct pool_info info;
 
   pool_info (pool, &info);
@@ -136,7 +127,7 @@ Test (pool, unknown_ro_compat_feature_opens_read_only)
   struct btree *t;
 
   tamper_newest (dev, add_unknown_ro_compat);
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (txn_begin (pool), -EROFS);
   (void) id;
   (void) t;
@@ -171,7 +162,7 @@ Test (pool, device_of_another_pool_refused)
 Test (pool, superblock_bitflip_falls_back_then_refuses)
 {
   struct cairn_dev *dev = mem_pool (64 << 20, NULL);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct pool_info info;
   struct btree *t;
   uint64_t id, gen_a;
@@ -193,7 +184,7 @@ Test (pool, superblock_bitflip_falls_back_then_refuses)
     byte ^= 0x80;
     cr_assert_eq (dev_pwrite (dev, &byte, 1, off), 0);
   }
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   pool_info (pool, &info);
   cr_assert_eq (info.generation, gen_a, "fell back to the previous generation");
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
@@ -250,7 +241,7 @@ Test (pool, spacemap_bitflip_detected)
 Test (fsck, finds_leaked_and_free_but_used_blocks)
 {
   struct cairn_dev *dev = mem_pool (64 << 20, NULL);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct btree_root root;
   struct problems p;
   struct fsck_report rep;
@@ -274,7 +265,7 @@ Test (fsck, finds_leaked_and_free_but_used_blocks)
   }
 
   /* A node the space map calls free. */
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
   btree_get_root (t, &root);
   cr_assert_eq (txn_begin (pool), 0);
@@ -293,7 +284,7 @@ Test (fsck, finds_leaked_and_free_but_used_blocks)
 Test (pool, full_pool_enospc_then_deletes_and_recovers)
 {
   struct cairn_dev *dev = mem_pool (8 << 20, NULL);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct pool_info info;
   uint8_t v[900];
   struct btree *t;
@@ -321,7 +312,7 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
    * half-full leaves, on the reserve), and once whole leaves go (the rest
    * of the first half), frees space for new writes.
    */
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
   for (uint64_t j = 0; j < n / 2 + n / 4; j++) {
     uint64_t i = j < n / 2 ? 2 * j : 2 * (j - n / 2) + 1;
@@ -353,7 +344,7 @@ Test (pool, failed_flush_latches_the_pool)
   uint64_t id, gen;
 
   cr_assert_eq (dev_fault_create (lower, &dev), 0);
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   t = new_tree (pool, &id);
   cr_assert_eq (put (pool, t, 1, "a", 1), 0);
   cr_assert_eq (pool_commit (pool), 0);
@@ -372,7 +363,7 @@ Test (pool, failed_flush_latches_the_pool)
   pool_close (pool);
   dev_close (dev);
 
-  pool = open_pool (lower);
+  pool = pool_open_ok (lower);
   pool_info (pool, &info);
   cr_assert_geq (info.generation, gen);
   cr_assert_eq (pool_close (pool), 0);
@@ -407,7 +398,7 @@ writer_main (void *arg)
 Test (pool, concurrent_writers_and_group_commit)
 {
   struct cairn_dev *dev = mem_pool (128 << 20, NULL);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct writer w[4];
   pthread_t th[4];
   struct btree *t[4];
@@ -430,7 +421,7 @@ Test (pool, concurrent_writers_and_group_commit)
   cr_assert_eq (pool_close (pool), 0);
   assert_clean (dev);
 
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   for (int i = 0; i < 4; i++) {
     cr_assert_eq (pool_tree_open (pool, id[i], &t[i]), 0);
     for (uint64_t j = 0; j < 2000; j++) {
