@@ -492,7 +492,7 @@ size_t snaprec_encode (const struct snaprec *sr, uint8_t *p);
 int pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
              const struct btree_root *root, bool clone) CAIRN_WUR;
 /* Finish the deletes that waited for handles to close (in the freeze). */
-int settle (struct catalog *cat, uint64_t gen) CAIRN_WUR;
+int cat_settle (struct catalog *cat, uint64_t gen) CAIRN_WUR;
 /* The requests that delete a volume, take snapshots and delete or rename
  * one.
  */

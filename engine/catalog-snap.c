@@ -177,7 +177,7 @@ has_pins (struct catalog *cat, uint64_t id, bool *yes)
  *             (VOLF_HIDDEN) like a volume that clones still start from; it
  *             is destroyed once it has no handle and no pin left
  *
- * settle() does both in a freeze: when a handle closes on such a state
+ * cat_settle() does both in a freeze: when a handle closes on such a state
  * (cat_settle_soon) and at the first commit after the catalog loads, since
  * after a restart nothing is open.  Checking that a pin has no handle and
  * releasing it happen under tlock, and vol_open looks a pin up and counts
@@ -315,7 +315,7 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   pthread_mutex_unlock (&cat->tlock);
   if (pins || opens > 0)
     /* Clones still start from it, or clients have it open: keep it
-     * hidden until the last of them goes (settle).
+     * hidden until the last of them goes (cat_settle).
      */
     return volrec_store (cat, vs);
   return destroy_volume (cat, vs, gen);
@@ -361,7 +361,7 @@ list_deferred (struct catalog *cat, struct deferred *d, size_t max, size_t *np)
 
 /* Finish the deletes that waited for handles to close (see above). */
 int
-settle (struct catalog *cat, uint64_t gen)
+cat_settle (struct catalog *cat, uint64_t gen)
 {
   struct deferred d[64];
   size_t n, kept = 0;

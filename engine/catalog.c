@@ -162,7 +162,7 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
   if (r < 0)
     return r;
   if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL) &&
-      settle (cat, gen) < 0)
+      cat_settle (cat, gen) < 0)
     __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);   /* next time */
   /* Work this freeze left for the background (a commit by the timer may
    * settle a delete: no request follows to start the reaper).  It starts
