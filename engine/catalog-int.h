@@ -1,5 +1,5 @@
 /* Cairn engine: internals shared by the catalog, volume and reclaim layers
- * (catalog.c, catalog-recv.c, volume.c, reclaim.c).
+ * (catalog.c and its parts catalog-*.c, volume.c, reclaim.c).
  *
  * The catalog lives in the root tree.  Keys start with a type byte:
  *
@@ -217,7 +217,7 @@ struct catalog {
                                  the pointer under tlock) */
 };
 
-/* catalog.c */
+/* catalog.c and its parts (catalog-rec.c, catalog-snap.c) */
 /* A handle closed on a hidden volume or a deferred pin: let the next
  * commit finish what its delete left (volume.c).
  */
@@ -380,7 +380,7 @@ int freerec_decode (const uint8_t *key, size_t klen, const uint8_t *val,
 struct volstate *cat_find_id_locked (struct catalog *cat, uint64_t id);
 /* Submit a catalog change and wait until it is durable (catalog.c). */
 int cat_submit (struct cairn_pool *pool, struct cat_request *req) CAIRN_WUR;
-/* Put / delete an item of the root tree (catalog.c, in the freeze). */
+/* Put / delete an item of the root tree (catalog-rec.c, in the freeze). */
 int cat_root_put (struct catalog *cat, const uint8_t *key, size_t klen,
                   const void *val, size_t vlen) CAIRN_WUR;
 int cat_root_del (struct catalog *cat, const uint8_t *key, size_t klen)
@@ -433,7 +433,10 @@ ext_birth (const uint8_t *v)
   return get_le64 (v + 16);
 }
 
-/* ---- shared by catalog.c and catalog-recv.c (the receive's requests) */
+/* ---- shared by the catalog's files: catalog.c (the core), catalog-rec.c
+ * (records), catalog-snap.c (pins, snapshots, deletes), catalog-api.c (the
+ * public calls) and catalog-recv.c (the receive's requests)
+ */
 
 /* Is a volume found by name and listed?  Not when hidden or partial. */
 static inline bool
@@ -472,6 +475,32 @@ void info_from_state (const struct volstate *vs, struct vol_info *info);
 int apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   CAIRN_WUR;
 int apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+/* Remove a volume state from the table and free it (tlock held). */
+void table_remove (struct catalog *cat, struct volstate *vs);
+/* Delete every property of a volume (it is being destroyed). */
+int drop_props (struct catalog *cat, uint64_t id) CAIRN_WUR;
+/* Records (catalog-rec.c): decode volume id's record into a new volume
+ * state; encode a snapshot record, returning its length.
+ */
+int volrec_decode (const uint8_t *p, size_t len, uint64_t id,
+                   struct volstate **vsp) CAIRN_WUR;
+size_t snaprec_encode (const struct snaprec *sr, uint8_t *p);
+/* Pins, snapshots and deletes (catalog-snap.c).  Add a reason to pin
+ * (vs, gen) at root.
+ */
+int pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
+             const struct btree_root *root, bool clone) CAIRN_WUR;
+/* Finish the deletes that waited for handles to close (in the freeze). */
+int cat_settle (struct catalog *cat, uint64_t gen) CAIRN_WUR;
+/* The requests that delete a volume, take snapshots and delete or rename
+ * one.
+ */
+int apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+int apply_snap (struct catalog *cat, struct cat_request *req, uint64_t gen)
+  CAIRN_WUR;
+int apply_snap_change (struct catalog *cat, struct cat_request *req)
   CAIRN_WUR;
 /* The receive's requests (catalog-recv.c). */
 int apply_partial_create (struct catalog *cat, struct cat_request *req,

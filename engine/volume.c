@@ -158,7 +158,7 @@ vol_open (struct cairn_pool *pool, const char *export_name,
     }
     /* Looking the pin up and counting the handle on it happen under
      * tlock, so that settling a deferred delete cannot release the pin in
-     * between (catalog.c, "deferred deletes").
+     * between (catalog-snap.c, "deferred deletes").
      */
     pthread_mutex_lock (&cat->tlock);
     if (r == 0) {

@@ -1,5 +1,5 @@
 /* Unit tests for receives with rollback (repl_recv_opts.rollback,
- * VOL_RECV_ROLLBACK; catalog.c RB-1..RB-4): an incremental stream onto a
+ * VOL_RECV_ROLLBACK; catalog-recv.c RB-1..RB-4): an incremental stream onto a
  * target that diverged from its base (written since, newer snapshots, one
  * of them held open, a clone of a newer state) either applies after
  * rolling the target back to the base, or is refused changing nothing;

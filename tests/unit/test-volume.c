@@ -1,4 +1,4 @@
-/* Unit tests for volumes, snapshots, clones and reclaim (engine/catalog.c,
+/* Unit tests for volumes, snapshots, clones and reclaim (engine/catalog*.c,
  * volume.c, reclaim.c): names, I/O at byte granularity, checksums, and a
  * randomised model test in which every volume and snapshot is a byte
  * array, compared after every step, across snapshots, clones, deletes,
