@@ -27,14 +27,15 @@ NBD_A="$TMPDIR_TEST/a.nbd" NBD_B="$TMPDIR_TEST/b.nbd" NBD_C="$TMPDIR_TEST/c.nbd"
 CTL_A="$TMPDIR_TEST/a.ctl" CTL_B="$TMPDIR_TEST/b.ctl" CTL_C="$TMPDIR_TEST/c.ctl"
 PSK="$TMPDIR_TEST/keys.psk" BADPSK="$TMPDIR_TEST/bad.psk" BOBPSK="$TMPDIR_TEST/bob.psk"
 PKI="$TMPDIR_TEST/pki" OTHER="$TMPDIR_TEST/other-ca" CAONLY="$TMPDIR_TEST/ca-only"
-PIDS=()
-
-trap 'rc=$?; for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; (exit $rc); cleanup' EXIT
+# At exit, kill what is still running of what this shell started (jobs -p,
+# never a remembered pid: one stopped and reaped may since belong to
+# another test's process).
+trap 'rc=$?; for p in $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done; (exit $rc); cleanup' EXIT
 
 PORT_A=$(free_port) PORT_B=$(free_port) PORT_C=$(free_port)
 
 # start_cmd NAME NBD CTL COMMAND...: run a server; waits for both sockets;
-# the pid goes to PIDS and to $PID_<NAME>.
+# the pid goes to $PID_<NAME>.
 start_cmd () {
   local name=$1 nbd=$2 ctl=$3 pid
   shift 3
@@ -42,7 +43,6 @@ start_cmd () {
   echo "=== start $name $*" >>"$NBDKIT_LOG"
   nbdkit_exec "$@" >>"$NBDKIT_LOG" 2>&1 &
   pid=$!
-  PIDS+=("$pid")
   printf -v "PID_$name" %s "$pid"
   wait_for_sockets "$pid" "nbdkit $name" "" "$nbd" "$ctl"
 }
@@ -189,12 +189,10 @@ HUNG=$(free_port)
 python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); c = s.accept(); time.sleep(120)' "$HUNG" &
-PIDS+=("$!")
 sleep 0.5
 timeout -s KILL 120 "$CAIRN" --socket "$CTL_A" replicate v@s3 --to "127.0.0.1:$HUNG" \
   --progress none >"$TMPDIR_TEST/hung.out" 2>&1 &
 CLIENT=$!
-PIDS+=("$CLIENT")
 id=
 for _ in $(seq 100); do
   id=$("$CAIRN" --socket "$CTL_A" job list --json | python3 -c 'import json, sys

@@ -26,7 +26,10 @@ NBD_A="$TMPDIR_TEST/a.nbd" NBD_B="$TMPDIR_TEST/b.nbd"
 CTL_A="$TMPDIR_TEST/a.ctl" CTL_B="$TMPDIR_TEST/b.ctl"
 PID_A= PID_B= CLIENT=
 
-trap 'rc=$?; for p in $CLIENT $PID_A $PID_B; do kill -9 "$p" 2>/dev/null; done; (exit $rc); cleanup' EXIT
+# At exit, kill what is still running of what this shell started (jobs -p,
+# never a remembered pid: one stopped and reaped may since belong to
+# another test's process).
+trap 'rc=$?; for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done; (exit $rc); cleanup' EXIT
 
 PORT_A=$(free_port) PORT_B=$(free_port)
 
