@@ -26,13 +26,6 @@ start_cairnd () {
   wait_for_sockets "$NBDKIT_PID" cairnd "$NBDKIT_LOG" "$SOCK" "$CTL"
 }
 
-# Stop the TLS server (plugin-functions.sh's stop_server: under the
-# sanitizers it may have to be killed).
-stop_tls_server () {
-  stop_server "$NBDKIT_PID"
-  NBDKIT_PID=
-}
-
 python3 -c 'import secrets; print("alice:" + secrets.token_hex(32))' >"$PSK"
 python3 -c 'import secrets; print("alice:" + secrets.token_hex(32))' >"$BADPSK"
 make_pool 256M
@@ -112,7 +105,7 @@ fi
 "$CAIRN" --socket "$CTL" stats v --json | python3 -c 'import json, sys
 j = json.load(sys.stdin)
 assert j["writes"] == 1 and j["bytes_written"] == 4096 and j["reads"] >= 1, j' || fail "cairn stats over the control socket"
-stop_tls_server
+stop_plugin
 
 # ---------------------------------------------------------------- on
 start_cairnd --tls on --tls-psk "$PSK"
@@ -120,4 +113,4 @@ nbdsh -u "$(uri v)" -c 'assert h.pread(4096, 4096) == b"tls!" * 1024' ||
   fail "a plain connection was refused under --tls=on"
 nbdsh_tls "$tls_uri" 'assert h.pread(4096, 4096) == b"tls!" * 1024' ||
   fail "a TLS connection was refused under --tls=on"
-stop_tls_server
+stop_plugin

@@ -96,7 +96,7 @@ if command -v openssl >/dev/null; then
   grep -q '"id":7' "$TMPDIR_TEST/idle.out" ||
     fail "a TLS client idle past the deadline was not answered: $(cat "$TMPDIR_TEST/idle.out")"
 fi
-stop_server "$NBDKIT_PID"; NBDKIT_PID=
+stop_plugin
 
 # ---------------------------------------------------------------- on
 # control-tls=on: a silent client is closed too; a plain client that has
@@ -117,5 +117,5 @@ PY
 hold silent >"$out" || fail "the test client failed"
 cat "$out"
 grep -qE "^silent (0\.[7-9]|1\.|2\.)" "$out" || fail "the silent client of control-tls=on was not closed at the 1 s deadline: $(cat "$out")"
-stop_server "$NBDKIT_PID"; NBDKIT_PID=
+stop_plugin
 echo PASS
