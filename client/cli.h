@@ -2,8 +2,9 @@
  *
  * cairn.c holds the command table, the global options and the dispatch;
  * each group of subcommands lives in its own file (offline.c: the ones that
- * open a pool through the engine; online.c: the ones that call control
- * methods, through call.c) and is reached only through the table.
+ * open a pool through the engine; online.c, online-volume.c and
+ * online-snapshot.c: the ones that call control methods, through call.c)
+ * and is reached only through the table.
  */
 #ifndef CAIRN_CLI_H
 #define CAIRN_CLI_H
@@ -127,7 +128,9 @@ struct cairn_pool;
 int cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
                    struct cairn_pool **poolp);
 
-/* The subcommands of online.c: two groups and three single ones. */
+/* The online subcommands: two groups (online-volume.c,
+ * online-snapshot.c) and three single ones (online.c).
+ */
 extern const struct command cli_volume_commands[];
 extern const struct command cli_snapshot_commands[];
 int cmd_clone (const struct cli *cli, int argc, char **argv);
@@ -152,6 +155,43 @@ uint64_t jnum (json_t *obj, const char *key);
 const char *jsize (json_t *obj, const char *key, char buf[UNITS_FORMAT_MAX]);
 /* Print "label  value" with the labels aligned. */
 void field (const char *label, const char *value);
+
+/* More of online.c, for online-volume.c and online-snapshot.c. */
+
+/* The options of an online subcommand. */
+struct opts {
+  bool json, recursive, force, snapshots;
+};
+/* Parse the options of a subcommand: --json and --help, and those of the
+ * letters in extra ("r", "f", "s"); then check that from min to max words
+ * are left (names: what they are, for the message).  Returns -1 to go on
+ * with the words from optind, or the exit code to stop with.
+ */
+int parse_opts (const struct cli *cli, int argc, char **argv,
+                const char *extra, int min, int max,
+                const char *const *names, struct opts *o);
+/* Parse a size argument (what) into bytes: a usage error if it is not
+ * one.
+ */
+int parse_size (const struct cli *cli, const char *what, const char *arg,
+                uint64_t *bytesp);
+/* A string member, or "-". */
+const char *jstr (json_t *obj, const char *key);
+/* An ISO 8601 UTC time member ("2026-12-02T10:00:00Z") in local time. */
+const char *jtime (json_t *obj, const char *key, char buf[32]);
+/* Print an array of volume or snapshot objects as a table. */
+int print_volume_table (const struct cli *cli, json_t *arr);
+/* Print one "label  SIZE (N bytes)" line. */
+void field_size (const char *label, json_t *obj, const char *key);
+/* What to do about damaged catalog records, after listing them. */
+#define DAMAGE_HINT "run 'cairn fsck' for details; 'cairn snapshot delete " \
+  "VOL@SNAP' removes a damaged snapshot (the rest of the pool is usable)"
+/* Warn on stderr about the "damaged" records of a listing's result (left
+ * out of it), one per line; returns how many there were.
+ */
+size_t warn_damaged (const struct cli *cli, json_t *res);
+/* Print the "damaged" records of res as fields, one per line. */
+void field_damaged (json_t *res);
 
 /* stats.c: the I/O statistics of a running server. */
 int cmd_stats (const struct cli *cli, int argc, char **argv);

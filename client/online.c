@@ -6,6 +6,10 @@
  * prints the result: as a table or a list of fields for people, or with
  * --json as the method's result itself, for scripts.  Sizes print in
  * units (units.h), times in local time; the JSON keeps bytes and UTC.
+ *
+ * This file holds what they share (options, output) and the single
+ * subcommands clone, diff and status; the volume group is in
+ * online-volume.c, the snapshot group in online-snapshot.c.
  */
 #include <config.h>
 
@@ -19,14 +23,8 @@
 
 #include "cli.h"
 #include "units.h"
-#include "volume.h"
 
 /* ---------------------------------------------------------------- options */
-
-/* The options of an online subcommand. */
-struct opts {
-  bool json, recursive, force, snapshots;
-};
 
 static const struct option all_options[] = {
   { "json", no_argument, NULL, 'j' },
@@ -41,7 +39,7 @@ static const struct option all_options[] = {
  * are left (names: what they are, for the message).  Returns -1 to go on
  * with the words from optind, or the exit code to stop with.
  */
-static int
+int
 parse_opts (const struct cli *cli, int argc, char **argv, const char *extra,
             int min, int max, const char *const *names, struct opts *o)
 {
@@ -84,7 +82,7 @@ parse_opts (const struct cli *cli, int argc, char **argv, const char *extra,
 /* Parse a size argument (what) into bytes: a usage error if it is not
  * one.
  */
-static int
+int
 parse_size (const struct cli *cli, const char *what, const char *arg,
             uint64_t *bytesp)
 {
@@ -95,31 +93,10 @@ parse_size (const struct cli *cli, const char *what, const char *arg,
   return 0;
 }
 
-/* Split "VOL@SNAP" into a new string holding VOL (*volp, to free) and
- * SNAP (*snapp, pointing into it); a usage error if it is not one.
- */
-static int
-split_snapshot (const struct cli *cli, const char *arg, char **volp,
-                const char **snapp)
-{
-  char *at;
-
-  if (strchr (arg, '@') == NULL)
-    return cli_usage_error (cli, "'%s' is not a snapshot: write VOL@SNAP",
-                            arg);
-  *volp = strdup (arg);
-  if (*volp == NULL)
-    return cli_error (cli, EXIT_FAIL, "out of memory");
-  at = strchr (*volp, '@');
-  *at = '\0';
-  *snapp = at + 1;
-  return 0;
-}
-
 /* ---------------------------------------------------------------- output */
 
 /* A string member, or "-". */
-static const char *
+const char *
 jstr (json_t *obj, const char *key)
 {
   const char *s = json_string_value (json_object_get (obj, key));
@@ -144,7 +121,7 @@ jsize (json_t *obj, const char *key, char buf[UNITS_FORMAT_MAX])
 }
 
 /* An ISO 8601 UTC time member ("2026-12-02T10:00:00Z") in local time. */
-static const char *
+const char *
 jtime (json_t *obj, const char *key, char buf[32])
 {
   const char *iso = jstr (obj, key);
@@ -228,7 +205,7 @@ table_free (struct table *t)
 }
 
 /* Print an array of volume or snapshot objects as a table. */
-static int
+int
 print_volume_table (const struct cli *cli, json_t *arr)
 {
   static const char *const head[] = {
@@ -264,7 +241,7 @@ field (const char *label, const char *value)
 }
 
 /* Print one "label  SIZE (N bytes)" line. */
-static void
+void
 field_size (const char *label, json_t *obj, const char *key)
 {
   char s[UNITS_FORMAT_MAX], line[80];
@@ -274,27 +251,10 @@ field_size (const char *label, json_t *obj, const char *key)
   field (label, line);
 }
 
-/* Print an array of names, one per line, under a label ("-" if empty). */
-static void
-field_list (const char *label, json_t *arr)
-{
-  size_t i;
-  json_t *v;
-
-  if (json_array_size (arr) == 0)
-    field (label, "-");
-  json_array_foreach (arr, i, v)
-    field (i == 0 ? label : "", json_string_value (v));
-}
-
-/* What to do about damaged catalog records, after listing them. */
-#define DAMAGE_HINT "run 'cairn fsck' for details; 'cairn snapshot delete " \
-  "VOL@SNAP' removes a damaged snapshot (the rest of the pool is usable)"
-
 /* Warn on stderr about the "damaged" records of a listing's result (left
  * out of it), one per line; returns how many there were.
  */
-static size_t
+size_t
 warn_damaged (const struct cli *cli, json_t *res)
 {
   json_t *arr = json_object_get (res, "damaged"), *d;
@@ -311,7 +271,7 @@ warn_damaged (const struct cli *cli, json_t *res)
 }
 
 /* Print the "damaged" records of res as fields, one per line. */
-static void
+void
 field_damaged (json_t *res)
 {
   json_t *d;
@@ -324,577 +284,6 @@ field_damaged (json_t *res)
     field (i == 0 ? "damaged" : "", line);
   }
 }
-
-/* ---------------------------------------------------------------- volume */
-
-/* cairn volume create NAME SIZE */
-static int
-cmd_volume_create (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME", "SIZE" };
-  char s[UNITS_FORMAT_MAX];
-  struct opts o;
-  json_t *res;
-  uint64_t size;
-  int r = parse_opts (cli, argc, argv, "", 2, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = parse_size (cli, "SIZE", argv[optind + 1], &size);
-  if (r != 0)
-    return r;
-  r = cli_call (cli, true, "volume.create",
-                json_pack ("{s:s, s:I}", "name", argv[optind],
-                           "size", (json_int_t) size), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("created volume %s: %s\n", jstr (res, "name"),
-            jsize (res, "size", s));
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume list [--snapshots] */
-static int
-cmd_volume_list (const struct cli *cli, int argc, char **argv)
-{
-  struct opts o;
-  json_t *res, *vols;
-  int r = parse_opts (cli, argc, argv, "s", 0, 0, NULL, &o);
-
-  if (r >= 0)
-    return r;
-  r = cli_call (cli, false, "volume.list",
-                json_pack ("{s:b}", "snapshots", (int) o.snapshots), &res);
-  if (r != EXIT_OK)
-    return r;
-  vols = json_object_get (res, "volumes");
-  if (o.json)
-    r = print_json (cli, res);
-  else if (json_array_size (vols) == 0)
-    printf ("no volumes: 'cairn volume create NAME SIZE' makes one\n");
-  else
-    r = print_volume_table (cli, vols);
-  warn_damaged (cli, res);
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume show NAME */
-static int
-cmd_volume_show (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME" };
-  char ctime[32], id[24], gen[24];
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "", 1, 1, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = cli_call (cli, false, "volume.show",
-                json_pack ("{s:s}", "name", argv[optind]), &res);
-  if (r != EXIT_OK)
-    return r;
-  if (o.json) {
-    r = print_json (cli, res);
-    json_decref (res);
-    return r;
-  }
-  snprintf (id, sizeof id, "%" PRIu64, jnum (res, "id"));
-  snprintf (gen, sizeof gen, "%" PRIu64, jnum (res, "generation"));
-  field ("name", jstr (res, "name"));
-  field ("id", id);
-  field ("generation", gen);
-  field_size ("size", res, "size");
-  field_size ("referenced", res, "referenced");
-  field ("created", jtime (res, "ctime", ctime));
-  field ("read-only",
-         json_is_true (json_object_get (res, "readonly")) ? "yes" : "no");
-  field ("origin", jstr (res, "origin"));
-  if (json_object_get (res, "snapshots"))
-    field_list ("snapshots", json_object_get (res, "snapshots"));
-  field_list ("clones", json_object_get (res, "clones"));
-  field_damaged (res);
-  if (json_array_size (json_object_get (res, "damaged")))
-    field ("", DAMAGE_HINT);
-  json_decref (res);
-  return EXIT_OK;
-}
-
-/* cairn volume delete NAME [--recursive] */
-static int
-cmd_volume_delete (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME" };
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "r", 1, 1, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = cli_call (cli, true, "volume.delete",
-                json_pack ("{s:s, s:b}", "name", argv[optind],
-                           "recursive", (int) o.recursive), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("deleted volume %s%s\n", argv[optind],
-            o.recursive ? " and its snapshots" : "");
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume rename NAME NEW */
-static int
-cmd_volume_rename (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME", "NEW" };
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "", 2, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = cli_call (cli, true, "volume.rename",
-                json_pack ("{s:s, s:s}", "name", argv[optind],
-                           "to", argv[optind + 1]), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("renamed volume %s to %s\n", argv[optind], jstr (res, "name"));
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume resize NAME SIZE [--force] */
-static int
-cmd_volume_resize (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME", "SIZE" };
-  char s[UNITS_FORMAT_MAX];
-  struct opts o;
-  json_t *res;
-  uint64_t size;
-  int r = parse_opts (cli, argc, argv, "f", 2, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = parse_size (cli, "SIZE", argv[optind + 1], &size);
-  if (r != 0)
-    return r;
-  r = cli_call (cli, true, "volume.resize",
-                json_pack ("{s:s, s:I, s:b}", "name", argv[optind],
-                           "size", (json_int_t) size,
-                           "force", (int) o.force), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("resized volume %s to %s\n", jstr (res, "name"),
-            jsize (res, "size", s));
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume set NAME PROPERTY=VALUE... */
-static int
-cmd_volume_set (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "NAME", "PROPERTY=VALUE" };
-  struct opts o;
-  json_t *params, *props, *res;
-  int r = parse_opts (cli, argc, argv, "", 2, 64, names, &o);
-
-  if (r >= 0)
-    return r;
-  params = json_pack ("{s:s}", "name", argv[optind]);
-  props = json_object ();
-  for (int i = optind + 1; params && props && i < argc; i++) {
-    const char *eq = strchr (argv[i], '=');
-    const char *value = eq ? eq + 1 : NULL;
-    int klen = eq ? (int) (eq - argv[i]) : 0;
-    uint64_t quota;
-
-    if (klen == 0)
-      r = cli_usage_error (cli, "'%s' is not PROPERTY=VALUE", argv[i]);
-    else if (klen == 8 && memcmp (argv[i], "readonly", 8) == 0) {
-      if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
-        r = cli_usage_error (cli, "readonly must be 'on' or 'off', not '%s'",
-                             value);
-      else if (json_object_set_new (params, "readonly",
-                                    json_boolean (strcmp (value, "on") == 0)))
-        r = cli_error (cli, EXIT_FAIL, "out of memory");
-    }
-    else if (klen == 5 && memcmp (argv[i], "quota", 5) == 0) {
-      quota = 0;
-      if (strcmp (value, "none") != 0 && units_parse_size (value, &quota) < 0)
-        r = cli_usage_error (cli, "quota must be a size (e.g. 100G) or 'none', "
-                             "not '%s'", value);
-      else if (json_object_set_new (params, "quota",
-                                    json_integer ((json_int_t) quota)))
-        r = cli_error (cli, EXIT_FAIL, "out of memory");
-    }
-    else if (memchr (argv[i], ':', (size_t) klen)) {
-      char key[VOL_PROP_KEY_MAX + 1];
-
-      snprintf (key, sizeof key, "%.*s", klen, argv[i]);
-      /* An empty value removes the property. */
-      if (json_object_set_new (props, key, *value ? json_string (value) : json_null ()))
-        r = cli_error (cli, EXIT_FAIL, "out of memory");
-    }
-    else
-      r = cli_usage_error (cli, "unknown property '%.*s': set readonly, quota, "
-                           "or a user property module:name", klen, argv[i]);
-    if (r >= 0) {
-      json_decref (params);
-      json_decref (props);
-      return r;
-    }
-  }
-  if (params && props && json_object_size (props) > 0)
-    json_object_set (params, "properties", props);
-  json_decref (props);
-  r = cli_call (cli, true, "volume.set", params, &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK) {
-    const char *key;
-    json_t *v;
-    char q[UNITS_FORMAT_MAX];
-    json_int_t quota = json_integer_value (json_object_get (res, "quota"));
-
-    if (quota > 0)
-      units_format ((uint64_t) quota, q);
-    printf ("volume %s: readonly=%s quota=%s", jstr (res, "name"),
-            json_is_true (json_object_get (res, "readonly")) ? "on" : "off",
-            quota > 0 ? q : "none");
-    json_object_foreach (json_object_get (res, "properties"), key, v)
-      printf (" %s=%s", key, json_string_value (v));
-    printf ("\n");
-  }
-  json_decref (res);
-  return r;
-}
-
-/* cairn volume rollback VOL@SNAP KEEP_AS */
-static int
-cmd_volume_rollback (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL@SNAP", "KEEP_AS" };
-  char vol[VOL_NAME_MAX + 1];
-  const char *at;
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "", 2, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  at = strchr (argv[optind], '@');
-  if (at == NULL || at == argv[optind] || at[1] == '\0' ||
-      (size_t) (at - argv[optind]) > VOL_NAME_MAX)
-    return cli_usage_error (cli, "'%s' is not VOL@SNAP", argv[optind]);
-  snprintf (vol, sizeof vol, "%.*s", (int) (at - argv[optind]), argv[optind]);
-  r = cli_call (cli, true, "volume.rollback",
-                json_pack ("{s:s, s:s, s:s}", "name", vol, "snapshot", at + 1,
-                           "keep_as", argv[optind + 1]), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("rolled %s back to %s; its previous state and snapshots are now %s\n",
-            vol, argv[optind], argv[optind + 1]);
-  json_decref (res);
-  return r;
-}
-
-const struct command cli_volume_commands[] = {
-  { "volume create", "create a volume", "NAME SIZE [--json]",
-"Create an empty (thin) volume NAME of SIZE bytes: a disk that reads as\n"
-"zeros and takes space only as it is written.  NAME is a path of\n"
-"components of letters, digits, '.', '_' and '-' joined by '/'\n"
-"(tenant/db); SIZE a multiple of 512 bytes, with a unit (10G).\n"
-"\n"
-"  -j, --json            print the new volume as JSON\n",
-    cmd_volume_create, NULL, CMD_ONLINE },
-  { "volume list", "list the volumes (and snapshots)",
-    "[--snapshots] [--json]",
-"List every volume, in name order: its size, the data it references, when\n"
-"it was created, whether it is read-only and, for a clone, its origin.\n"
-"\n"
-"  -s, --snapshots       list each volume's snapshots after it\n"
-"  -j, --json            print the method's result as JSON\n",
-    cmd_volume_list, NULL, CMD_ONLINE },
-  { "volume show", "describe a volume or a snapshot", "NAME [--json]",
-"Describe volume NAME, with its snapshots and its clones, or snapshot\n"
-"NAME@SNAP, with its clones.\n"
-"\n"
-"  -j, --json            print the method's result as JSON\n",
-    cmd_volume_show, NULL, CMD_ONLINE },
-  { "volume delete", "delete a volume", "NAME [--recursive] [--json]",
-"Delete volume NAME and free the space only it holds.  A volume that has\n"
-"snapshots is deleted only with --recursive, which deletes them too.  A\n"
-"volume that clones started from disappears at once, but its blocks stay\n"
-"until its last clone is deleted.\n"
-"\n"
-"  -r, --recursive       delete the volume's snapshots too\n"
-"  -j, --json            print the method's result (null) as JSON\n",
-    cmd_volume_delete, NULL, CMD_ONLINE },
-  { "volume rename", "rename a volume", "NAME NEW [--json]",
-"Rename volume NAME to NEW; its snapshots follow it.\n"
-"\n"
-"  -j, --json            print the volume as JSON\n",
-    cmd_volume_rename, NULL, CMD_ONLINE },
-  { "volume resize", "grow or shrink a volume", "NAME SIZE [--force] [--json]",
-"Set the size of volume NAME.  Growing adds zeros at the end; shrinking\n"
-"discards the data past the new end, so it needs --force.\n"
-"\n"
-"  -f, --force           allow shrinking\n"
-"  -j, --json            print the volume as JSON\n",
-    cmd_volume_resize, NULL, CMD_ONLINE },
-  { "volume set", "change a volume's properties",
-    "NAME PROPERTY=VALUE... [--json]",
-"Change properties of volume NAME:\n"
-"  readonly=on|off       a read-only volume is exported read-only\n"
-"  quota=SIZE|none       bound on its data plus what its snapshots keep\n"
-"  module:name=VALUE     a user property (an empty VALUE removes it)\n"
-"Each setting is applied in turn; a failure leaves the earlier ones set.\n"
-"\n"
-"  -j, --json            print the volume as JSON\n",
-    cmd_volume_set, NULL, CMD_ONLINE },
-  { "volume rollback", "roll a volume back to a snapshot",
-    "VOL@SNAP KEEP_AS [--json]",
-"Make VOL a writable clone of its snapshot SNAP.  Nothing is lost: the\n"
-"volume as it was, with all its snapshots, is renamed KEEP_AS (delete it\n"
-"recursively when it is no longer wanted).  VOL must not be open.\n"
-"\n"
-"  -j, --json            print the volume as JSON\n",
-    cmd_volume_rollback, NULL, CMD_ONLINE },
-  { .name = NULL },
-};
-
-/* ---------------------------------------------------------------- snapshot */
-
-/* cairn snapshot create VOL[,VOL...] NAME | VOL@NAME */
-static int
-cmd_snapshot_create (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL@NAME (or VOL[,VOL...] NAME)" };
-  char *vols = NULL;
-  const char *name;
-  struct opts o;
-  json_t *params = NULL, *arr, *res = NULL, *v;
-  size_t i;
-  int r = parse_opts (cli, argc, argv, "", 1, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  if (argc - optind == 1) {
-    r = split_snapshot (cli, argv[optind], &vols, &name);
-    if (r != 0)
-      return r;
-  }
-  else {
-    vols = strdup (argv[optind]);
-    name = argv[optind + 1];
-    if (vols == NULL)
-      return cli_error (cli, EXIT_FAIL, "out of memory");
-  }
-  arr = json_array ();
-  for (char *p = vols, *comma; arr && p; p = comma ? comma + 1 : NULL) {
-    comma = strchr (p, ',');
-    if (comma)
-      *comma = '\0';
-    if (*p == '\0') {
-      r = cli_usage_error (cli, "an empty volume name in '%s'", argv[optind]);
-      goto out;
-    }
-    if (json_array_append_new (arr, json_string (p)) < 0) {
-      json_decref (arr);
-      arr = NULL;
-    }
-  }
-  if (arr && json_array_size (arr) == 1)
-    params = json_pack ("{s:O, s:s}", "volume", json_array_get (arr, 0),
-                        "name", name);
-  else if (arr)
-    params = json_pack ("{s:O, s:s}", "volumes", arr, "name", name);
-  r = cli_call (cli, true, "snapshot.create", params, &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    json_array_foreach (json_object_get (res, "snapshots"), i, v)
-      printf ("created snapshot %s\n", jstr (v, "name"));
-
- out:
-  json_decref (res);
-  json_decref (arr);
-  free (vols);
-  return r;
-}
-
-/* cairn snapshot list VOL */
-static int
-cmd_snapshot_list (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL" };
-  struct opts o;
-  json_t *res, *snaps;
-  int r = parse_opts (cli, argc, argv, "", 1, 1, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = cli_call (cli, false, "snapshot.list",
-                json_pack ("{s:s}", "volume", argv[optind]), &res);
-  if (r != EXIT_OK)
-    return r;
-  snaps = json_object_get (res, "snapshots");
-  if (o.json)
-    r = print_json (cli, res);
-  else if (json_array_size (snaps) == 0)
-    printf ("volume %s has no %ssnapshots\n", argv[optind],
-            json_array_size (json_object_get (res, "damaged")) ? "readable "
-            : "");
-  else
-    r = print_volume_table (cli, snaps);
-  warn_damaged (cli, res);
-  json_decref (res);
-  return r;
-}
-
-/* cairn snapshot delete VOL@NAME */
-static int
-cmd_snapshot_delete (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL@NAME" };
-  const char *name;
-  char *vol;
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "", 1, 1, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = split_snapshot (cli, argv[optind], &vol, &name);
-  if (r != 0)
-    return r;
-  r = cli_call (cli, true, "snapshot.delete",
-                json_pack ("{s:s, s:s}", "volume", vol, "name", name), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("deleted snapshot %s\n", argv[optind]);
-  json_decref (res);
-  free (vol);
-  return r;
-}
-
-/* cairn snapshot rename VOL@NAME NEW */
-static int
-cmd_snapshot_rename (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL@NAME", "NEW" };
-  const char *name, *to;
-  char *vol;
-  struct opts o;
-  json_t *res = NULL;
-  size_t vlen;
-  int r = parse_opts (cli, argc, argv, "", 2, 2, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = split_snapshot (cli, argv[optind], &vol, &name);
-  if (r != 0)
-    return r;
-  /* NEW may be written VOL@NEW, for the same VOL. */
-  to = argv[optind + 1];
-  vlen = strlen (vol);
-  if (strncmp (to, vol, vlen) == 0 && to[vlen] == '@')
-    to += vlen + 1;
-  else if (strchr (to, '@')) {
-    r = cli_usage_error (cli, "'%s': a snapshot stays with its volume: give "
-                         "NEW or %s@NEW", to, vol);
-    goto out;
-  }
-  r = cli_call (cli, true, "snapshot.rename",
-                json_pack ("{s:s, s:s, s:s}", "volume", vol, "name", name,
-                           "to", to), &res);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK)
-    printf ("renamed snapshot %s to %s\n", argv[optind], jstr (res, "name"));
-
- out:
-  json_decref (res);
-  free (vol);
-  return r;
-}
-
-/* cairn snapshot space VOL@NAME */
-static int
-cmd_snapshot_space (const struct cli *cli, int argc, char **argv)
-{
-  static const char *const names[] = { "VOL@NAME" };
-  const char *name;
-  char *vol;
-  struct opts o;
-  json_t *res;
-  int r = parse_opts (cli, argc, argv, "", 1, 1, names, &o);
-
-  if (r >= 0)
-    return r;
-  r = split_snapshot (cli, argv[optind], &vol, &name);
-  if (r != 0)
-    return r;
-  r = cli_call (cli, false, "snapshot.space",
-                json_pack ("{s:s, s:s}", "volume", vol, "name", name), &res);
-  free (vol);
-  if (r == EXIT_OK && o.json)
-    r = print_json (cli, res);
-  else if (r == EXIT_OK) {
-    field ("snapshot", jstr (res, "name"));
-    field_size ("referenced", res, "referenced");
-    field_size ("unique", res, "unique");
-    field_size ("written since", res, "written_since");
-  }
-  json_decref (res);
-  return r;
-}
-
-const struct command cli_snapshot_commands[] = {
-  { "snapshot create", "snapshot one or several volumes at once",
-    "VOL@NAME | VOL[,VOL...] NAME [--json]",
-"Snapshot volume VOL as VOL@NAME: its state with every write acknowledged\n"
-"before the command, read-only from then on.  Several volumes separated\n"
-"by commas are snapshotted together, in one instant (all or none): a\n"
-"consistent point of a machine with several disks.\n"
-"\n"
-"  -j, --json            print the new snapshots as JSON\n",
-    cmd_snapshot_create, NULL, CMD_ONLINE },
-  { "snapshot list", "list a volume's snapshots", "VOL [--json]",
-"List the snapshots of volume VOL, oldest first.\n"
-"\n"
-"  -j, --json            print the method's result as JSON\n",
-    cmd_snapshot_list, NULL, CMD_ONLINE },
-  { "snapshot delete", "delete a snapshot", "VOL@NAME [--json]",
-"Delete snapshot NAME of volume VOL and free what only it kept ('cairn\n"
-"snapshot space' tells how much that is).\n"
-"\n"
-"  -j, --json            print the method's result (null) as JSON\n",
-    cmd_snapshot_delete, NULL, CMD_ONLINE },
-  { "snapshot rename", "rename a snapshot", "VOL@NAME NEW [--json]",
-"Rename snapshot NAME of volume VOL to NEW (VOL@NEW is accepted too).\n"
-"\n"
-"  -j, --json            print the snapshot as JSON\n",
-    cmd_snapshot_rename, NULL, CMD_ONLINE },
-  { "snapshot space", "show the space a snapshot holds", "VOL@NAME [--json]",
-"Show the data snapshot VOL@NAME references, the part of it that only it\n"
-"keeps (what deleting it would free), and the data the volume has written\n"
-"since it was taken.\n"
-"\n"
-"  -j, --json            print the method's result as JSON\n",
-    cmd_snapshot_space, NULL, CMD_ONLINE },
-  { .name = NULL },
-};
 
 /* ---------------------------------------------------------------- others */
 

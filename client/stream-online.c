@@ -66,8 +66,9 @@ juint (json_t *obj, const char *key)
   return (uint64_t) json_integer_value (json_object_get (obj, key));
 }
 
+/* A string member, or NULL (cli.h's jstr gives "-" for people). */
 static const char *
-jstr (json_t *obj, const char *key)
+jstr_or_null (json_t *obj, const char *key)
 {
   return json_string_value (json_object_get (obj, key));
 }
@@ -155,10 +156,10 @@ receive_failed (const struct cli *cli, struct control_client *c,
   json_t *data = control_client_error_data (c);
   int r = call_error (cli, c, NULL);
 
-  if (data && jstr (data, "token"))
-    cli_explain_kept (cli, target, jstr (data, "snapshot"),
+  if (data && jstr_or_null (data, "token"))
+    cli_explain_kept (cli, target, jstr_or_null (data, "snapshot"),
                       json_is_true (json_object_get (data, "incremental")),
-                      jstr (data, "token"));
+                      jstr_or_null (data, "token"));
   return r;
 }
 
@@ -178,7 +179,7 @@ cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
     if (r == EXIT_OK && abort_it)
       printf ("discarded the interrupted receive into %s\n", target);
     else if (r == EXIT_OK)
-      printf ("%s\n", jstr (result, "token"));
+      printf ("%s\n", jstr_or_null (result, "token"));
     json_decref (result);
     return r;
   }
@@ -216,7 +217,7 @@ cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
     r = receive_failed (cli, c, target);
     goto out;
   }
-  cli_print_received (jstr (result, "snapshot"),
+  cli_print_received (jstr_or_null (result, "snapshot"),
                       json_is_true (json_object_get (result, "incremental")),
                       json_is_true (json_object_get (result, "resumed")),
                       juint (result, "data_bytes"));
@@ -328,7 +329,7 @@ print_transfer (const char *verb, json_t *t, const char *where)
   char d[UNITS_FORMAT_MAX];
 
   printf ("%s %s %s %s (%s%s stream, %s of data)\n", verb,
-          jstr (t, "snapshot"), verb[0] == 's' ? "to" : "from", where,
+          jstr_or_null (t, "snapshot"), verb[0] == 's' ? "to" : "from", where,
           json_is_true (json_object_get (t, "incremental")) ? "incremental"
           : "full", json_is_true (json_object_get (t, "resumed"))
           ? ", resumed" : "", units_format (juint (t, "data_bytes"), d));
@@ -410,7 +411,7 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
   list = json_object_get (result, "received");
   if (json_array_size (list) == 0)
     printf ("'%s' is up to date with %s (newest snapshot: %s)\n",
-            argv[optind + 1], argv[optind], jstr (result, "newest"));
+            argv[optind + 1], argv[optind], jstr_or_null (result, "newest"));
   json_array_foreach (list, i, t)
     print_transfer ("received", t, argv[optind]);
   json_decref (result);
@@ -426,7 +427,8 @@ print_job (json_t *j)
   char d[UNITS_FORMAT_MAX], t[UNITS_FORMAT_MAX], rate[UNITS_FORMAT_MAX];
 
   printf ("%-5" JSON_INTEGER_FORMAT " %-15s %-30s %s", json_integer_value
-          (json_object_get (j, "job")), jstr (j, "method"), jstr (j, "what"),
+          (json_object_get (j, "job")), jstr_or_null (j, "method"),
+          jstr_or_null (j, "what"),
           units_format (juint (j, "done"), d));
   if (juint (j, "total"))
     printf (" of %s", units_format (juint (j, "total"), t));
@@ -505,7 +507,7 @@ job_command (const struct cli *cli, int argc, char **argv, const char *method,
   }
   else if (strcmp (method, "job.cancel") == 0)
     printf ("cancelling job %s (%s %s)\n", argv[optind],
-            jstr (result, "method"), jstr (result, "what"));
+            jstr_or_null (result, "method"), jstr_or_null (result, "what"));
   else
     print_job (result);
   json_decref (result);

@@ -2,8 +2,8 @@
  *
  * dispatch.c turns a request line into a reply with no event loop in sight
  * (the method registry, the per-request context, the handler call and the
- * reply); control.c does sockets and threads around it; methods.c holds
- * the built-in "server.*" methods.
+ * reply); control.c, control-request.c and control-tls.c do sockets and
+ * threads around it; methods.c holds the built-in "server.*" methods.
  */
 #ifndef CAIRN_SERVER_CONTROL_INT_H
 #define CAIRN_SERVER_CONTROL_INT_H
@@ -64,7 +64,7 @@ struct control_ctx {
   char message[1024];           /* the handler's error message */
   const atomic_bool *cancel[3]; /* set: stop early (may be NULL) */
   json_t *error_data;           /* more "data" for the error reply */
-  /* Set by control.c for a blocking request on a connection: */
+  /* Set by control-request.c for a blocking request on a connection: */
   struct control_jobs *jobs;    /* the server's jobs (job.*) */
   struct chan *chan;            /* to the loop thread (stream mode) */
   /* Owned by the worker: */
@@ -77,7 +77,8 @@ struct control_ctx {
 /* ------------------------------------------------------------ the server
  *
  * A running server (control-server.c starts and stops it; control.c runs
- * its connections on the loop thread).
+ * its connections on the loop thread, with control-request.c and
+ * control-tls.c).
  */
 #include <uv.h>
 
@@ -91,7 +92,7 @@ struct control_server {
   uv_async_t stop_async;
   uv_async_t wake_async;           /* a worker queued on a channel */
   uv_timer_t setup_timer;          /* TLS ports: closes clients that do
-                                      not finish setting up (control.c) */
+                                      not finish setting up (control-tls.c) */
   bool loop_inited, unix_inited, tcp_inited, async_inited, wake_inited;
   bool timer_inited;
   pthread_t thread;
@@ -114,8 +115,128 @@ struct control_server {
   struct job *threads;             /* jobs on threads of their own */
 };
 
-/* Loop callbacks of control.c that control-server.c installs, and the
- * closing of every connection when the server stops (loop thread).
+/* ------------------------------------------------------------ connections
+ *
+ * A client's connection and its running request, on the loop thread
+ * (design note, invariants and states in control.c): control.c holds
+ * their lifecycle, reading and writing; control-request.c runs the
+ * requests, the worker's channel and stream mode; control-tls.c does TLS
+ * and the setup deadline.
+ */
+
+/* Bytes read from a socket at a time. */
+#define CONTROL_READ_SIZE (64 * 1024)
+
+struct job {
+  uv_work_t work;
+  struct conn *conn;
+  struct control_ctx *ctx;
+  struct chan *chan;               /* to the worker (stream mode, progress) */
+  /* A long-running method's job runs on a thread of its own (see
+   * conn_dispatch), listed here until the loop has finished it:
+   */
+  bool own_thread;
+  struct job *next_thread;
+  atomic_bool finished;            /* the thread's handler returned */
+};
+
+struct conn {
+  struct control_server *srv;
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_pipe_t pipe;
+    uv_tcp_t tcp;
+  } h;
+  struct conn *prev, *next;        /* in srv->conns while open */
+  unsigned refs;
+  bool reading, eof, shutting, closing;
+  bool tcp;                        /* came through the TCP listener */
+  bool sniffed;                    /* TCP: its first byte chose TLS or not */
+  bool refused;                    /* a plain client of control-tls=require:
+                                      told why, its input is dropped */
+  bool busy;                       /* over max_clients: to be refused */
+  uint64_t setup_deadline;         /* TLS port: uv_now by which its TLS
+                                      handshake must be done (or its first
+                                      byte have made it a plain client
+                                      that is served); 0: none (invariant
+                                      10) */
+  struct tls_session *tls;         /* a TLS client's session, or NULL */
+  char *pbuf;                      /* TLS: plaintext of one read */
+  char peer[64];                   /* TCP: "ADDR:PORT", for messages */
+  enum chan_mode smode;            /* stream mode, as the loop sees it */
+  bool discarding;                 /* reading a stream nobody takes */
+  bool in_paused;                  /* stopped reading: the worker is behind */
+  struct control_frames frames;    /* the client's stream frames */
+  atomic_bool cancel;              /* the client is gone */
+  struct job *job;                 /* the request running, or NULL */
+  uv_shutdown_t shutdown_req;
+  struct control_lines lines;
+  char rbuf[CONTROL_READ_SIZE];
+};
+
+/* control.c: tell the host about an event, if it asked to hear. */
+void srv_log (struct control_server *srv, const char *fmt, ...)
+  CAIRN_PRINTF (2, 3);
+/* Warn the host about a refused or failed client (else log it). */
+void srv_warn (struct control_server *srv, const char *fmt, ...)
+  CAIRN_PRINTF (2, 3);
+/* Drop a reference; the last one frees the conn. */
+void conn_unref (struct conn *conn);
+/* Drop the loop's reference to a channel (loop thread only). */
+void chan_unref (struct chan *ch);
+/* Close a connection now, dropping unsent replies and cancelling its
+ * request.
+ */
+void conn_close (struct conn *conn);
+/* Send what is queued, then close (invariant 5). */
+void conn_shutdown (struct conn *conn);
+/* Write what TLS made for the peer (handshake, alerts, close_notify):
+ * before anything else is queued (tls.c invariant 1).
+ */
+void conn_tls_flush (struct conn *conn);
+/* Write bytes (taking them); ch: a worker's message, counted against its
+ * channel's limit until written.
+ */
+void conn_write (struct conn *conn, char *data, size_t len, struct chan *ch);
+/* Queue a reply line (taking ownership of it). */
+void conn_send (struct conn *conn, char *line, size_t len);
+/* Start or stop reading as the conn wants. */
+void conn_set_reading (struct conn *conn, bool want_read);
+/* Send an error reply that belongs to no request. */
+void conn_send_error (struct conn *conn, int code, const char *message);
+/* Process the buffered lines as far as possible, then decide whether to
+ * read more (invariants 2, 3 and 5).
+ */
+void conn_pump (struct conn *conn);
+/* The client's input ended (EOF, or a TLS close_notify). */
+void conn_eof (struct conn *conn);
+/* Plaintext from the client: request lines or stream frames. */
+void conn_input (struct conn *conn, const char *data, size_t n);
+/* Refuse a client over the connection limit: an error reply, then close. */
+void conn_refuse_busy (struct conn *conn);
+
+/* control-request.c: start one request line: answer it, run it here, or
+ * queue it.
+ */
+void conn_dispatch (struct conn *conn, const char *line, size_t len);
+/* Stream bytes from the client (stream mode "receive", or discarding the
+ * rest of a stream whose request has ended).
+ */
+void conn_stream_input (struct conn *conn, const char *data, size_t n);
+
+/* control-tls.c: ciphertext from a TLS client, decrypted and handed on
+ * (tls.c invariant 2).
+ */
+void conn_tls_input (struct conn *conn, const char *data, size_t n);
+/* The first byte of a TCP client chooses TLS or plain (tls.c).  Returns
+ * false when the connection is refused.
+ */
+bool conn_sniff (struct conn *conn, unsigned char first);
+
+/* Loop callbacks that control-server.c installs (control.c,
+ * control-request.c, control-tls.c), and the closing of every connection
+ * when the server stops (loop thread).
  */
 void control_on_connection (uv_stream_t *listener, int status);
 void control_on_wake (uv_async_t *async);

@@ -4,14 +4,14 @@
  * A server is a libuv loop on a thread of its own with two listeners (the
  * Unix socket, and TCP when configured), a stop async and a wake async,
  * all embedded in struct control_server (control-int.h); connections and
- * requests are control.c's.  Starting binds the listeners and starts the
- * loop thread with every signal blocked (so signals go to the host's
- * threads, and a write to a vanished client returns EPIPE instead of
- * raising SIGPIPE).  Stopping sets the stopping flag (running requests see
- * it as cancellation), has the loop close every handle and connection,
- * joins the thread once uv_run returns (after the last job thread has
- * finished), and frees the server; closing the bound Unix listener removes
- * the socket file.
+ * requests are control.c's (with control-request.c and control-tls.c).
+ * Starting binds the listeners and starts the loop thread with every
+ * signal blocked (so signals go to the host's threads, and a write to a
+ * vanished client returns EPIPE instead of raising SIGPIPE).  Stopping
+ * sets the stopping flag (running requests see it as cancellation), has
+ * the loop close every handle and connection, joins the thread once
+ * uv_run returns (after the last job thread has finished), and frees the
+ * server; closing the bound Unix listener removes the socket file.
  */
 #include <config.h>
 

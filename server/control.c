@@ -91,7 +91,13 @@
  *   closing → freed        on_conn_close and job_done drop references
  *
  * The server's lifecycle (start, stop, the loop thread) is in
- * control-server.c.  No signal handlers: the loop thread is created with
+ * control-server.c.  This file holds the connections' lifecycle, reading
+ * and writing; control-request.c runs their requests (the threadpool, job
+ * threads, the worker's channel and stream mode: invariants 2 and 6-8,
+ * conn_dispatch, job_done, conn_drain); control-tls.c holds TLS and the
+ * setup deadline (invariants 9 and 10, conn_sniff, conn_tls_input,
+ * control_on_setup_timer).  struct conn and struct job are in
+ * control-int.h.  No signal handlers: the loop thread is created with
  * every signal blocked, so signals go to the host's (nbdkit's) threads, and
  * writing to a client that has gone returns EPIPE instead of raising
  * SIGPIPE.  (libuv's
@@ -102,7 +108,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,57 +120,6 @@
 
 #include "control-int.h"
 
-/* Bytes read from a socket at a time. */
-#define CONTROL_READ_SIZE (64 * 1024)
-
-struct job {
-  uv_work_t work;
-  struct conn *conn;
-  struct control_ctx *ctx;
-  struct chan *chan;               /* to the worker (stream mode, progress) */
-  /* A long-running method's job runs on a thread of its own (see
-   * conn_dispatch), listed here until the loop has finished it:
-   */
-  bool own_thread;
-  struct job *next_thread;
-  atomic_bool finished;            /* the thread's handler returned */
-};
-
-struct conn {
-  struct control_server *srv;
-  union {
-    uv_handle_t handle;
-    uv_stream_t stream;
-    uv_pipe_t pipe;
-    uv_tcp_t tcp;
-  } h;
-  struct conn *prev, *next;        /* in srv->conns while open */
-  unsigned refs;
-  bool reading, eof, shutting, closing;
-  bool tcp;                        /* came through the TCP listener */
-  bool sniffed;                    /* TCP: its first byte chose TLS or not */
-  bool refused;                    /* a plain client of control-tls=require:
-                                      told why, its input is dropped */
-  bool busy;                       /* over max_clients: to be refused */
-  uint64_t setup_deadline;         /* TLS port: uv_now by which its TLS
-                                      handshake must be done (or its first
-                                      byte have made it a plain client
-                                      that is served); 0: none (invariant
-                                      10) */
-  struct tls_session *tls;         /* a TLS client's session, or NULL */
-  char *pbuf;                      /* TLS: plaintext of one read */
-  char peer[64];                   /* TCP: "ADDR:PORT", for messages */
-  enum chan_mode smode;            /* stream mode, as the loop sees it */
-  bool discarding;                 /* reading a stream nobody takes */
-  bool in_paused;                  /* stopped reading: the worker is behind */
-  struct control_frames frames;    /* the client's stream frames */
-  atomic_bool cancel;              /* the client is gone */
-  struct job *job;                 /* the request running, or NULL */
-  uv_shutdown_t shutdown_req;
-  struct control_lines lines;
-  char rbuf[CONTROL_READ_SIZE];
-};
-
 struct out {
   uv_write_t req;
   struct conn *conn;
@@ -174,15 +128,11 @@ struct out {
   size_t len;
 };
 
-static void conn_pump (struct conn *conn);
-static void conn_tls_flush (struct conn *conn);
-static void conn_refuse_busy (struct conn *conn);
-static void conn_stream_input (struct conn *conn, const char *data, size_t n);
 static void on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf);
 static void on_read (uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
 /* Tell the host about an event, if it asked to hear. */
-static void CAIRN_PRINTF (2, 3)
+void CAIRN_PRINTF (2, 3)
 srv_log (struct control_server *srv, const char *fmt, ...)
 {
   char msg[512];
@@ -197,7 +147,7 @@ srv_log (struct control_server *srv, const char *fmt, ...)
 }
 
 /* Warn the host about a refused or failed client (else log it). */
-static void CAIRN_PRINTF (2, 3)
+void CAIRN_PRINTF (2, 3)
 srv_warn (struct control_server *srv, const char *fmt, ...)
 {
   void (*fn) (void *, const char *) = srv->warn ? srv->warn : srv->log;
@@ -215,7 +165,7 @@ srv_warn (struct control_server *srv, const char *fmt, ...)
 /* ------------------------------------------------------------ connections */
 
 /* Drop a reference; the last one frees the conn. */
-static void
+void
 conn_unref (struct conn *conn)
 {
   if (--conn->refs > 0)
@@ -227,25 +177,11 @@ conn_unref (struct conn *conn)
 }
 
 /* Drop the loop's reference to a channel (loop thread only). */
-static void
+void
 chan_unref (struct chan *ch)
 {
   if (ch && --ch->refs == 0)
     chan_free (ch);
-}
-
-/* Drop what a worker queued for a closed conn. */
-static void
-free_msgs (struct chan *ch)
-{
-  struct chan_msg *m = chan_take (ch), *next;
-
-  for (; m; m = next) {
-    next = m->next;
-    chan_written (ch, m->len);
-    free (m->data);
-    free (m);
-  }
 }
 
 /* The handle is closed: drop its reference. */
@@ -258,7 +194,7 @@ on_conn_close (uv_handle_t *handle)
 /* Close a connection now, dropping unsent replies and cancelling its
  * request.
  */
-static void
+void
 conn_close (struct conn *conn)
 {
   struct control_server *srv = conn->srv;
@@ -291,7 +227,7 @@ on_shutdown (uv_shutdown_t *req, int status)
 }
 
 /* Send what is queued, then close (invariant 5). */
-static void
+void
 conn_shutdown (struct conn *conn)
 {
   int r;
@@ -368,7 +304,7 @@ conn_write_wire (struct conn *conn, char *wire, size_t wlen, struct chan *ch,
 /* Write what TLS made for the peer (handshake, alerts, close_notify):
  * before anything else is queued (tls.c invariant 1).
  */
-static void
+void
 conn_tls_flush (struct conn *conn)
 {
   char *wire;
@@ -384,7 +320,7 @@ conn_tls_flush (struct conn *conn)
  * channel's limit until written.  On TLS, the ciphertext of the message
  * goes as one write that credits the channel with len (tls.c invariant 3).
  */
-static void
+void
 conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
 {
   char *wire = data;
@@ -410,7 +346,7 @@ conn_write (struct conn *conn, char *data, size_t len, struct chan *ch)
 }
 
 /* Queue a reply line (taking ownership of it). */
-static void
+void
 conn_send (struct conn *conn, char *line, size_t len)
 {
   struct control_server *srv = conn->srv;
@@ -432,7 +368,7 @@ conn_send (struct conn *conn, char *line, size_t len)
 }
 
 /* Start or stop reading as the conn wants. */
-static void
+void
 conn_set_reading (struct conn *conn, bool want_read)
 {
   int r;
@@ -449,137 +385,8 @@ conn_set_reading (struct conn *conn, bool want_read)
     conn->reading = want_read;
 }
 
-/* Write what the worker queued on its channel (loop thread).  The first
- * message of stream mode switches the conn: for a receive, bytes that
- * came after the request line are the start of the stream.
- */
-static void
-conn_drain (struct conn *conn, struct chan *ch)
-{
-  struct chan_msg *m = chan_take (ch), *next;
-
-  for (; m; m = next) {
-    next = m->next;
-    if (m->begin) {
-      pthread_mutex_lock (&ch->lock);
-      conn->smode = ch->mode;
-      pthread_mutex_unlock (&ch->lock);
-      memset (&conn->frames, 0, sizeof conn->frames);
-    }
-    conn_write (conn, m->data, m->len, ch);
-    if (m->begin && conn->smode == CHAN_RECV && !conn->closing) {
-      char buf[4096];
-      size_t n;
-
-      while (conn->smode == CHAN_RECV &&
-             (n = control_lines_take (&conn->lines, buf, sizeof buf)) > 0)
-        conn_stream_input (conn, buf, n);
-      if (conn->eof && conn->smode == CHAN_RECV) {
-        chan_gone (ch);         /* the stream ended without its end frame */
-        conn->smode = CHAN_LINES;
-      }
-      conn_pump (conn);
-    }
-    free (m);
-  }
-  if (conn->in_paused && chan_resume (ch)) {
-    conn->in_paused = false;
-    conn_pump (conn);
-  }
-}
-
-static void job_done (uv_work_t *work, int status);
-
-/* A worker queued something or a job thread finished (loop thread): drain
- * every running request's channel, finish the jobs whose thread is done.
- * Once the server is stopping and no job thread is left, the wake handle
- * closes: it is what keeps the loop running for them.
- */
-void
-control_on_wake (uv_async_t *async)
-{
-  struct control_server *srv = async->data;
-  struct conn *conn, *next;
-  struct job **pp = &srv->threads, *job;
-
-  for (conn = srv->conns; conn; conn = next) {
-    next = conn->next;
-    if (conn->job && conn->job->chan)
-      conn_drain (conn, conn->job->chan);
-  }
-  while ((job = *pp) != NULL) {
-    if (atomic_load (&job->finished)) {
-      *pp = job->next_thread;
-      job_done (&job->work, 0);
-    }
-    else
-      pp = &job->next_thread;
-  }
-  if (atomic_load (&srv->stopping) && srv->threads == NULL &&
-      !uv_is_closing ((uv_handle_t *) &srv->wake_async))
-    uv_close ((uv_handle_t *) &srv->wake_async, NULL);
-}
-
-/* Wake the loop (any thread). */
-static void
-wake_loop (void *opaque)
-{
-  struct control_server *srv = opaque;
-
-  uv_async_send (&srv->wake_async);
-}
-
-/* Stream bytes from the client (stream mode "receive", or discarding the
- * rest of a stream whose request has ended).
- */
-static void
-conn_stream_input (struct conn *conn, const char *data, size_t n)
-{
-  struct chan *ch = conn->job ? conn->job->chan : NULL;
-  bool pause = false;
-
-  while (n > 0 && !conn->closing) {
-    const void *d;
-    size_t used, dlen;
-    bool last;
-    int k = control_frames_next (&conn->frames, data, n, &used, &d, &dlen,
-                                 &last);
-
-    data += used;
-    n -= used;
-    if (k < 0 || k == CONTROL_FRAME_MSG) {
-      srv_log (conn->srv, "control: %s", k < 0 ? cairn_errmsg ()
-               : "a client sent a message frame: closing it");
-      conn_close (conn);
-      return;
-    }
-    if (k == CONTROL_FRAME_DATA && !conn->discarding && ch)
-      pause |= chan_push (ch, d, dlen);
-    else if (k == CONTROL_FRAME_END) {
-      if (!conn->discarding && ch)
-        chan_end (ch);
-      conn->smode = CHAN_LINES;
-      conn->discarding = false;
-      conn->in_paused = false;
-      /* What follows is request lines again. */
-      if (n > 0 && control_lines_feed (&conn->lines, data, n) == -ENOMEM) {
-        conn_close (conn);
-        return;
-      }
-      conn_pump (conn);
-      return;
-    }
-    else if (k == CONTROL_FRAME_NONE)
-      break;
-  }
-  if (pause && conn->smode == CHAN_RECV) {
-    conn->in_paused = true;
-    conn_set_reading (conn, false);
-  }
-}
-
 /* Send an error reply that belongs to no request. */
-static void
+void
 conn_send_error (struct conn *conn, int code, const char *message)
 {
   size_t len;
@@ -591,195 +398,10 @@ conn_send_error (struct conn *conn, int code, const char *message)
     conn_close (conn);
 }
 
-/* Send the reply of a finished request and free it. */
-static void
-conn_finish (struct conn *conn, struct control_ctx *ctx)
-{
-  char *reply = NULL;
-  size_t len;
-  int r = 0;
-
-  if (!conn->closing)
-    r = control_ctx_reply (ctx, &reply, &len);
-  control_ctx_free (ctx);
-  if (r < 0)
-    conn_close (conn);
-  else if (reply)
-    conn_send (conn, reply, len);
-}
-
-/* Run a blocking request (threadpool thread). */
-static void
-job_work (uv_work_t *work)
-{
-  struct job *job = work->data;
-
-  control_ctx_run (job->ctx);
-}
-
-/* A long-running request's own thread: run it, then have the loop finish
- * it.  The wake is the thread's last touch of anything shared.
- */
-static void *
-job_thread (void *arg)
-{
-  struct job *job = arg;
-  struct control_server *srv = job->conn->srv;
-
-  control_ctx_run (job->ctx);
-  atomic_store (&job->finished, true);
-  uv_async_send (&srv->wake_async);
-  return NULL;
-}
-
-/* Start a long-running request on a thread of its own (detached, with the
- * loop thread's signal mask: every signal blocked).
- */
-static int
-start_job_thread (struct control_server *srv, struct job *job)
-{
-  pthread_attr_t attr;
-  pthread_t tid;
-  int r;
-
-  atomic_init (&job->finished, false);
-  pthread_attr_init (&attr);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  r = pthread_create (&tid, &attr, job_thread, job);
-  pthread_attr_destroy (&attr);
-  if (r != 0)
-    return -r;
-  job->own_thread = true;
-  job->next_thread = srv->threads;
-  srv->threads = job;
-  return 0;
-}
-
-/* The request has finished: end its stream mode (loop thread).  A stream
- * to the client gets its end frame; a stream from the client that has not
- * ended yet is read and dropped up to its end frame, so the connection can
- * carry requests again.
- */
-static void
-conn_stream_done (struct conn *conn, struct chan *ch)
-{
-  static const uint8_t end[CONTROL_FRAME_HEADER];
-  char *frame;
-
-  conn_drain (conn, ch);
-  if (conn->smode == CHAN_SEND) {
-    frame = malloc (sizeof end);
-    if (frame) {
-      memcpy (frame, end, sizeof end);
-      conn_write (conn, frame, sizeof end, NULL);
-    }
-    else
-      conn_close (conn);
-  }
-  else if (conn->smode == CHAN_RECV) {
-    conn->discarding = true;
-    conn->in_paused = false;
-  }
-  conn->smode = CHAN_LINES;
-}
-
-/* A blocking request is done (loop thread): answer it, go on. */
-static void
-job_done (uv_work_t *work, int status)
-{
-  struct job *job = work->data;
-  struct conn *conn = job->conn;
-
-  conn->job = NULL;
-  if (status == UV_ECANCELED)
-    control_ctx_fail (job->ctx, -ECANCELED, "the request was cancelled "
-                      "before it started: the server is stopping");
-  if (job->chan) {
-    if (!conn->closing)
-      conn_stream_done (conn, job->chan);
-    else
-      free_msgs (job->chan);
-    chan_unref (job->chan);
-  }
-  conn_finish (conn, job->ctx);
-  free (job);
-  conn_pump (conn);
-  conn_unref (conn);
-}
-
-/* Start one request line: answer it, run it here, or queue it. */
-static void
-conn_dispatch (struct conn *conn, const char *line, size_t len)
-{
-  struct control_server *srv = conn->srv;
-  struct control_ctx *ctx;
-  struct job *job;
-  char *reply;
-  size_t rlen;
-  int r;
-
-  r = control_prepare (srv->reg, srv->opaque, line, len, &ctx, &reply, &rlen);
-  if (r < 0) {
-    srv_log (srv, "control: out of memory reading a request");
-    conn_close (conn);
-    return;
-  }
-  if (reply)
-    conn_send (conn, reply, rlen);
-  if (ctx == NULL)
-    return;
-
-  ctx->cancel[0] = &srv->stopping;
-  ctx->cancel[1] = &conn->cancel;
-  ctx->jobs = &srv->jobs;
-  if (!ctx->method->blocking) {
-    control_ctx_run (ctx);
-    conn_finish (conn, ctx);
-    return;
-  }
-
-  job = calloc (1, sizeof *job);
-  if (job == NULL) {
-    control_ctx_fail (ctx, -ENOMEM, "out of memory");
-    conn_finish (conn, ctx);
-    return;
-  }
-  job->conn = conn;
-  job->ctx = ctx;
-  job->work.data = job;
-  if (chan_new (wake_loop, srv, &job->chan) < 0) {
-    control_ctx_fail (ctx, -ENOMEM, "out of memory");
-    conn_finish (conn, ctx);
-    free (job);
-    return;
-  }
-  ctx->chan = job->chan;
-  /* The threadpool has 4 threads: a stream that lasts hours, or waits for
-   * a slow client, must not hold one of them.
-   */
-  if (ctx->method->long_running)
-    r = start_job_thread (srv, job);
-  else
-    r = uv_queue_work (&srv->loop, &job->work, job_work, job_done);
-  if (r < 0) {
-    char msg[128];
-
-    snprintf (msg, sizeof msg, "cannot queue the request: %s",
-              uv_strerror (r));
-    control_ctx_fail (ctx, -EIO, msg);
-    conn_finish (conn, ctx);
-    chan_unref (job->chan);
-    free (job);
-    return;
-  }
-  conn->job = job;
-  conn->refs++;
-}
-
 /* Process the buffered lines as far as possible, then decide whether to
  * read more (invariants 2, 3 and 5).
  */
-static void
+void
 conn_pump (struct conn *conn)
 {
   char *line;
@@ -848,7 +470,7 @@ on_alloc (uv_handle_t *handle, size_t size, uv_buf_t *buf)
 }
 
 /* The client's input ended (EOF, or a TLS close_notify). */
-static void
+void
 conn_eof (struct conn *conn)
 {
   int r;
@@ -878,7 +500,7 @@ conn_eof (struct conn *conn)
 }
 
 /* Plaintext from the client: request lines or stream frames. */
-static void
+void
 conn_input (struct conn *conn, const char *data, size_t n)
 {
   int r;
@@ -897,102 +519,8 @@ conn_input (struct conn *conn, const char *data, size_t n)
   conn_pump (conn);
 }
 
-/* Ciphertext from a TLS client: decrypt every whole record (tls.c
- * invariant 2) and hand the plaintext on, a buffer at a time.
- */
-static void
-conn_tls_input (struct conn *conn, const char *data, size_t n)
-{
-  size_t got = 0, k;
-  char why[512] = "";
-  int r = tls_session_feed (conn->tls, data, n);
-
-  while (r >= 0 && !conn->closing) {
-    r = tls_session_read (conn->tls, conn->pbuf + got,
-                          CONTROL_READ_SIZE - got, &k);
-    if (r < 0)                  /* before conn_input sets other messages */
-      snprintf (why, sizeof why, "%s", cairn_errmsg ());
-    if (r != TLS_DATA)
-      break;
-    got += k;
-    if (conn->busy)             /* refused: its requests are dropped */
-      got = 0;
-    if (got == CONTROL_READ_SIZE) {
-      conn_input (conn, conn->pbuf, got);
-      got = 0;
-    }
-  }
-  if (got > 0 && !conn->closing)
-    conn_input (conn, conn->pbuf, got);
-  if (conn->closing)
-    return;
-  conn_tls_flush (conn);
-  if (r >= 0 && conn->setup_deadline && tls_session_ready (conn->tls))
-    conn->setup_deadline = 0;   /* set up in time (invariant 10) */
-  if (conn->busy && r >= 0 && tls_session_ready (conn->tls) &&
-      !conn->shutting) {
-    conn_refuse_busy (conn);
-    return;
-  }
-  if (r == TLS_CLOSED && !conn->closing && !conn->shutting && !conn->eof)
-    conn_eof (conn);
-  else if (r < 0 && !conn->closing) {
-    /* The alert is on its way: let it go out, then close. */
-    srv_warn (conn->srv, "control: %s", why[0] ? why : cairn_errmsg ());
-    atomic_store (&conn->cancel, true);
-    conn_shutdown (conn);
-  }
-}
-
-/* The first byte of a TCP client chooses TLS or plain (tls.c).  Returns
- * false when the connection is refused.
- */
-static bool
-conn_sniff (struct conn *conn, unsigned char first)
-{
-  struct control_server *srv = conn->srv;
-  int r;
-
-  conn->sniffed = true;
-  if (tls_looks_like_hello (first)) {
-    if (srv->tls == NULL) {
-      srv_warn (srv, "control: %s started a TLS handshake, but this server's "
-               "control port has control-tls=off: closing the connection",
-               conn->peer);
-      conn_close (conn);
-      return false;
-    }
-    r = tls_session_new (srv->tls, conn->peer, &conn->tls);
-    if (r == 0 && (conn->pbuf = malloc (CONTROL_READ_SIZE)) == NULL)
-      r = cairn_fail (-ENOMEM, "out of memory");
-    if (r < 0) {
-      srv_log (srv, "control: %s: %s", conn->peer, cairn_errmsg ());
-      conn_close (conn);
-      return false;
-    }
-    return true;
-  }
-  if (srv->tls_mode != TLS_REQUIRE) {
-    conn->setup_deadline = 0;   /* a plain client, served (invariant 10) */
-    if (conn->busy)
-      conn_refuse_busy (conn);
-    return !conn->busy;
-  }
-  /* Say why, then drop what it sends until it closes (closing with its
-   * request unread could reset the connection before it reads this).
-   */
-  srv_warn (srv, "control: refused the plain (non-TLS) client %s: this "
-           "port has control-tls=require", conn->peer);
-  conn->refused = true;
-  conn_send_error (conn, CAIRN_E_PERMISSION, "this server's control port "
-                   "requires TLS (control-tls=require): connect with 'cairn "
-                   "--tls' and the server's CA certificate or PSK (see "
-                   "cairn(8))");
-  return false;
-}
-
 /* Refuse a client over the connection limit: an error reply, then close. */
-static void
+void
 conn_refuse_busy (struct conn *conn)
 {
   struct control_server *srv = conn->srv;
@@ -1120,43 +648,6 @@ control_on_connection (uv_stream_t *listener, int status)
     conn_refuse_busy (conn);
   else
     conn_pump (conn);
-}
-
-/* Close the TCP clients past their setup deadline, with a line saying
- * who and why, and arm the timer for the next deadline (invariant 10).
- */
-void
-control_on_setup_timer (uv_timer_t *timer)
-{
-  struct control_server *srv = timer->data;
-  uint64_t now = uv_now (&srv->loop), next = 0;
-  unsigned secs = (srv->handshake_timeout_ms + 999) / 1000;
-  struct conn *conn, *after;
-
-  for (conn = srv->conns; conn; conn = after) {
-    after = conn->next;         /* conn_close unlinks conn */
-    if (conn->setup_deadline == 0 || conn->closing)
-      continue;
-    if (conn->setup_deadline > now) {
-      if (next == 0 || conn->setup_deadline < next)
-        next = conn->setup_deadline;
-      continue;
-    }
-    if (conn->tls)
-      srv_warn (srv, "control: %s did not finish its TLS handshake within "
-                "%u s: closing the connection", conn->peer, secs);
-    else if (conn->refused)
-      srv_warn (srv, "control: %s, a plain client refused by "
-                "control-tls=require, was still connected after %u s: "
-                "closing the connection", conn->peer, secs);
-    else
-      srv_warn (srv, "control: %s sent nothing within %u s of connecting "
-                "(neither a TLS handshake nor a request): closing the "
-                "connection", conn->peer, secs);
-    conn_close (conn);
-  }
-  if (next)
-    uv_timer_start (timer, control_on_setup_timer, next - now, 0);
 }
 
 /* Close every connection (the server is stopping; loop thread). */

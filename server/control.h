@@ -188,9 +188,9 @@ void control_job_progress (struct control_ctx *ctx, uint64_t done,
  * control_stream_begin: the client gets a "stream.ready" notification
  * (params: info, plus "id": the request's id and "direction"), then the
  * stream's frames (proto/rpc.h, cairn-protocol(7) STREAM MODE), and when
- * the handler returns, its reply as usual.  control.c does the framing,
- * the backpressure and the end frame.  Only over a connection: an
- * in-process call gets -ENOTSUP.
+ * the handler returns, its reply as usual.  control.c and
+ * control-request.c do the framing, the backpressure and the end frame.
+ * Only over a connection: an in-process call gets -ENOTSUP.
  */
 
 /* Start stream mode: send is true when the server sends the stream, false

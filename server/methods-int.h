@@ -1,5 +1,6 @@
 /* Cairn control server: what the files of the method tables share
- * (methods-catalog.c, methods-stats.c); private to server/.
+ * (methods-catalog.c, methods-objects.c, methods-snapshot.c,
+ * methods-stats.c); private to server/.
  */
 #ifndef CAIRN_SERVER_METHODS_INT_H
 #define CAIRN_SERVER_METHODS_INT_H
@@ -7,6 +8,7 @@
 #include <stdbool.h>
 
 #include "methods.h"
+#include "volume.h"
 
 enum param_type {
   PARAM_STRING,             /* a string */
@@ -37,6 +39,57 @@ const char *param_str (json_t *params, const char *name);
 struct cairn_pool *ctx_pool (struct control_ctx *ctx);
 /* The error for a result that could not be built (-ENOMEM). */
 int oom (void);
+/* Refuse a snapshot or checkpoint name where a volume is meant, then check
+ * the name (-EINVAL, "invalid", with the reason).
+ */
+int check_volume_name (const char *what, const char *name) CAIRN_WUR;
+
+/* "VOL@SNAP" with its NUL. */
+#define FULL_NAME_MAX (2 * VOL_NAME_MAX + 2)
+
+/* Every volume and snapshot, for lookups by id (origins, clones), and the
+ * snapshot records that did not decode.
+ */
+struct listing {
+  struct vol_info *v;
+  size_t n, cap;
+  struct vol_damage *d;
+  size_t nd;
+};
+
+/* methods-objects.c: list every visible volume and its snapshots (damaged
+ * records apart).
+ */
+int listing_load (struct cairn_pool *pool, struct listing *l) CAIRN_WUR;
+/* Free what listing_load gathered. */
+void listing_free (struct listing *l);
+/* The "damaged" array of a listing: every damaged record, or volume id's
+ * (id != 0) only.
+ */
+json_t *damaged_array (const struct listing *l, uint64_t id);
+/* Add the "damaged" array (of volume id, or all with 0) to obj. */
+int set_damaged (json_t *obj, const struct listing *l, uint64_t id)
+  CAIRN_WUR;
+/* Append the object of vi to the array arr. */
+int append_info (json_t *arr, const struct listing *l,
+                 const struct vol_info *vi) CAIRN_WUR;
+/* Describe one volume or snapshot (VOL@SNAP) by name into *result; with
+ * related, with its snapshots and clones.
+ */
+int describe (struct cairn_pool *pool, const char *name, bool related,
+              json_t **result) CAIRN_WUR;
+
+/* methods-snapshot.c: the "snapshot.*" methods (cairn-protocol(7)). */
+int snapshot_create (struct control_ctx *ctx, json_t *params,
+                     json_t **result) CAIRN_WUR;
+int snapshot_list (struct control_ctx *ctx, json_t *params, json_t **result)
+  CAIRN_WUR;
+int snapshot_delete (struct control_ctx *ctx, json_t *params,
+                     json_t **result) CAIRN_WUR;
+int snapshot_rename (struct control_ctx *ctx, json_t *params,
+                     json_t **result) CAIRN_WUR;
+int snapshot_space (struct control_ctx *ctx, json_t *params, json_t **result)
+  CAIRN_WUR;
 
 /* methods-stats.c: "stats.list" and "stats.show" (cairn-protocol(7)). */
 int stats_list (struct control_ctx *ctx, json_t *params, json_t **result)

@@ -17,8 +17,8 @@
  * Choosing TLS.  A TLS client speaks first with a ClientHello, a record
  * whose first byte is 0x16; a control request line never starts with that
  * byte (it is JSON: '{' or blanks).  So the server decides from the first
- * byte of a TCP connection, with no extra round trip (control.c,
- * conn_first_byte): 0x16 starts a TLS session (refused with control-tls=off:
+ * byte of a TCP connection, with no extra round trip (control-tls.c,
+ * conn_sniff): 0x16 starts a TLS session (refused with control-tls=off:
  * the connection is closed and logged); anything else is a plain client,
  * served with control-tls=on and refused with control-tls=require by one
  * plain error reply ("permission", naming --tls) before the connection is

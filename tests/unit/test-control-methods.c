@@ -1,6 +1,7 @@
-/* Unit tests for the catalog methods (server/methods-catalog.c), driven
- * through control_call_local as request lines, on a real pool on a memory
- * device: every method's result, and every error path (wrong types,
+/* Unit tests for the catalog methods (server/methods-catalog.c,
+ * methods-snapshot.c, methods-objects.c), driven through
+ * control_call_local as request lines, on a real pool on a memory device:
+ * every method's result, and every error path (wrong types,
  * missing and unknown members, not-found, exists, busy, invalid names and
  * sizes), each checked for its code, its name, a message naming what is
  * wrong, and for having changed nothing (the full listing before and after
