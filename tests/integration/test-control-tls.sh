@@ -188,15 +188,18 @@ same v@s1 "$NBD_A" v@s1 "$NBD_B"
 HUNG=$(free_port)
 python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); c = s.accept(); time.sleep(120)' "$HUNG" &
-sleep 0.5
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close()
+c = s.accept(); time.sleep(120)' "$HUNG" "$TMPDIR_TEST/hung.ready" &
+# Listening before the job connects (a refused connection ends the job).
+for _ in $(seq 100); do [ -e "$TMPDIR_TEST/hung.ready" ] && break; sleep 0.1; done
+[ -e "$TMPDIR_TEST/hung.ready" ] || fail "the silent server did not start listening"
 timeout -s KILL 120 "$CAIRN" --socket "$CTL_A" replicate v@s3 --to "127.0.0.1:$HUNG" \
   --progress none >"$TMPDIR_TEST/hung.out" 2>&1 &
 CLIENT=$!
 id=
 for _ in $(seq 100); do
   id=$("$CAIRN" --socket "$CTL_A" job list --json | python3 -c 'import json, sys
-j = json.load(sys.stdin)["jobs"]
+j = [x for x in json.load(sys.stdin)["jobs"] if not x.get("background")]
 print(j[0]["job"] if j else "")')
   [ -n "$id" ] && break
   sleep 0.1
