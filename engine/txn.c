@@ -52,6 +52,20 @@ latch_failed (struct cairn_pool *pool)
   __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
 }
 
+/* Latch the pool failed because the commit of gen failed (TX-4); returns
+ * err with a message that says so, followed by the failure's own.
+ */
+static int
+commit_failed (struct cairn_pool *pool, uint64_t gen, int err)
+{
+  char msg[512];
+
+  snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+  latch_failed (pool);
+  return cairn_fail (err, "commit of generation %" PRIu64 " failed, the pool "
+                     "is now read-only until reopened: %s", gen, msg);
+}
+
 /* Freeze every dirty tree but the root tree into batch and record their
  * roots in the root tree.  Called with txn_lock held exclusively.
  */
@@ -179,11 +193,7 @@ txn_commit_now (struct cairn_pool *pool)
   if (r == 0)
     r = dev_flush (pool->dev);
   if (r < 0) {
-    char msg[512];
-    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
-    latch_failed (pool);
-    r = cairn_fail (-EIO, "commit of generation %" PRIu64 " failed, the pool "
-                    "is now read-only until reopened: %s", gen, msg);
+    r = commit_failed (pool, gen, -EIO);
     goto out;
   }
   space_gen_durable (pool->space, gen);
@@ -196,15 +206,8 @@ txn_commit_now (struct cairn_pool *pool)
   goto out;
 
  fail_locked:
-  latch_failed (pool);
+  r = commit_failed (pool, gen, r);   /* latched before writers get in */
   pthread_rwlock_unlock (&pool->txn_lock);
-  {
-    char msg[512];
-
-    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
-    r = cairn_fail (r, "commit of generation %" PRIu64 " failed, the pool is "
-                    "now read-only until reopened: %s", gen, msg);
-  }
  out:
   nodebatch_release (pool->cache, &batch);
   spacemap_write_free (&smw);
