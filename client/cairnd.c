@@ -279,6 +279,7 @@ static int
 create_pool (const char *path, const char *size_text, const char *prealloc_text)
 {
   enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
+  const char *said;
   struct cairn_dev *dev;
   struct progress progress;
   uint64_t size;
@@ -317,9 +318,9 @@ create_pool (const char *path, const char *size_text, const char *prealloc_text)
   }
   dev_close (dev);
   uuid_format (uuid, uuid_text);
-  fprintf (stderr, "cairnd: created pool %s (%s, %s%s)\n", path, size_text,
-           uuid_text, prealloc == DEV_PREALLOC_FULL ? ", space written" :
-           prealloc == DEV_PREALLOC_SPACE ? ", space reserved" : "");
+  said = dev_prealloc_done (prealloc);
+  fprintf (stderr, "cairnd: created pool %s (%s, %s%s%s)\n", path, size_text,
+           uuid_text, said ? ", " : "", said ? said : "");
   return 0;
 }
 

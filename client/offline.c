@@ -174,12 +174,8 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  static const char *const prealloc_said[] = {
-    [DEV_PREALLOC_OFF] = "",
-    [DEV_PREALLOC_SPACE] = ", space reserved",
-    [DEV_PREALLOC_FULL] = ", space written",
-  };
   enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
+  const char *said;
   struct progress progress;
   struct pool_format_opts fo = { .node_size = NODE_SIZE_DEFAULT };
   struct cairn_dev *dev = NULL;
@@ -254,10 +250,11 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     return r;
   }
   uuid_format (uuid, uuid_str);
-  printf ("created pool %s: %s, %s, node size %s%s\n", path, uuid_str,
+  said = !created && S_ISBLK (st.st_mode) ? NULL : dev_prealloc_done (prealloc);
+  printf ("created pool %s: %s, %s, node size %s%s%s\n", path, uuid_str,
           units_format (pool_bytes, size_str),
-          units_format (fo.node_size, node_str),
-          !created && S_ISBLK (st.st_mode) ? "" : prealloc_said[prealloc]);
+          units_format (fo.node_size, node_str), said ? ", " : "",
+          said ? said : "");
   return EXIT_OK;
 }
 

@@ -389,6 +389,16 @@ dev_prealloc_parse (const char *word, enum dev_prealloc *mode)
   return -EINVAL;
 }
 
+const char *
+dev_prealloc_done (enum dev_prealloc mode)
+{
+  switch (mode) {
+  case DEV_PREALLOC_SPACE: return "space reserved";
+  case DEV_PREALLOC_FULL: return "space written";
+  default: return NULL;
+  }
+}
+
 int
 dev_file_preallocate (struct cairn_dev *dev, enum dev_prealloc mode,
                       dev_progress_fn progress, void *opaque)

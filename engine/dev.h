@@ -95,6 +95,10 @@ enum dev_prealloc {
 };
 /* The mode a word names ("off", "space", "full"): 0, or -EINVAL. */
 int dev_prealloc_parse (const char *word, enum dev_prealloc *mode) CAIRN_WUR;
+/* What a mode did to a file, for messages: "space reserved", "space
+ * written", or NULL for DEV_PREALLOC_OFF.
+ */
+const char *dev_prealloc_done (enum dev_prealloc mode);
 typedef void (*dev_progress_fn) (void *opaque, uint64_t done, uint64_t total);
 int dev_file_preallocate (struct cairn_dev *dev, enum dev_prealloc mode,
                           dev_progress_fn progress, void *opaque) CAIRN_WUR;
