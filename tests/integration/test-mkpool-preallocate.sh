@@ -4,7 +4,7 @@
 # stays sparse; the pools work, and cairnd --create makes them so too; a
 # filesystem without the room fails mkpool at once with a clear message and
 # leaves no file behind.
-. "$top_srcdir/tests/integration/functions.sh"
+. "$top_srcdir/tests/integration/plugin-functions.sh"
 
 uuid_re='[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
 MiB=$((1024 * 1024))
@@ -91,10 +91,7 @@ grep -qE "^cairnd: created pool $dpool \(64M, $uuid_re, space written\)$" "$TMPD
 [ "$(allocated_kib "$dpool")" -ge $((64 * 1024)) ] || fail "cairnd --preallocate full allocated only $(allocated_kib "$dpool")K"
 "$CAIRN" --socket "$TMPDIR_TEST/ctl.sock" volume create w 16M >/dev/null ||
   fail "the preallocated pool cairnd serves does not take a volume"
-kill "$NBDKIT_PID"
-for _ in $(seq 100); do kill -0 "$NBDKIT_PID" 2>/dev/null || break; sleep 0.1; done
-kill -9 "$NBDKIT_PID" 2>/dev/null || true
-wait "$NBDKIT_PID" 2>/dev/null || true
+stop_server "$NBDKIT_PID"
 NBDKIT_PID=
 run fsck "$dpool"
 expect 0 "^$dpool: clean$"
