@@ -117,7 +117,23 @@ cat_find_id_locked (struct catalog *cat, uint64_t id)
 
 static int apply (struct catalog *cat, struct cat_request *req, uint64_t gen);
 
-/* The freeze hook: deadlists, the pending request, changed records.
+/* Fail the commit being frozen because what failed (the message says
+ * why): the pool latches failed (TX-4).
+ */
+static int
+freeze_fails (const char *what)
+{
+  char msg[512];
+
+  snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
+  return cairn_fail (-EIO, "%s (%s): nothing since the last commit is "
+                     "committed, and the pool is read-only until it is "
+                     "reopened, which brings back its last committed state",
+                     what, msg);
+}
+
+/* The freeze hook: deadlists, the pending request, settled deletes,
+ * changed records.
  *
  * A request checks everything it can before it changes anything, so that
  * a refusal leaves the catalog as it was.  What can still fail after the
@@ -126,7 +142,12 @@ static int apply (struct catalog *cat, struct cat_request *req, uint64_t gen);
  * name.  So when a request fails after one of its tree changes began
  * (nodecache_changes moved), the hook fails the commit: the pool latches
  * failed (TX-4), nothing of the change reaches the disk, and reopening
- * the pool brings back its last committed state (CAT-1).
+ * the pool brings back its last committed state (CAT-1).  The same holds
+ * for the hook's own work: deadlist entries taken off their queue (their
+ * blocks would leak), a settle that released some pins and not others
+ * (the next one would release them twice), and a volume record that
+ * would keep a held count its deadlist no longer matches.  Only a settle
+ * that failed before changing anything is left for the next commit.
  */
 static int
 catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
@@ -136,23 +157,18 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
   uint64_t changes;
   int r = reclaim_flush_pending (cat);
 
-  if (r == 0 && req) {
+  if (r < 0) {
+    r = freeze_fails ("the blocks that recent writes freed under snapshots "
+                      "could not be recorded");
+    if (req)
+      req->result = r;
+  }
+  else if (req) {
     changes = nodecache_changes (pool_cache (pool));
     cairn_error_clear ();
     req->result = apply (cat, req, gen);
     if (req->result < 0 && nodecache_changes (pool_cache (pool)) != changes)
-      r = req->result;        /* half made: CAT-1 */
-  }
-  if (r < 0) {
-    char msg[sizeof req->errmsg / 2];
-
-    snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
-    r = cairn_fail (-EIO, "a catalog change failed half-way (%s): none of it "
-                    "is committed, and the pool is read-only until it is "
-                    "reopened, which brings back its last committed state",
-                    msg);
-    if (req)
-      req->result = r;
+      r = req->result = freeze_fails ("a catalog change failed half-way");
   }
   if (req) {
     if (req->result < 0)
@@ -161,9 +177,15 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
   }
   if (r < 0)
     return r;
-  if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL) &&
-      cat_settle (cat, gen) < 0)
-    __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE);   /* next time */
+  if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL)) {
+    changes = nodecache_changes (pool_cache (pool));
+    if (cat_settle (cat, gen) < 0) {
+      if (nodecache_changes (pool_cache (pool)) != changes)
+        return freeze_fails ("finishing the deletes that waited for their "
+                             "last client failed half-way");
+      __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE); /* next time */
+    }
+  }
   /* Work this freeze left for the background (a commit by the timer may
    * settle a delete: no request follows to start the reaper).  It starts
    * now and waits for the commit before its first step.
@@ -176,16 +198,20 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
   /* Last, so that every change this freeze made to the deadlists is in the
    * held counts the records keep.
    */
-  for (size_t i = 0; i < cat->nvols; i++) {
+  for (size_t i = 0; i < cat->nvols && r == 0; i++) {
     struct volstate *vs = cat->vols[i];
+    char what[128 + VOL_NAME_MAX];
 
     if ((__atomic_load_n (&vs->rec_dirty, __ATOMIC_RELAXED) ||
          __atomic_load_n (&vs->held, __ATOMIC_RELAXED) != vs->held_stored) &&
-        volrec_store (cat, vs) < 0)
-      break;      /* the record is rewritten at the next commit */
+        volrec_store (cat, vs) < 0) {
+      snprintf (what, sizeof what, "the record of volume '%s' could not be "
+                "updated", vs->name);
+      r = freeze_fails (what);
+    }
   }
   pthread_mutex_unlock (&cat->tlock);
-  return 0;
+  return r;
 }
 
 /* Apply a catalog change in the next commit and wait until it is durable. */

@@ -218,6 +218,83 @@ Test (volume, half_made_change_is_never_committed)
   dev_close (dev);
 }
 
+/* The blocks an overwrite replaces under a snapshot are queued for the
+ * deadlist and recorded by the next commit, with the volume's held count.
+ * When recording either fails, the commit fails whole (the entries were
+ * taken off their queue: committing without them would leak the blocks;
+ * a stale held count would not match the deadlist), with a message that
+ * says which part failed, and the reopened pool is the last committed
+ * one, which fsck finds clean.
+ */
+Test (volume, deadlist_failure_commits_nothing)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20);
+  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_volume *v;
+  uint8_t want[3 * 4096], other[3 * 4096];
+  bool recorded_failure = false, record_failure = false;
+
+  cr_assert_eq (vol_create (pool, "a", 1 << 20, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "a", &v), 0, "%s", cairn_errmsg ());
+  fill_pattern (want, sizeof want, 7);
+  cr_assert_eq (vol_pwrite (v, want, sizeof want, 512 << 10, 0), 0);
+  vol_close (v);
+  cr_assert_eq (snap_create (pool, "a", "s"), 0, "%s", cairn_errmsg ());
+  fill_pattern (other, sizeof other, 8);
+
+  /* The commit's tree changes, failed in turn: the volume tree's root
+   * item, then the deadlist entries.
+   */
+  for (uint64_t nth = 1; ; nth++) {
+    char when[64];
+    int r;
+
+    snprintf (when, sizeof when, "change %" PRIu64 " of the commit failing", nth);
+    cr_assert_eq (vol_open (pool, "a", &v), 0, "%s: %s", when, cairn_errmsg ());
+    cr_assert_eq (vol_pwrite (v, other, sizeof other, 512 << 10, 0), 0,
+                  "%s: %s", when, cairn_errmsg ());
+    vol_close (v);
+    nodecache_fail_change (pool_cache (pool), nth, -ENOMEM);
+    r = pool_commit (pool);
+    nodecache_fail_change (pool_cache (pool), 0, 0);
+    if (r == 0)
+      break;
+    /* The injected error, or EIO for the deadlist's. */
+    cr_assert (r == -ENOMEM || r == -EIO, "%s: %d %s", when, r, cairn_errmsg ());
+    cr_assert (strstr (cairn_errmsg (), "read-only until"), "%s: %s", when,
+               cairn_errmsg ());
+    if (strstr (cairn_errmsg (), "freed under snapshots could not be recorded")) {
+      recorded_failure = true;
+      cr_assert (strstr (cairn_errmsg (), "failed half-way") == NULL,
+                 "%s: %s", when, cairn_errmsg ());
+    }
+    /* Before, this one was let go: the commit went on with a held count
+     * its deadlist did not match, which fsck found.
+     */
+    if (strstr (cairn_errmsg (), "the record of volume 'a' could not be updated"))
+      record_failure = true;
+    cr_assert_eq (vol_create (pool, "c", 1 << 20, NULL), -EIO, "%s", when);
+    cr_assert_eq (pool_close (pool), 0);
+    assert_fsck_clean (dev, when);
+    pool = open_pool (dev);
+    {
+      uint8_t buf[3 * 4096];
+
+      cr_assert_eq (vol_open (pool, "a", &v), 0, "%s", cairn_errmsg ());
+      cr_assert_eq (vol_pread (v, buf, sizeof buf, 512 << 10), 0);
+      cr_assert_arr_eq (buf, want, sizeof buf, "%s: the overwrite was "
+                        "committed", when);
+      vol_close (v);
+    }
+    cr_assert (nth < 20, "the commit never succeeded");
+  }
+  cr_assert (recorded_failure, "no failure hit the deadlist entries");
+  cr_assert (record_failure, "no failure hit the volume record");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the overwrite");
+  dev_close (dev);
+}
+
 /* Regression: snapshot lists stopped at 256, so a recursive delete of a
  * volume with more left the rest orphaned and freed blocks they held.
  */
