@@ -157,7 +157,7 @@ buf_put (struct nodecache *c, uint8_t *b)
 static void
 node_destroy (struct nodecache *c, struct node *n)
 {
-  __atomic_sub_fetch (&c->stats.alive, 1, __ATOMIC_RELAXED);
+  __atomic_sub_fetch (&c->alive, 1, __ATOMIC_RELAXED);
   buf_put (c, n->buf);
   free (n);
 }
@@ -213,6 +213,7 @@ nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
   pthread_mutex_lock (&c->lock);
   *st = c->stats;
   pthread_mutex_unlock (&c->lock);
+  st->alive = __atomic_load_n (&c->alive, __ATOMIC_RELAXED);
 }
 
 /* Unlink from the LRU list (lock held). */
@@ -339,7 +340,7 @@ node_alloc (struct nodecache *c)
     free (n);
     return NULL;
   }
-  __atomic_add_fetch (&c->stats.alive, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&c->alive, 1, __ATOMIC_RELAXED);
   return n;
 }
 

@@ -63,6 +63,8 @@ struct nodecache {
   uint64_t gen;             /* open generation (atomic) */
   uint64_t alloc_hint;      /* next-fit hint for node allocation, blocks */
   uint64_t changes;         /* changes begun (atomic; nodecache_changes) */
+  uint64_t alive;           /* node buffers in memory (atomic: buffers are
+                               made and freed outside the lock) */
   uint64_t fail_at;         /* tests: fail the change with this number */
   int fail_err;
 
@@ -123,6 +125,7 @@ void node_init (struct node *n, uint32_t node_size, unsigned level,
 /* Rewrite the header's address, generation and owner (after a copy). */
 void node_set_identity (struct node *n, uint64_t addr, uint64_t gen,
                         uint64_t owner);
+void node_stamp_identity (struct node *n, uint64_t owner);
 /* Check a node image read from disk against what points to it. */
 int node_validate (const uint8_t *buf, uint32_t node_size,
                    const struct blkptr *bp, const uint8_t uuid[16],

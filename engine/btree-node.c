@@ -82,11 +82,22 @@ node_init (struct node *n, uint32_t node_size, unsigned level, uint64_t addr,
 void
 node_set_identity (struct node *n, uint64_t addr, uint64_t gen, uint64_t owner)
 {
-  put_le64 (n->buf + 16, addr);
-  put_le64 (n->buf + 24, gen);
-  put_le64 (n->buf + 32, owner);
   n->addr = addr;
   n->gen = gen;
+  node_stamp_identity (n, owner);
+}
+
+/* Write the node's address and generation, and owner, into its header
+ * (a copy made by cow carries its source's).  n->addr and n->gen are left
+ * alone: the node is in the cache's hash table already, and other threads
+ * read them there under the cache lock.
+ */
+void
+node_stamp_identity (struct node *n, uint64_t owner)
+{
+  put_le64 (n->buf + 16, n->addr);
+  put_le64 (n->buf + 24, n->gen);
+  put_le64 (n->buf + 32, owner);
 }
 
 /* Compare keys: memcmp order, a proper prefix first. */

@@ -266,7 +266,7 @@ cow (struct btree *t, struct node **np)
   if (r < 0)
     return r;
   memcpy (n->buf, old->buf, c->node_size);
-  node_set_identity (n, n->addr, nodecache_gen (c), t->id);
+  node_stamp_identity (n, t->id);   /* cache_new set n->addr and n->gen */
   n->used = old->used;
   if (old->gen == nodecache_gen (c))
     /* Frozen by the commit that is running (a freeze hook changes the tree

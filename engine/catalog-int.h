@@ -159,7 +159,8 @@ struct volstate {
   struct dl_entry *pending;
   size_t npending, pending_cap;
   pthread_mutex_t rmw_lock;   /* serialises partial-block writes */
-  uint64_t alloc_hint;
+  uint64_t alloc_hint;        /* next-fit hint for data, blocks (atomic:
+                                 concurrent writers share it) */
 };
 
 enum cat_req_kind {
@@ -205,7 +206,11 @@ struct catalog {
   struct volstate **vols;
   size_t nvols, cap;
   struct btree *deadlist;
-  struct cat_request *req;    /* the change for the next freeze */
+  struct cat_request *req;    /* the change for the next freeze (atomic:
+                                 the freeze takes it, cat_submit clears it
+                                 if no freeze did) */
+  struct cat_request *applying; /* the request the running freeze applies,
+                                   or NULL (freeze only) */
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
   struct reaper *reaper;      /* background deletes (reaper.c) */
   struct reap_jobs *reap_jobs; /* the same, as jobs (reaper-jobs.c) */

@@ -153,9 +153,18 @@ static int
 catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
 {
   struct catalog *cat = opaque;
-  struct cat_request *req = cat->req && !cat->req->done ? cat->req : NULL;
+  /* Take the request: once the freeze is over, its submitter may return
+   * and the request (on its stack) be gone.
+   */
+  struct cat_request *req = __atomic_exchange_n (&cat->req, NULL,
+                                                 __ATOMIC_ACQ_REL);
   uint64_t changes;
-  int r = reclaim_flush_pending (cat);
+  int r;
+
+  if (req && req->done)
+    req = NULL;
+  cat->applying = req;
+  r = reclaim_flush_pending (cat);
 
   if (r < 0) {
     r = freeze_fails ("the blocks that recent writes freed under snapshots "
@@ -176,13 +185,15 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
     req->done = true;
   }
   if (r < 0)
-    return r;
+    goto out;
   if (__atomic_exchange_n (&cat->settle, false, __ATOMIC_ACQ_REL)) {
     changes = nodecache_changes (pool_cache (pool));
     if (cat_settle (cat, gen) < 0) {
-      if (nodecache_changes (pool_cache (pool)) != changes)
-        return freeze_fails ("finishing the deletes that waited for their "
-                             "last client failed half-way");
+      if (nodecache_changes (pool_cache (pool)) != changes) {
+        r = freeze_fails ("finishing the deletes that waited for their "
+                          "last client failed half-way");
+        goto out;
+      }
       __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE); /* next time */
     }
   }
@@ -211,6 +222,8 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
     }
   }
   pthread_mutex_unlock (&cat->tlock);
+ out:
+  cat->applying = NULL;
   return r;
 }
 
@@ -228,11 +241,12 @@ cat_submit (struct cairn_pool *pool, struct cat_request *req)
   if (r < 0)
     goto out;
   req->done = false;
-  cat->req = req;
+  __atomic_store_n (&cat->req, req, __ATOMIC_RELEASE);
   txn_mark_dirty (pool);
   txn_end (pool);
   r = pool_commit (pool);
-  cat->req = NULL;
+  /* A commit that failed before its freeze left the request there. */
+  __atomic_store_n (&cat->req, NULL, __ATOMIC_RELEASE);
   /* The request's own failure says more than the commit's (which another
    * thread may have run).
    */

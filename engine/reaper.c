@@ -297,7 +297,7 @@ reaper_defer_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
                     uint64_t hi_d, uint64_t lo_b, uint64_t hi_b)
 {
   struct freerec f = { vs->id, lo_d, hi_d, lo_b, hi_b };
-  const struct cat_request *req = cat->req;
+  const struct cat_request *req = cat->applying;
   uint8_t key[25], val[16];
   char what[sizeof ((struct vol_reclaim_job *) 0)->what];
   size_t vlen;

@@ -326,8 +326,14 @@ vol_get_info (struct cairn_volume *v, struct vol_info *info)
 void
 vol_stats (struct cairn_volume *v, struct vol_stats *st)
 {
-  __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  *st = v->stats;
+  /* Counter by counter: other threads add to them (COUNT) meanwhile. */
+  const uint64_t *from = (const uint64_t *) &v->stats;
+  uint64_t *to = (uint64_t *) st;
+
+  _Static_assert (sizeof *st % sizeof (uint64_t) == 0,
+                  "struct vol_stats holds only uint64_t counters");
+  for (size_t i = 0; i < sizeof *st / sizeof (uint64_t); i++)
+    to[i] = __atomic_load_n (&from[i], __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------- mapping */
@@ -735,7 +741,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
    * device write); otherwise as many pieces as free space offers.
    */
   while (got < n) {
-    uint64_t start, len = n - got;
+    uint64_t start, len = n - got, hint;
 
     if (npieces == cap) {
       size_t ncap = cap ? cap * 2 : 4;
@@ -747,15 +753,16 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
       piece = np;
       cap = ncap;
     }
-    r = space_alloc (sp, len, vs->alloc_hint, 0, &start);
+    hint = __atomic_load_n (&vs->alloc_hint, __ATOMIC_RELAXED);
+    r = space_alloc (sp, len, hint, 0, &start);
     if (r == -ENOSPC)
-      r = space_alloc_upto (sp, len, vs->alloc_hint, 0, &start, &len);
+      r = space_alloc_upto (sp, len, hint, 0, &start, &len);
     if (r < 0) {
       r = cairn_fail (-ENOSPC, "no space left in the pool for '%s': delete "
                       "snapshots or volumes, or grow the pool", vs->name);
       break;
     }
-    vs->alloc_hint = start + len;
+    __atomic_store_n (&vs->alloc_hint, start + len, __ATOMIC_RELAXED);
     piece[npieces].start = start;
     piece[npieces].len = len;
     npieces++;
