@@ -427,9 +427,12 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     field ("io", buf);
   }
   field_damaged (res);
-  if (json_is_true (json_object_get (res, "failed")))
+  if (json_is_true (json_object_get (res, "failed"))) {
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
            "the server); check the device");
+    if (jstr (res, "failure"))
+      field ("failure", jstr (res, "failure"));
+  }
   else if (ndamaged) {
     snprintf (buf, sizeof buf, "DEGRADED: %zu damaged catalog record%s "
               "(above)", ndamaged, ndamaged == 1 ? "" : "s");

@@ -454,7 +454,7 @@ space_load (struct cairn_pool *pool)
   if (r < 0) {
     pool->space_err = r;
     snprintf (pool->space_msg, sizeof pool->space_msg, "%s", cairn_errmsg ());
-    __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+    pool_latch_failed (pool, pool->space_msg);
   }
   pool->space_loading = false;
   __atomic_store_n (&pool->space_ready, true, __ATOMIC_RELEASE);
@@ -549,6 +549,11 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   info->data_start_block = pool->sb.data_start;
   info->readonly = pool->readonly;
   info->failed = __atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE);
+  if (info->failed)
+    snprintf (info->failed_why, sizeof info->failed_why, "%s",
+              pool->failed_why);
+  else
+    info->failed_why[0] = '\0';
   space_stats (pool->space, &info->space);
   nodecache_stats (pool->cache, &info->cache);
 }

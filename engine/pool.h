@@ -181,6 +181,7 @@ struct pool_info {
   uint64_t total_blocks, data_start_block;
   uint64_t commits;
   bool readonly, failed;
+  char failed_why[512];           /* why failed, or "" */
   uint64_t spacemap_blocks;       /* allocated blocks holding the space map */
   struct space_stats space;
   struct nodecache_stats cache;

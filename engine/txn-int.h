@@ -151,6 +151,8 @@ struct cairn_pool {
   uint64_t open_gen;              /* atomic */
   bool dirty;                     /* the open generation has changes (atomic) */
   bool failed;                    /* latched after a failed commit (atomic) */
+  char failed_why[512];           /* the first failure's message: written
+                                     before failed is set, then never */
   uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
   uint64_t need_incompat;         /* pool_need_feature, under the freeze */
 
@@ -204,5 +206,10 @@ struct cairn_pool {
 
 /* The commit of the open generation (txn.c); commit_lock not held. */
 int txn_commit_now (struct cairn_pool *pool) CAIRN_WUR;
+
+/* Latch the pool failed (TX-4) for the reason msg, kept for every later
+ * refusal and for pool_info; the first latch's reason stays.
+ */
+void pool_latch_failed (struct cairn_pool *pool, const char *msg);
 
 #endif /* CAIRN_TXN_INT_H */

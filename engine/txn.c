@@ -45,11 +45,29 @@
 
 #include "txn-int.h"
 
-/* Latch the pool failed (TX-4). */
-static void
-latch_failed (struct cairn_pool *pool)
+/* Latch the pool failed (TX-4), keeping why (msg) for every later
+ * refusal to repeat: the failure may have happened in the commit thread,
+ * whose message no client sees.
+ */
+void
+pool_latch_failed (struct cairn_pool *pool, const char *msg)
 {
-  __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+  static pthread_mutex_t latch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+  pthread_mutex_lock (&latch_lock);
+  if (!__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
+    snprintf (pool->failed_why, sizeof pool->failed_why, "%s", msg);
+    __atomic_store_n (&pool->failed, true, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock (&latch_lock);
+}
+
+/* Refuse because the pool is latched failed: -EIO saying why. */
+static int
+refuse_failed (struct cairn_pool *pool)
+{
+  return cairn_fail (-EIO, "the pool failed earlier and is read-only until "
+                     "it is reopened; the failure: %s", pool->failed_why);
 }
 
 /* Latch the pool failed because the commit of gen failed (TX-4); returns
@@ -61,9 +79,10 @@ commit_failed (struct cairn_pool *pool, uint64_t gen, int err)
   char msg[512];
 
   snprintf (msg, sizeof msg, "%s", cairn_errmsg ());
-  latch_failed (pool);
-  return cairn_fail (err, "commit of generation %" PRIu64 " failed, the pool "
-                     "is now read-only until reopened: %s", gen, msg);
+  err = cairn_fail (err, "commit of generation %" PRIu64 " failed, the pool "
+                    "is now read-only until reopened: %s", gen, msg);
+  pool_latch_failed (pool, cairn_errmsg ());
+  return err;
 }
 
 /* Freeze every dirty tree but the root tree into batch and record their
@@ -144,8 +163,7 @@ txn_commit_now (struct cairn_pool *pool)
   pthread_rwlock_wrlock (&pool->txn_lock);
   if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
     pthread_rwlock_unlock (&pool->txn_lock);
-    return cairn_fail (-EIO, "the pool failed earlier and is read-only until "
-                       "it is reopened");
+    return refuse_failed (pool);
   }
   if (!__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE)) {
     pthread_rwlock_unlock (&pool->txn_lock);
@@ -227,8 +245,7 @@ pool_commit (struct cairn_pool *pool)
   target = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   for (;;) {
     if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
-      r = cairn_fail (-EIO, "the pool failed earlier and is read-only until "
-                      "it is reopened");
+      r = refuse_failed (pool);
       break;
     }
     if (pool->durable_gen >= target)
@@ -271,8 +288,7 @@ txn_begin (struct cairn_pool *pool)
   pthread_rwlock_rdlock (&pool->txn_lock);
   if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
     pthread_rwlock_unlock (&pool->txn_lock);
-    return cairn_fail (-EIO, "the pool failed earlier and is read-only until "
-                       "it is reopened");
+    return refuse_failed (pool);
   }
   __atomic_store_n (&pool->dirty, true, __ATOMIC_RELEASE);
   return 0;

@@ -605,7 +605,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
     return r;
   }
   *result = json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                       "s:I, s:I, s:I, s:I, s:b, s:b, s:o, s:o, s:o}",
+                       "s:I, s:I, s:I, s:I, s:b, s:b, s:s?, s:o, s:o, s:o}",
                        "uuid", uuid,
                        "generation", (json_int_t) pi.generation,
                        "open_generation", (json_int_t) pi.open_generation,
@@ -622,6 +622,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "snapshots", (json_int_t) nsnaps,
                        "readonly", (int) pi.readonly,
                        "failed", (int) pi.failed,
+                       "failure", pi.failed ? pi.failed_why : NULL,
                        "cache", cache,
                        "io", io,
                        "damaged", damaged);

@@ -273,7 +273,10 @@ Test (volume, deadlist_failure_commits_nothing)
      */
     if (strstr (cairn_errmsg (), "the record of volume 'a' could not be updated"))
       record_failure = true;
+    /* Later refusals say what failed first. */
     cr_assert_eq (vol_create (pool, "c", 1 << 20, NULL), -EIO, "%s", when);
+    cr_assert (strstr (cairn_errmsg (), "the failure: commit of generation"),
+               "%s: %s", when, cairn_errmsg ());
     cr_assert_eq (pool_close (pool), 0);
     assert_fsck_clean (dev, when);
     pool = open_pool (dev);
