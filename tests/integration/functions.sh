@@ -63,6 +63,14 @@ if [ "$ENABLE_SANITIZERS" = yes ]; then
     P11_KIT_DEBUG=none
   )
 fi
+# ThreadSanitizer the same way; the first data race stops the server, with
+# the report in its log (test-plugin-race.sh looks for it).
+if [ "$ENABLE_TSAN" = yes ]; then
+  sanitizer_env=(
+    LD_PRELOAD="$($CC -print-file-name=libtsan.so)"
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
+  )
+fi
 
 # Run nbdkit (or cairnd, which execs it) with the environment a sanitizer
 # build needs (above).
