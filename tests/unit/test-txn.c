@@ -333,6 +333,81 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
   dev_close (dev);
 }
 
+/* Threads deleting on a full pool while the commit thread commits: the
+ * deletes' copies come out of the reserve, and the commits must still find
+ * room for the space map, or the pool would latch failed because it was
+ * full.
+ */
+struct full_deleter {
+  struct cairn_pool *pool;
+  struct btree *t;
+  uint64_t from, n, step;
+  int r;
+};
+
+static void *
+full_delete_thread (void *arg)
+{
+  struct full_deleter *d = arg;
+
+  for (uint64_t i = d->from; i < d->n && d->r == 0; i += d->step) {
+    uint8_t k[8];
+    int r;
+
+    put_be64 (k, i);
+    if ((r = txn_begin (d->pool)) < 0) {
+      d->r = r;
+      break;
+    }
+    btree_wrlock (d->t);
+    r = btree_delete (d->t, k, 8);
+    btree_unlock (d->t);
+    txn_end (d->pool);
+    if (r < 0 && r != -ENOSPC)
+      d->r = r;
+  }
+  return NULL;
+}
+
+Test (pool, full_pool_concurrent_deletes_never_latch)
+{
+  struct cairn_dev *dev = mem_pool (8 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct full_deleter d[4];
+  pthread_t th[4];
+  struct pool_info info;
+  uint8_t v[900];
+  struct btree *t;
+  uint64_t id, n = 0;
+  int r = 0;
+
+  t = new_tree (pool, &id);
+  memset (v, 0xab, sizeof v);
+  while (n < 100000 && (r = put (pool, t, n, v, sizeof v)) == 0) {
+    n++;
+    if (n % 200 == 0 && (r = pool_commit (pool)) < 0)
+      break;
+  }
+  cr_assert_eq (r, -ENOSPC, "filling ended with %d: %s", r, cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_start_committer (pool, 50), 0);
+  /* Every other key, so that leaves are copied, not dropped. */
+  for (int i = 0; i < 4; i++) {
+    d[i] = (struct full_deleter) { pool, t, 2 * (uint64_t) i, n, 8, 0 };
+    cr_assert_eq (pthread_create (&th[i], NULL, full_delete_thread, &d[i]), 0);
+  }
+  for (int i = 0; i < 4; i++)
+    pthread_join (th[i], NULL);
+  pool_info (pool, &info);
+  cr_assert (!info.failed, "the pool latched failed: %s", info.failed_why);
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq (d[i].r, 0, "deleter %d: %d %s", i, d[i].r, cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_clean (dev);
+  dev_close (dev);
+}
+
 /* ---------------------------------------------------------------- failures */
 
 Test (pool, failed_flush_latches_the_pool)
