@@ -216,10 +216,12 @@ resv_fill (struct btree *t, unsigned want, unsigned flags)
     uint64_t start;
     int r = space_alloc (c->space, nblocks, hint, flags, &start);
 
-    if (r < 0)
-      return cairn_fail (r, "no space left in the pool for metadata "
-                         "(tree %" PRIu64 "): delete snapshots or volumes, "
-                         "or grow the pool", t->id);
+    if (r < 0) {
+      char why[256];
+
+      snprintf (why, sizeof why, "%s", cairn_errmsg ());
+      return cairn_fail (r, "metadata of tree %" PRIu64 ": %s", t->id, why);
+    }
     __atomic_store_n (&c->alloc_hint, start + nblocks, __ATOMIC_RELAXED);
     t->resv[t->nresv++] = start << BLOCK_SHIFT;
   }

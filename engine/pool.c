@@ -542,11 +542,11 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   info->generation = pool->durable_gen;
   info->commits = pool->commits;
   info->spacemap_blocks = pool->sm.nbase + pool->sm.nlog;
-  pthread_mutex_unlock (&pool->commit_lock);
-  info->open_generation = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   info->node_size = pool->sb.node_size;
   info->total_blocks = pool->sb.total_blocks;
   info->data_start_block = pool->sb.data_start;
+  pthread_mutex_unlock (&pool->commit_lock);
+  info->open_generation = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   info->readonly = pool->readonly;
   info->failed = __atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE);
   if (info->failed)

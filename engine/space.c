@@ -293,8 +293,9 @@ space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
     r = cairn_fail (-ENOSPC,
                     "no space left in the pool: %" PRIu64
                     " blocks wanted, %" PRIu64 " free of which %" PRIu64
-                    " are kept in reserve; delete snapshots or volumes",
-                    len, rangeset_total (&sp->free), sp->reserve);
+                    " are kept in reserve; delete snapshots or volumes, or "
+                    "grow the pool", len, rangeset_total (&sp->free),
+                    sp->reserve);
     goto out;
   }
   hint = clamp_hint (sp, hint);
@@ -303,7 +304,8 @@ space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
     r = cairn_fail (
         -ENOSPC,
         "no space left in the pool: no run of %" PRIu64
-        " contiguous free blocks (%" PRIu64 " free in %" PRIu64 " runs)",
+        " contiguous free blocks (%" PRIu64 " free in %" PRIu64 " runs); "
+        "delete snapshots or volumes, or grow the pool",
         len, rangeset_total (&sp->free), rangeset_count (&sp->free));
     goto out;
   }

@@ -215,8 +215,8 @@ txn_commit_now (struct cairn_pool *pool)
     goto out;
   }
   space_gen_durable (pool->space, gen);
-  pool->sb = sb;
   pthread_mutex_lock (&pool->commit_lock);
+  pool->sb = sb;      /* pool_info and pool_uuid read it under commit_lock */
   spacemap_adopt (&pool->sm, &smw);
   pool->durable_gen = gen;
   pool->commits++;
