@@ -215,6 +215,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                     pool->sb.reserve_blocks, pool->open_gen, &pool->space);
   if (r < 0)
     goto fail;
+  space_set_node_blocks (pool->space, pool->sb.node_size >> BLOCK_SHIFT);
   pool->space_log_min = o.spacemap_log_min;
   pool->space_lazy = true;          /* "loading the space map" */
 

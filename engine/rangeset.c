@@ -271,8 +271,31 @@ rangeset_init (struct rangeset *rs)
 {
   rs->root = NULL;
   rs->count = rs->total = 0;
+  rs->chunk = rs->chunked = 0;
   rs->spare = NULL;
   rs->nspare = 0;
+}
+
+/* What a range of len blocks adds to chunked. */
+static uint64_t
+pieces (const struct rangeset *rs, uint64_t len)
+{
+  return rs->chunk ? len / rs->chunk * rs->chunk : 0;
+}
+
+/* Sum pieces over subtree t. */
+static uint64_t
+sum_pieces (const struct rangeset *rs, const struct rangeset_node *t)
+{
+  return t ? pieces (rs, t->len) + sum_pieces (rs, t->left) +
+             sum_pieces (rs, t->right) : 0;
+}
+
+void
+rangeset_set_chunk (struct rangeset *rs, uint64_t chunk)
+{
+  rs->chunk = chunk;
+  rs->chunked = sum_pieces (rs, rs->root);
 }
 
 /* Free a subtree. */
@@ -329,14 +352,20 @@ rangeset_add (struct rangeset *rs, uint64_t start, uint64_t len)
   if (left && right) {
     uint64_t newlen = left->len + len + right->len;
 
+    rs->chunked += pieces (rs, newlen) - pieces (rs, left->len) -
+                   pieces (rs, right->len);
     rs->root = remove_key (rs->root, right->start, &gone);
     put_node (rs, gone);
     retarget (rs->root, left->start, left->start, newlen);
     rs->count--;
-  } else if (left)
+  } else if (left) {
+    rs->chunked += pieces (rs, left->len + len) - pieces (rs, left->len);
     retarget (rs->root, left->start, left->start, left->len + len);
-  else if (right)
+  }
+  else if (right) {
+    rs->chunked += pieces (rs, right->len + len) - pieces (rs, right->len);
     retarget (rs->root, right->start, start, right->len + len);
+  }
   else {
     struct rangeset_node *n = get_node (rs, start, len);
 
@@ -344,6 +373,7 @@ rangeset_add (struct rangeset *rs, uint64_t start, uint64_t len)
       return cairn_fail (-ENOMEM, "rangeset: out of memory");
     rs->root = insert_node (rs->root, n);
     rs->count++;
+    rs->chunked += pieces (rs, len);
   }
   rs->total += len;
   return 0;
@@ -354,7 +384,7 @@ int
 rangeset_remove (struct rangeset *rs, uint64_t start, uint64_t len)
 {
   struct rangeset_node *r, *gone;
-  uint64_t end, rstart, rend;
+  uint64_t end, rstart, rend, dchunk;
 
   if (!range_ok (start, len))
     return cairn_fail (-EINVAL,
@@ -370,6 +400,9 @@ rangeset_remove (struct rangeset *rs, uint64_t start, uint64_t len)
                        start, end);
   rstart = r->start;
   rend = node_end (r);
+  /* Modulo 2^64: the sum is smaller than what it replaces. */
+  dchunk = pieces (rs, start - rstart) + pieces (rs, rend - end) -
+           pieces (rs, rend - rstart);
 
   if (rstart == start && rend == end) {
     rs->root = remove_key (rs->root, rstart, &gone);
@@ -389,6 +422,7 @@ rangeset_remove (struct rangeset *rs, uint64_t start, uint64_t len)
     rs->count++;
   }
   rs->total -= len;
+  rs->chunked += dchunk;
   return 0;
 }
 
@@ -432,7 +466,7 @@ rangeset_merge (struct rangeset *dst, struct rangeset *src)
 
   flatten (src->root, &list);
   src->root = NULL;
-  src->count = src->total = 0;
+  src->count = src->total = src->chunked = 0;
 
   while (list) {
     struct rangeset_node *n = list;
@@ -594,7 +628,8 @@ rangeset_foreach (const struct rangeset *rs, rangeset_fn fn, void *opaque)
 struct check_state {
   bool have_prev;
   uint64_t prev_end;
-  uint64_t count, total;
+  uint64_t count, total, chunked;
+  const struct rangeset *rs;
 };
 
 /* Check invariants 1-3 in subtree t; its height goes to *heightp. */
@@ -625,6 +660,7 @@ check_tree (const struct rangeset_node *t, struct check_state *cs, int *heightp)
   cs->prev_end = node_end (t);
   cs->count++;
   cs->total += t->len;
+  cs->chunked += pieces (cs->rs, t->len);
 
   if ((r = check_tree (t->right, cs, &hr)) != 0)
     return r;
@@ -653,7 +689,7 @@ check_tree (const struct rangeset_node *t, struct check_state *cs, int *heightp)
 int
 rangeset_check (const struct rangeset *rs)
 {
-  struct check_state cs = { .have_prev = false };
+  struct check_state cs = { .have_prev = false, .rs = rs };
   int height, r;
 
   if ((r = check_tree (rs->root, &cs, &height)) != 0)
@@ -664,5 +700,10 @@ rangeset_check (const struct rangeset *rs)
                        ", but the tree holds %" PRIu64 " ranges of %" PRIu64
                        " blocks",
                        rs->count, rs->total, cs.count, cs.total);
+  if (cs.chunked != rs->chunked)
+    return cairn_fail (-EUCLEAN,
+                       "rangeset: %" PRIu64 " blocks in whole pieces of %"
+                       PRIu64 ", but the tree holds %" PRIu64,
+                       rs->chunked, rs->chunk, cs.chunked);
   return 0;
 }

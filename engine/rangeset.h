@@ -34,6 +34,8 @@ struct rangeset {
   struct rangeset_node *root;
   uint64_t count;              /* stored ranges */
   uint64_t total;              /* sum of their lengths */
+  uint64_t chunk;              /* 0, or the size of the pieces counted in */
+  uint64_t chunked;            /* ... sum of len rounded down to chunk */
   struct rangeset_node *spare; /* unused nodes, linked through left */
   size_t nspare;
 };
@@ -43,6 +45,10 @@ typedef int (*rangeset_fn) (void *opaque, uint64_t start, uint64_t len);
 
 /* Make an empty set (no allocation). */
 void rangeset_init (struct rangeset *rs);
+/* Count, in chunked, how much of the set lies in whole pieces of chunk
+ * blocks (the free set: room for metadata nodes); 0 stops counting.
+ */
+void rangeset_set_chunk (struct rangeset *rs, uint64_t chunk);
 
 /* Free every node; the set is empty again and may be reused. */
 void rangeset_destroy (struct rangeset *rs);

@@ -259,6 +259,17 @@ take (struct space *sp, uint64_t start, uint64_t len)
   return 0;
 }
 
+/* Is the free space that a metadata node fits down to the reserve?  Then
+ * ordinary allocations stop: a pool whose free space is single blocks
+ * between data has none for the nodes of deletes and commits, however
+ * many blocks are free (space_set_node_blocks).
+ */
+static bool
+node_room_low (const struct space *sp)
+{
+  return sp->free.chunk && sp->free.chunked <= sp->reserve;
+}
+
 /* Blocks that an allocation with these flags may take now. */
 static uint64_t
 usable (const struct space *sp, unsigned flags)
@@ -267,7 +278,34 @@ usable (const struct space *sp, unsigned flags)
 
   if (flags & SPACE_RESERVE)
     return nfree;
+  if (node_room_low (sp))
+    return 0;
   return nfree > sp->reserve ? nfree - sp->reserve : 0;
+}
+
+/* Fail an allocation that usable() refused, saying why. */
+static int
+refuse (const struct space *sp, uint64_t len)
+{
+  if (node_room_low (sp))
+    return cairn_fail (-ENOSPC, "no space left in the pool: of %" PRIu64
+                       " free blocks only %" PRIu64 " lie in runs that a "
+                       "metadata node fits, and those are kept in reserve; "
+                       "delete snapshots or volumes, or grow the pool",
+                       rangeset_total (&sp->free), sp->free.chunked);
+  return cairn_fail (-ENOSPC, "no space left in the pool: %" PRIu64
+                     " blocks wanted, %" PRIu64 " free of which %" PRIu64
+                     " are kept in reserve; delete snapshots or volumes, or "
+                     "grow the pool", len, rangeset_total (&sp->free),
+                     sp->reserve);
+}
+
+void
+space_set_node_blocks (struct space *sp, uint64_t blocks)
+{
+  pthread_mutex_lock (&sp->lock);
+  rangeset_set_chunk (&sp->free, blocks);
+  pthread_mutex_unlock (&sp->lock);
 }
 
 /* Normalise a hint: outside the data area means base. */
@@ -290,12 +328,7 @@ space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
 
   pthread_mutex_lock (&sp->lock);
   if (usable (sp, flags) < len) {
-    r = cairn_fail (-ENOSPC,
-                    "no space left in the pool: %" PRIu64
-                    " blocks wanted, %" PRIu64 " free of which %" PRIu64
-                    " are kept in reserve; delete snapshots or volumes, or "
-                    "grow the pool", len, rangeset_total (&sp->free),
-                    sp->reserve);
+    r = refuse (sp, len);
     goto out;
   }
   hint = clamp_hint (sp, hint);
@@ -330,10 +363,9 @@ space_alloc_upto (struct space *sp, uint64_t maxlen, uint64_t hint,
   pthread_mutex_lock (&sp->lock);
   avail = usable (sp, flags);
   if (avail == 0) {
-    r = cairn_fail (-ENOSPC,
-                    "no space left in the pool: %" PRIu64
-                    " blocks free, all kept in reserve; delete snapshots or"
-                    " volumes",
+    r = node_room_low (sp) ? refuse (sp, maxlen)
+      : cairn_fail (-ENOSPC, "no space left in the pool: %" PRIu64 " blocks "
+                    "free, all kept in reserve; delete snapshots or volumes",
                     rangeset_total (&sp->free));
     goto out;
   }

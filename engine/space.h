@@ -17,6 +17,12 @@
  * fewer than `reserve` free blocks; allocations flagged SPACE_RESERVE may use
  * the reserve.  The engine flags the allocations that deleting things and
  * committing need, so that freeing space always works on a full pool.
+ * Those are metadata nodes, which need runs of node_blocks: so ordinary
+ * allocations also stop once no more than `reserve` free blocks lie in
+ * such runs (space_set_node_blocks).  Counting blocks alone let a pool
+ * whose free space was single blocks between data (overwrites under a
+ * snapshot, on a full pool) accept writes until a commit found no room
+ * for a node and latched the pool failed.
  *
  * Thread safety: every function takes the space's own mutex.
  */
@@ -125,6 +131,11 @@ struct space_stats {
   uint64_t extents;         /* number of free runs (fragmentation) */
 };
 void space_stats (struct space *sp, struct space_stats *st);
+
+/* Keep the reserve's worth of free space in runs of at least blocks (a
+ * metadata node): see above.  0 (the default) counts blocks alone.
+ */
+void space_set_node_blocks (struct space *sp, uint64_t blocks);
 
 /* Is every block of the range allocated (not free, not pending)? */
 bool space_is_allocated (struct space *sp, uint64_t start, uint64_t len);
