@@ -111,7 +111,13 @@ cairn_s snapshot create vm/b@s || fail "snapshot vm/b@s"
 nbdsh -u "$(uri vm/b)" -c 'h.pwrite(b"\x66" * (2 * '$N' * 4096), 0); h.flush()' ||
   fail "overwriting vm/b"
 cairn_s volume delete vm/b --recursive || fail "volume delete"
-line=$(watch_jobs vm/b)
+# If the server had not yet seen nbdsh's connection close, the delete
+# waits for it and the next commit (200 ms here) begins the reclaim.
+for _ in $(seq 100); do
+  line=$(watch_jobs vm/b)
+  [ -n "$line" ] && break
+  sleep 0.05
+done
 [ -n "$line" ] || fail "the volume's reclaim is not listed: $(cairn_s job list)"
 set -- $line
 [ "$4" = "vm/b_(deleted_volume)" ] || fail "the volume's reclaim is described as '$4'"
