@@ -37,6 +37,23 @@ put (struct cairn_pool *pool, struct btree *t, uint64_t key, const void *v,
   return r;
 }
 
+/* Delete one item from tree t of pool. */
+static int
+del (struct cairn_pool *pool, struct btree *t, uint64_t key)
+{
+  uint8_t k[8];
+  int r = txn_begin (pool);
+
+  if (r < 0)
+    return r;
+  put_be64 (k, key);
+  btree_wrlock (t);
+  r = btree_delete (t, k, 8);
+  btree_unlock (t);
+  txn_end (pool);
+  return r;
+}
+
 /* ---------------------------------------------------------------- opening */
 
 Test (pool, fresh_pool_opens_and_checks_clean)
@@ -281,6 +298,28 @@ Test (fsck, finds_leaked_and_free_but_used_blocks)
 
 /* ---------------------------------------------------------------- ENOSPC */
 
+/* Fill a new tree of pool with 900-byte items, committing every 200,
+ * until the pool is full (-ENOSPC, asserted; cairn_errmsg says why);
+ * returns how many went in, the tree in *tp and its id in *idp.
+ */
+static uint64_t
+fill_until_full (struct cairn_pool *pool, struct btree **tp, uint64_t *idp)
+{
+  uint8_t v[900];
+  uint64_t n = 0;
+  int r = 0;
+
+  *tp = new_tree (pool, idp);
+  memset (v, 0xab, sizeof v);
+  while (n < 100000 && (r = put (pool, *tp, n, v, sizeof v)) == 0) {
+    n++;
+    if (n % 200 == 0 && (r = pool_commit (pool)) < 0)
+      break;
+  }
+  cr_assert_eq (r, -ENOSPC, "filling ended with %d: %s", r, cairn_errmsg ());
+  return n;
+}
+
 Test (pool, full_pool_enospc_then_deletes_and_recovers)
 {
   struct cairn_dev *dev = mem_pool (8 << 20, NULL);
@@ -288,17 +327,10 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
   struct pool_info info;
   uint8_t v[900];
   struct btree *t;
-  uint64_t id, n = 0;
-  int r = 0;
+  uint64_t id, n;
+  int r;
 
-  t = new_tree (pool, &id);
-  memset (v, 0xab, sizeof v);
-  while (n < 100000 && (r = put (pool, t, n, v, sizeof v)) == 0) {
-    n++;
-    if (n % 200 == 0 && (r = pool_commit (pool)) < 0)
-      break;
-  }
-  cr_assert_eq (r, -ENOSPC, "filling ended with %d: %s", r, cairn_errmsg ());
+  n = fill_until_full (pool, &t, &id);
   cr_assert (strstr (cairn_errmsg (), "no space left") != NULL, "%s", cairn_errmsg ());
   cr_assert_gt (n, 1000);
   /* The pool is consistent and commits on its reserve. */
@@ -316,13 +348,8 @@ Test (pool, full_pool_enospc_then_deletes_and_recovers)
   cr_assert_eq (pool_tree_open (pool, id, &t), 0);
   for (uint64_t j = 0; j < n / 2 + n / 4; j++) {
     uint64_t i = j < n / 2 ? 2 * j : 2 * (j - n / 2) + 1;
-    uint8_t k[8];
-    put_be64 (k, i);
-    cr_assert_eq (txn_begin (pool), 0);
-    btree_wrlock (t);
-    r = btree_delete (t, k, 8);
-    btree_unlock (t);
-    txn_end (pool);
+
+    r = del (pool, t, i);
     cr_assert_eq (r, 0, "delete %" PRIu64 ": %s", i, cairn_errmsg ());
   }
   cr_assert_eq (pool_commit (pool), 0);
@@ -351,18 +378,8 @@ full_delete_thread (void *arg)
   struct full_deleter *d = arg;
 
   for (uint64_t i = d->from; i < d->n && d->r == 0; i += d->step) {
-    uint8_t k[8];
-    int r;
+    int r = del (d->pool, d->t, i);
 
-    put_be64 (k, i);
-    if ((r = txn_begin (d->pool)) < 0) {
-      d->r = r;
-      break;
-    }
-    btree_wrlock (d->t);
-    r = btree_delete (d->t, k, 8);
-    btree_unlock (d->t);
-    txn_end (d->pool);
     if (r < 0 && r != -ENOSPC)
       d->r = r;
   }
@@ -376,19 +393,10 @@ Test (pool, full_pool_concurrent_deletes_never_latch)
   struct full_deleter d[4];
   pthread_t th[4];
   struct pool_info info;
-  uint8_t v[900];
   struct btree *t;
-  uint64_t id, n = 0;
-  int r = 0;
+  uint64_t id, n;
 
-  t = new_tree (pool, &id);
-  memset (v, 0xab, sizeof v);
-  while (n < 100000 && (r = put (pool, t, n, v, sizeof v)) == 0) {
-    n++;
-    if (n % 200 == 0 && (r = pool_commit (pool)) < 0)
-      break;
-  }
-  cr_assert_eq (r, -ENOSPC, "filling ended with %d: %s", r, cairn_errmsg ());
+  n = fill_until_full (pool, &t, &id);
   cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
   cr_assert_eq (pool_start_committer (pool, 50), 0);
   /* Every other key, so that leaves are copied, not dropped. */
