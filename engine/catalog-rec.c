@@ -222,7 +222,7 @@ snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
 /* Root tree helpers (the caller holds txn or is in the freeze). */
 int
 cat_root_put (struct catalog *cat, const uint8_t *key, size_t klen,
-          const void *val, size_t vlen)
+              const void *val, size_t vlen)
 {
   struct btree *root = pool_root_tree (cat->pool);
   int r;
@@ -247,7 +247,7 @@ cat_root_del (struct catalog *cat, const uint8_t *key, size_t klen)
 
 int
 cat_root_get (struct catalog *cat, const uint8_t *key, size_t klen, void *val,
-          size_t vmax, size_t *vlen)
+              size_t vmax, size_t *vlen)
 {
   struct btree *root = pool_root_tree (cat->pool);
   int r;
