@@ -283,7 +283,9 @@ usable (const struct space *sp, unsigned flags)
   return nfree > sp->reserve ? nfree - sp->reserve : 0;
 }
 
-/* Fail an allocation that usable() refused, saying why. */
+/* Fail an allocation of len blocks (or up to len) that usable() refused,
+ * saying why.
+ */
 static int
 refuse (const struct space *sp, uint64_t len)
 {
@@ -363,10 +365,7 @@ space_alloc_upto (struct space *sp, uint64_t maxlen, uint64_t hint,
   pthread_mutex_lock (&sp->lock);
   avail = usable (sp, flags);
   if (avail == 0) {
-    r = node_room_low (sp) ? refuse (sp, maxlen)
-      : cairn_fail (-ENOSPC, "no space left in the pool: %" PRIu64 " blocks "
-                    "free, all kept in reserve; delete snapshots or volumes",
-                    rangeset_total (&sp->free));
+    r = refuse (sp, maxlen);
     goto out;
   }
   maxlen = MIN (maxlen, avail);
