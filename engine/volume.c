@@ -399,6 +399,12 @@ map_range_into (struct catalog *cat, struct btree *tree, uint64_t lbn,
     memcpy (shas ? shas + (from - lbn) * SHA256_LEN : m->sha,
             v + EXT_HDR + (from - s) * SHA256_LEN, m->n * SHA256_LEN);
     mv->n++;
+    /* Items do not overlap: none after this one starts before end.  Not
+     * stepping to the next item saves a leaf visit when this is a leaf's
+     * last item (a small read's usual case, with a few extents a leaf).
+     */
+    if (to == end)
+      break;
   }
   btree_cursor_free (cur);
   return r == -ENOENT ? 0 : r;
