@@ -12,11 +12,21 @@
  * A resumed stream is the same walk with every range before the token's
  * next_offset left out (a range that straddles it is cut there): the data
  * is the same, so the receiver's chain continues.
+ *
+ * Reading a record's data and encoding it each cost a SHA-256 pass: the
+ * read checks every block against its digest, the record's SHA-256 covers
+ * the data again, and the record chain makes that second pass one serial
+ * stream.  So a run longer than one record is read one record ahead by a
+ * reader thread while this thread encodes the record before: the two
+ * passes overlap on two CPUs.  Shorter runs (an incremental stream's
+ * usual case) are read inline, where a hand-over would cost more than it
+ * saves.
  */
 #include <config.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +37,22 @@
  */
 #define SEND_MAP_CHUNK VOL_MAX_IO
 
+/* The reader thread: one read at a time, handed over under lock. */
+struct reader {
+  pthread_t thread;
+  bool started;               /* the thread runs */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct cairn_volume *vol;
+  bool busy;                  /* a read is asked for or under way */
+  bool quit;
+  uint8_t *buf;               /* the read: [off, off + len) into buf */
+  uint64_t off;
+  uint32_t len;
+  int r;                      /* its result, and its message if it failed */
+  char msg[1024];
+};
+
 struct send_state {
   const struct repl_send_opts *opts;
   struct stream_enc *enc;
@@ -34,8 +60,141 @@ struct send_state {
   uint64_t start;             /* resumed: nothing below it is sent */
   uint64_t done, total;       /* data bytes, for progress */
   uint64_t sent;              /* data bytes in WRITE records */
-  uint8_t *buf;               /* STREAM_MAX_DATA bytes */
+  uint8_t *buf[2];            /* STREAM_MAX_DATA bytes each */
+  struct reader rd;
 };
+
+static void *
+reader_main (void *arg)
+{
+  struct reader *rd = arg;
+
+  pthread_mutex_lock (&rd->lock);
+  for (;;) {
+    while (!rd->busy && !rd->quit)
+      pthread_cond_wait (&rd->cond, &rd->lock);
+    if (rd->quit)
+      break;
+    pthread_mutex_unlock (&rd->lock);
+    int r = vol_pread (rd->vol, rd->buf, rd->len, rd->off);
+    pthread_mutex_lock (&rd->lock);
+    rd->r = r;
+    if (r < 0)
+      snprintf (rd->msg, sizeof rd->msg, "%s", cairn_errmsg ());
+    rd->busy = false;
+    pthread_cond_broadcast (&rd->cond);
+  }
+  pthread_mutex_unlock (&rd->lock);
+  return NULL;
+}
+
+/* Ask the reader thread (started on first use) for [off, off + len). */
+static int
+reader_start (struct reader *rd, uint8_t *buf, uint64_t off, uint32_t len)
+{
+  if (!rd->started) {
+    int err = pthread_create (&rd->thread, NULL, reader_main, rd);
+
+    if (err)
+      return cairn_fail (-err, "cannot start the stream's reader thread: %s",
+                         strerror (err));
+    rd->started = true;
+  }
+  pthread_mutex_lock (&rd->lock);
+  rd->buf = buf;
+  rd->off = off;
+  rd->len = len;
+  rd->busy = true;
+  pthread_cond_broadcast (&rd->cond);
+  pthread_mutex_unlock (&rd->lock);
+  return 0;
+}
+
+/* Wait for the read asked for; its result. */
+static int
+reader_drain (struct reader *rd)
+{
+  int r;
+
+  pthread_mutex_lock (&rd->lock);
+  while (rd->busy)
+    pthread_cond_wait (&rd->cond, &rd->lock);
+  r = rd->r;
+  pthread_mutex_unlock (&rd->lock);
+  return r;
+}
+
+/* ... with its message, if it failed, set on this thread. */
+static int
+reader_wait (struct reader *rd)
+{
+  int r = reader_drain (rd);
+
+  return r < 0 ? cairn_fail (r, "%s", rd->msg) : 0;
+}
+
+/* Stop the reader thread, if it was started (no read under way). */
+static void
+reader_stop (struct reader *rd)
+{
+  if (rd->started) {
+    pthread_mutex_lock (&rd->lock);
+    rd->quit = true;
+    pthread_cond_broadcast (&rd->cond);
+    pthread_mutex_unlock (&rd->lock);
+    pthread_join (rd->thread, NULL);
+    rd->started = false;
+  }
+}
+
+/* Encode the record of [off, off + n), read into buf, and count it. */
+static int
+send_record (struct send_state *s, uint64_t off, uint32_t n, const uint8_t *buf)
+{
+  int r = stream_enc_write (s->enc, off, buf, n);
+
+  s->done += n;
+  s->sent += n;
+  if (r == 0 && s->opts->progress)
+    s->opts->progress (s->opts->progress_opaque, s->done, s->total);
+  return r;
+}
+
+/* Send the data of [off, off + len) as WRITE records, reading each record
+ * while the one before is encoded.
+ */
+static int
+send_data_ahead (struct send_state *s, uint64_t off, uint64_t len)
+{
+  uint32_t n = STREAM_MAX_DATA;
+  int cur = 0, r, ahead;
+
+  r = reader_start (&s->rd, s->buf[cur], off, n);
+  while (r == 0) {
+    uint32_t next = (uint32_t) MIN (len - n, (uint64_t) STREAM_MAX_DATA);
+
+    r = reader_wait (&s->rd);
+    if (r < 0)
+      break;
+    ahead = next > 0 ? reader_start (&s->rd, s->buf[!cur], off + n, next) : 0;
+    r = send_record (s, off, n, s->buf[cur]);
+    if (ahead < 0 && r == 0)
+      r = ahead;
+    if (r < 0 || next == 0) {
+      /* Wait out a read still under way, keeping this failure's message:
+       * its buffer is freed next.
+       */
+      if (next > 0 && ahead == 0)
+        (void) reader_drain (&s->rd);
+      break;
+    }
+    off += n;
+    len -= n;
+    n = next;
+    cur = !cur;
+  }
+  return r;
+}
 
 /* Send the data of [off, off + len) as WRITE records. */
 static int
@@ -43,19 +202,17 @@ send_data (struct send_state *s, uint64_t off, uint64_t len)
 {
   int r = 0;
 
+  if (len > STREAM_MAX_DATA && !s->opts->dry_run)
+    return send_data_ahead (s, off, len);
   while (r == 0 && len > 0) {
     uint32_t n = (uint32_t) MIN (len, (uint64_t) STREAM_MAX_DATA);
 
     if (!s->opts->dry_run)
-      r = vol_pread (s->vol, s->buf, n, off);
+      r = vol_pread (s->vol, s->buf[0], n, off);
     if (r == 0)
-      r = stream_enc_write (s->enc, off, s->buf, n);
+      r = send_record (s, off, n, s->buf[0]);
     off += n;
     len -= n;
-    s->done += n;
-    s->sent += n;
-    if (r == 0 && s->opts->progress)
-      s->opts->progress (s->opts->progress_opaque, s->done, s->total);
   }
   return r;
 }
@@ -203,10 +360,17 @@ repl_send (struct cairn_pool *pool, const char *snap,
     s.start = tok.next_offset;
   }
 
-  s.buf = calloc (1, STREAM_MAX_DATA);
-  if (s.buf == NULL)
+  s.buf[0] = calloc (1, STREAM_MAX_DATA);
+  s.buf[1] = calloc (1, STREAM_MAX_DATA);
+  if (s.buf[0] == NULL || s.buf[1] == NULL) {
+    free (s.buf[0]);
+    free (s.buf[1]);
     return cairn_fail (-ENOMEM, "out of memory");
+  }
+  pthread_mutex_init (&s.rd.lock, NULL);
+  pthread_cond_init (&s.rd.cond, NULL);
   r = vol_open (pool, snap, &s.vol);
+  s.rd.vol = s.vol;
   if (r == 0)
     r = stream_enc_new (&hdr, NULL, opts->sink, opts->sink_opaque, &s.enc);
   if (r == 0)
@@ -230,8 +394,12 @@ repl_send (struct cairn_pool *pool, const char *snap,
     res->data_bytes = s.sent;
     stream_enc_digest (s.enc, res->digest);
   }
+  reader_stop (&s.rd);
+  pthread_cond_destroy (&s.rd.cond);
+  pthread_mutex_destroy (&s.rd.lock);
   stream_enc_free (s.enc);
   vol_close (s.vol);
-  free (s.buf);
+  free (s.buf[0]);
+  free (s.buf[1]);
   return r;
 }
