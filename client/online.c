@@ -251,6 +251,19 @@ field_size (const char *label, json_t *obj, const char *key)
   field (label, line);
 }
 
+/* "N (SIZE of memory)": the free space's runs (fragmentation) and what the
+ * server's space map takes for them.
+ */
+static const char *
+free_runs (json_t *res, char *buf, size_t len)
+{
+  char s[UNITS_FORMAT_MAX];
+
+  snprintf (buf, len, "%" PRIu64 " (space map: %s of memory)",
+            jnum (res, "free_runs"), jsize (res, "space_map_bytes", s));
+  return buf;
+}
+
 /* Warn on stderr about the "damaged" records of a listing's result (left
  * out of it), one per line; returns how many there were.
  */
@@ -394,6 +407,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   field_size ("size", res, "size");
   field_size ("used", res, "used");
   field_size ("free", res, "free");
+  field ("free runs", free_runs (res, buf, sizeof buf));
   field_size ("reserve", res, "reserve");
   hits = jnum (cache, "hits");
   misses = jnum (cache, "misses");

@@ -34,6 +34,13 @@ struct rangeset_node {
   int height; /* a leaf has height 1 */
 };
 
+/* Memory of the nodes (rangeset.h). */
+size_t
+rangeset_bytes (const struct rangeset *rs)
+{
+  return (rs->count + rs->nspare) * sizeof (struct rangeset_node);
+}
+
 /* Spare nodes kept after a coalesce frees one (rangeset_reserve may keep
  * more on request).
  */

@@ -111,6 +111,11 @@ rangeset_count (const struct rangeset *rs)
   return rs->count;
 }
 
+/* Memory the set's nodes take, spares included (allocator overhead not
+ * counted).
+ */
+size_t rangeset_bytes (const struct rangeset *rs);
+
 /* Number of blocks in the set. */
 static inline uint64_t
 rangeset_total (const struct rangeset *rs)

@@ -660,8 +660,12 @@ space_stats (struct space *sp, struct space_stats *st)
 
   pthread_mutex_lock (&sp->lock);
   pending = rangeset_total (&sp->freed);
-  for (size_t i = 0; i < sp->nclosed; i++)
+  st->map_bytes = rangeset_bytes (&sp->free) + rangeset_bytes (&sp->alloc)
+    + rangeset_bytes (&sp->freed) + rangeset_bytes (&sp->moved);
+  for (size_t i = 0; i < sp->nclosed; i++) {
     pending += rangeset_total (&sp->closed[i].set);
+    st->map_bytes += rangeset_bytes (&sp->closed[i].set);
+  }
   st->total = sp->end - sp->base;
   st->free = rangeset_total (&sp->free);
   st->pending = pending;

@@ -129,6 +129,9 @@ struct space_stats {
   uint64_t allocated;       /* total - free - pending */
   uint64_t reserve;
   uint64_t extents;         /* number of free runs (fragmentation) */
+  uint64_t map_bytes;       /* memory of the in-memory space map: every
+                               run of free, pending and this generation's
+                               allocated blocks takes a node */
 };
 void space_stats (struct space *sp, struct space_stats *st);
 

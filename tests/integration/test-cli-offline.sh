@@ -41,6 +41,8 @@ grep -qE "^generation +1$" <<<"$out" || fail "no generation 1 in: $out"
 grep -qE "^node size +16K$" <<<"$out" || fail "no node size in: $out"
 grep -qE "^size +64M \(16384 blocks\)$" <<<"$out" || fail "no size in: $out"
 grep -qE "^(used|free|reserve) " <<<"$out" || fail "no space lines in: $out"
+# A new pool's free space is one run.
+grep -qE "^free runs +1$" <<<"$out" || fail "no 'free runs 1' in: $out"
 json=$("$CAIRN" info --json "$pool") || fail "info --json failed"
 python3 -c 'import json, sys; json.load(sys.stdin)' <<<"$json" || fail "info --json is not JSON: $json"
 [ "$(json_field "$json" uuid)" = "$uuid1" ] || fail "JSON uuid: $json"
@@ -54,6 +56,7 @@ assert j["data_blocks"] == j["used_blocks"] + j["free_blocks"], j
 assert 0 < j["reserve_blocks"] < j["free_blocks"], j
 assert j["used"] == j["used_blocks"] * j["block_size"], j
 assert j["total_blocks"] * j["block_size"] == j["size"], j
+assert j["free_runs"] == 1, j
 EOF
 # The global --pool names the pool too.
 run --pool "$pool" info

@@ -785,6 +785,9 @@ Test (methods, pool_status)
                 jint (res, "used") + jint (res, "free") +
                 jint (res, "pending"));
   cr_assert_gt (jint (res, "reserve"), 0);
+  cr_assert_geq (jint (res, "free_runs"), 1);
+  cr_assert_geq (jint (res, "space_map_bytes"),
+                 jint (res, "free_runs") * (json_int_t) (4 * sizeof (uint64_t)));
   cr_assert_eq (jint (res, "volumes"), 2);
   cr_assert_eq (jint (res, "snapshots"), 2);
   cr_assert_not (jbool (res, "failed"));

@@ -689,6 +689,31 @@ Test (space, enospc_without_contiguous_run)
   space_destroy (sp);
 }
 
+Test (space, map_memory_follows_the_runs)
+{
+  struct space *sp = mk (0, 1000, 0, 1);
+  struct space_stats one, many, back;
+
+  space_stats (sp, &one);
+  for (uint64_t i = 0; i < 1000; i++)
+    alloc_at (sp, 1, i, 0, i);
+  for (uint64_t i = 0; i < 1000; i += 2)
+    space_free (sp, i, 1, 1);
+  space_stats (sp, &many);
+  cr_assert_eq (many.extents, 500);
+  /* A node holds at least a start, a length and two links. */
+  cr_assert_geq (many.map_bytes, one.map_bytes + 499 * 4 * sizeof (uint64_t),
+                 "%" PRIu64 " bytes for 500 runs, %" PRIu64 " for one",
+                 many.map_bytes, one.map_bytes);
+  for (uint64_t i = 0; i < 1000; i += 2)
+    alloc_at (sp, 1, i, 0, i);
+  space_stats (sp, &back);
+  cr_assert_eq (back.extents, 0);
+  cr_assert_lt (back.map_bytes, many.map_bytes / 10,
+                "%" PRIu64 " bytes with no run left", back.map_bytes);
+  space_destroy (sp);
+}
+
 Test (space, reserve_needs_flag)
 {
   struct space *sp = mk (0, 100, 10, 1);
