@@ -161,6 +161,8 @@ struct volstate {
   pthread_mutex_t rmw_lock;   /* serialises partial-block writes */
   uint64_t alloc_hint;        /* next-fit hint for data, blocks (atomic:
                                  concurrent writers share it) */
+  uint64_t reuse_seen;        /* the space_reuse_hint the hint last
+                                 followed (atomic) */
 };
 
 enum cat_req_kind {

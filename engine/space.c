@@ -72,6 +72,8 @@ struct space {
   struct rangeset moved;       /* part of freed allocated in gen: no delta */
   struct space_closed *closed; /* older DEFERRED sets, oldest first */
   size_t nclosed, closed_cap;
+  uint64_t reuse_seq;          /* space_reuse_hint: releases so far ... */
+  uint64_t reuse_start;        /* ... and the lowest block of the last */
 };
 
 static void space_die (const char *fmt, ...)
@@ -607,6 +609,7 @@ space_delta_free (struct space_delta *d)
 void
 space_gen_durable (struct space *sp, uint64_t gen)
 {
+  uint64_t lowest = UINT64_MAX;
   size_t i;
 
   pthread_mutex_lock (&sp->lock);
@@ -615,9 +618,18 @@ space_gen_durable (struct space *sp, uint64_t gen)
                " is open (engine bug)",
                gen, sp->gen);
   for (i = 0; i < sp->nclosed && sp->closed[i].gen <= gen; i++) {
+    uint64_t start, len;
+
+    if (rangeset_next (&sp->closed[i].set, 0, &start, &len) &&
+        (lowest == UINT64_MAX || start < lowest))
+      lowest = start;
     must (rangeset_merge (&sp->free, &sp->closed[i].set),
           "space: releasing deferred frees");
     rangeset_destroy (&sp->closed[i].set);
+  }
+  if (lowest != UINT64_MAX) {
+    sp->reuse_start = lowest;
+    sp->reuse_seq++;
   }
   if (i > 0) {
     memmove (sp->closed, sp->closed + i,
@@ -625,6 +637,19 @@ space_gen_durable (struct space *sp, uint64_t gen)
     sp->nclosed -= i;
   }
   pthread_mutex_unlock (&sp->lock);
+}
+
+/* Where freed space came back last (space.h). */
+uint64_t
+space_reuse_hint (struct space *sp, uint64_t *startp)
+{
+  uint64_t seq;
+
+  pthread_mutex_lock (&sp->lock);
+  seq = sp->reuse_seq;
+  *startp = sp->reuse_start;
+  pthread_mutex_unlock (&sp->lock);
+  return seq;
 }
 
 /* The open generation. */

@@ -112,6 +112,15 @@ void space_delta_free (struct space_delta *d);
  */
 void space_gen_durable (struct space *sp, uint64_t gen);
 
+/* Where freed space came back last: the lowest block that the latest
+ * space_gen_durable released, in *startp, and a number that changes
+ * whenever that happens (0: never yet).  A data allocator that starts its
+ * next search there fills what overwrites freed (often still in the OS
+ * page cache, and single blocks that would otherwise stay scattered in the
+ * free set) instead of advancing into space never written.
+ */
+uint64_t space_reuse_hint (struct space *sp, uint64_t *startp);
+
 /* The open generation. */
 uint64_t space_open_gen (struct space *sp);
 

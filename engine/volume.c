@@ -713,6 +713,26 @@ is_zero_block (const uint8_t *p)
   return memcmp (p, zero, BLOCK_SIZE) == 0;
 }
 
+/* Where to look for the next data blocks: on from the last allocation, or,
+ * once a commit has released freed space since, from the lowest block it
+ * released.  Overwrites then reuse what earlier overwrites freed instead
+ * of advancing through space never written: a pool whose volumes are
+ * rewritten keeps the same blocks (and their page-cache pages) in use
+ * rather than its whole size, and single blocks that random overwrites
+ * freed are filled instead of piling up in the free set.
+ */
+static uint64_t
+data_hint (struct volstate *vs, struct space *sp)
+{
+  uint64_t start, seq = space_reuse_hint (sp, &start);
+
+  if (seq != __atomic_load_n (&vs->reuse_seen, __ATOMIC_RELAXED)) {
+    __atomic_store_n (&vs->reuse_seen, seq, __ATOMIC_RELAXED);
+    return start;
+  }
+  return __atomic_load_n (&vs->alloc_hint, __ATOMIC_RELAXED);
+}
+
 /* Write a run of non-zero blocks: allocate, checksum, write the data,
  * then replace the mapping.  Inside txn_begin.
  */
@@ -759,7 +779,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
       piece = np;
       cap = ncap;
     }
-    hint = __atomic_load_n (&vs->alloc_hint, __ATOMIC_RELAXED);
+    hint = data_hint (vs, sp);
     r = space_alloc (sp, len, hint, 0, &start);
     if (r == -ENOSPC)
       r = space_alloc_upto (sp, len, hint, 0, &start, &len);

@@ -832,6 +832,36 @@ Test (space, deferred_free_waits_for_durable)
   space_destroy (sp);
 }
 
+Test (space, reuse_hint_follows_releases)
+{
+  struct space *sp = mk (0, 100, 0, 1);
+  uint64_t start = 99, seq0, seq;
+
+  seq0 = space_reuse_hint (sp, &start);
+  cr_assert_eq (seq0, 0);
+  alloc_at (sp, 60, 0, 0, 0);
+  space_delta_free (freeze (sp));   /* gen 2 open */
+  space_free (sp, 40, 5, 1);        /* deferred, in two generations */
+  space_free (sp, 30, 2, 1);
+  space_delta_free (freeze (sp));   /* gen 3 open */
+  space_free (sp, 10, 1, 1);
+  space_delta_free (freeze (sp));   /* gen 4 open */
+  /* Nothing released yet: the hint has not moved. */
+  cr_assert_eq (space_reuse_hint (sp, &start), seq0);
+  space_gen_durable (sp, 2);
+  seq = space_reuse_hint (sp, &start);
+  cr_assert_neq (seq, seq0);
+  cr_assert_eq (start, 30, "lowest block released by gen 2: %" PRIu64, start);
+  /* A release with nothing to release leaves it alone. */
+  space_gen_durable (sp, 2);
+  cr_assert_eq (space_reuse_hint (sp, &start), seq);
+  space_gen_durable (sp, 3);
+  cr_assert_neq (space_reuse_hint (sp, &start), seq);
+  cr_assert_eq (start, 10);
+  alloc_at (sp, 1, start, 0, 10);   /* what the data allocator then does */
+  space_destroy (sp);
+}
+
 Test (space, delta_is_net)
 {
   struct space *sp = mk (0, 1000, 0, 1);
