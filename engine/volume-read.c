@@ -1,0 +1,254 @@
+/* Cairn engine, layer "volume": the read path (see volume.c's notes).
+ *
+ * A read copies the mapping of its blocks under the tree's read lock, then
+ * reads and checks the data outside it: one device read per run of
+ * mappings contiguous on the device, and every block checked against its
+ * SHA-256, runs contiguous in the volume at a time.  A block can be freed
+ * and reused between the mapping and the read, so a mismatch is retried
+ * once with a fresh mapping before it counts as damage.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "volume-int.h"
+
+/* ---------------------------------------------------------------- mapping */
+
+/* Copy the mapping of blocks [lbn, lbn + n) (tree locked by the caller).
+ * The digests of each mapping go to a new m->sha, or, when shas is not
+ * NULL, to shas + (block - lbn) * SHA256_LEN (the read path: one array for
+ * the request, no allocation per mapping).
+ */
+static int
+map_range_into (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                uint64_t n, struct map_vec *mv, uint8_t *shas)
+{
+  uint64_t maxe = max_ext_blocks (cat), end = lbn + n;
+  struct btree_cursor *cur;
+  uint8_t key[8];
+  int r;
+
+  r = btree_cursor_new (tree, &cur);
+  if (r < 0)
+    return r;
+  /* The item that may cover lbn starts at or before it. */
+  put_be64 (key, lbn);
+  for (r = btree_cursor_seek_le (cur, key, 8); r == 0; r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    uint64_t s, len, from, to;
+    struct mapping *m;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != 8 || vl < EXT_HDR)
+      goto corrupt;
+    s = get_be64 (k);
+    len = ext_len (v);
+    if (len == 0 || len > maxe || vl != EXT_HDR + len * SHA256_LEN)
+      goto corrupt;
+    if (s >= end)
+      break;
+    if (s + len <= lbn)
+      continue;
+    from = MAX (s, lbn);
+    to = MIN (s + len, end);
+    if (mv->n == mv->cap) {
+      size_t cap = mv->cap ? mv->cap * 2 : 16;
+      struct mapping *nm = realloc (mv->m, cap * sizeof *nm);
+      if (nm == NULL) {
+        r = cairn_fail (-ENOMEM, "out of memory reading a volume");
+        break;
+      }
+      mv->m = nm;
+      mv->cap = cap;
+    }
+    m = &mv->m[mv->n];
+    m->lbn = from;
+    m->n = to - from;
+    m->addr = ext_addr (v) + (from - s);
+    m->birth = ext_birth (v);
+    m->sha = shas ? NULL : malloc (m->n * SHA256_LEN);
+    if (shas == NULL && m->sha == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading a volume");
+      break;
+    }
+    memcpy (shas ? shas + (from - lbn) * SHA256_LEN : m->sha,
+            v + EXT_HDR + (from - s) * SHA256_LEN, m->n * SHA256_LEN);
+    mv->n++;
+    /* Items do not overlap: none after this one starts before end.  Not
+     * stepping to the next item saves a leaf visit when this is a leaf's
+     * last item (a small read's usual case, with a few extents a leaf).
+     */
+    if (to == end)
+      break;
+  }
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
+
+ corrupt:
+  btree_cursor_free (cur);
+  return cairn_fail (-EIO, "corrupt extent item in volume tree %" PRIu64,
+                     btree_id (tree));
+}
+
+int
+map_range_locked (struct catalog *cat, struct btree *tree, uint64_t lbn,
+                  uint64_t n, struct map_vec *mv)
+{
+  return map_range_into (cat, tree, lbn, n, mv, NULL);
+}
+
+/* Copy the mapping of blocks [lbn, lbn + n) under the read lock. */
+int
+map_range (struct cairn_volume *v, uint64_t lbn, uint64_t n, struct map_vec *mv,
+           uint8_t *shas)
+{
+  int r;
+
+  btree_rdlock (v->tree);
+  r = map_range_into (v->cat, v->tree, lbn, n, mv, shas);
+  btree_unlock (v->tree);
+  return r;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* Read whole blocks [lbn, lbn + n) into buf under one mapping, with their
+ * digests into shas; return the first block (from lbn) whose data does not
+ * match its digest, or UINT64_MAX.
+ *
+ * One device read per run of mappings that follow each other both in the
+ * volume and on the device (a sequential write's extents, split only by
+ * the extent item's size, usually are), and the checks over runs
+ * contiguous in the volume: sha256_blocks hashes two blocks at a time, so
+ * a run should be as long as it can.
+ */
+static int
+read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
+             uint8_t *shas, uint64_t *badp)
+{
+  struct cairn_dev *dev = pool_dev (v->cat->pool);
+  struct map_vec mv = { NULL, 0, 0 };
+  uint64_t next = lbn;
+  size_t i, j;
+  int r;
+
+  *badp = UINT64_MAX;
+  r = map_range (v, lbn, n, &mv, shas);
+  for (i = 0; r == 0 && i < mv.n; i = j) {
+    const struct mapping *m = &mv.m[i];
+    uint64_t len = m->n;
+
+    for (j = i + 1; j < mv.n && mv.m[j].lbn == m->lbn + len &&
+         mv.m[j].addr == m->addr + len; j++)
+      len += mv.m[j].n;
+    memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
+    r = dev_pread (dev, buf + (m->lbn - lbn) * BLOCK_SIZE, len * BLOCK_SIZE,
+                   m->addr * BLOCK_SIZE);
+    next = m->lbn + len;
+  }
+  if (r == 0)
+    memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
+  for (i = 0; r == 0 && i < mv.n && *badp == UINT64_MAX; i = j) {
+    uint64_t first = mv.m[i].lbn - lbn, len = mv.m[i].n;
+    size_t k;
+
+    for (j = i + 1; j < mv.n && mv.m[j].lbn == lbn + first + len; j++)
+      len += mv.m[j].n;
+    k = sha256_blocks_check (buf + first * BLOCK_SIZE, len,
+                             shas + first * SHA256_LEN);
+    if (k < len)
+      *badp = first + k;
+  }
+  map_vec_free (&mv);
+  return r;
+}
+
+/* Read whole blocks [lbn, lbn + n) into buf, checking every block. */
+int
+read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
+{
+  enum { STACK_BLOCKS = 16 };
+  uint8_t stack_shas[STACK_BLOCKS * SHA256_LEN];
+  uint8_t *shas = stack_shas;
+  uint64_t bad = UINT64_MAX;
+  int r = 0;
+
+  if (n > STACK_BLOCKS) {
+    shas = malloc (n * SHA256_LEN);
+    if (shas == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
+      goto out;
+    }
+  }
+  for (int attempt = 0; attempt < 2; attempt++) {
+    r = read_mapped (v, lbn, n, buf, shas, &bad);
+    if (r < 0 || bad == UINT64_MAX)
+      break;
+    r = -EIO;
+  }
+  if (r == -EIO && bad != UINT64_MAX) {
+    uint64_t blk = lbn + bad;
+    r = cairn_fail (-EIO, "checksum mismatch reading block %" PRIu64 " (byte %"
+                    PRIu64 ") of volume '%s': the data is damaged on disk",
+                    blk, blk * BLOCK_SIZE, v->info.name);
+  }
+  if (shas != stack_shas)
+    free (shas);
+ out:
+  if (r == -EIO)
+    COUNT (v, csum_errors, 1);
+  return r;
+}
+
+/* Check a request against the volume's size. */
+int
+check_range (struct cairn_volume *v, uint32_t count, uint64_t off)
+{
+  uint64_t size = vol_size (v);
+
+  if (count > VOL_MAX_IO)
+    return cairn_fail (-EINVAL, "request of %" PRIu32 " bytes is larger than "
+                       "%u", count, VOL_MAX_IO);
+  if (off > size || count > size - off)
+    return cairn_fail (-EINVAL, "request [%" PRIu64 ", +%" PRIu32 ") is beyond "
+                       "the end of '%s' (%" PRIu64 " bytes)", off, count,
+                       v->info.name, size);
+  return 0;
+}
+
+/* Read bytes. */
+int
+vol_pread (struct cairn_volume *v, void *buf, uint32_t count, uint64_t off)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  uint8_t *tmp = NULL;
+  int r = check_range (v, count, off);
+
+  if (r < 0 || count == 0)
+    goto out;
+  if (off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0)
+    r = read_blocks (v, lbn, end - lbn, buf);
+  else {
+    tmp = malloc ((end - lbn) * BLOCK_SIZE);
+    if (tmp == NULL) {
+      r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
+      goto out;
+    }
+    r = read_blocks (v, lbn, end - lbn, tmp);
+    if (r == 0)
+      memcpy (buf, tmp + off % BLOCK_SIZE, count);
+  }
+ out:
+  free (tmp);
+  if (r < 0)
+    COUNT (v, errors, 1);
+  else {
+    COUNT (v, reads, 1);
+    COUNT (v, bytes_read, count);
+  }
+  return r;
+}
