@@ -225,6 +225,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   memcpy (cc.uuid, pool->sb.uuid, 16);
   cc.limit_bytes = o.cache_bytes ? o.cache_bytes : DEFAULT_CACHE;
   pool->dirty_limit = o.dirty_limit_bytes ? o.dirty_limit_bytes : cc.limit_bytes / 4;
+  pool->data_limit = o.data_limit_bytes ? o.data_limit_bytes : POOL_DATA_LIMIT;
   r = nodecache_create (&cc, &pool->cache);
   if (r < 0)
     goto fail;

@@ -55,6 +55,9 @@ struct pool_format_opts {
 struct pool_open_opts {
   uint64_t cache_bytes;           /* 0: 128 MiB */
   uint64_t dirty_limit_bytes;     /* commit when dirty nodes pass it; 0: cache/4 */
+  uint64_t data_limit_bytes;      /* wake the commit thread once this much
+                                     data was written in the open
+                                     generation; 0: POOL_DATA_LIMIT */
   bool readonly;
   const uint8_t *expect_uuid;     /* refuse a device of another pool */
   bool no_background;             /* start no background work (reclaiming
@@ -85,13 +88,28 @@ int pool_close (struct cairn_pool *pool);
  */
 int pool_commit (struct cairn_pool *pool) CAIRN_WUR;
 
-/* Start / stop the commit thread: commits every interval_ms, and as soon as
- * dirty metadata passes the limit.  Without it, txn_end commits inline when
- * the limit is passed.
+/* Start / stop the commit thread: commits every interval_ms, as soon as
+ * dirty metadata passes the limit, and once the open generation holds
+ * data_limit_bytes of written data.  Without it, txn_end commits inline
+ * when the metadata limit is passed.
  */
 int pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
   CAIRN_WUR;
 void pool_stop_committer (struct cairn_pool *pool);
+
+/* The default data_limit_bytes.  What overwrites free comes back only when
+ * their generation is durable, so the data written between two commits is
+ * space a rewrite cannot reuse yet (volume.c, data_hint), page cache the
+ * next flush must write out, and work for that flush.  A commit per this
+ * much data keeps all three bounded under fast writes, as ZFS starts a txg
+ * sync on dirty data as well as on time.
+ */
+#define POOL_DATA_LIMIT (256ull << 20)
+
+/* Count bytes of data written into new blocks in the open generation
+ * (inside txn_begin); txn_end wakes the commit thread past the limit.
+ */
+void txn_note_data (struct cairn_pool *pool, uint64_t bytes);
 
 /* Bracket a mutation of any tree of the pool: -EROFS on a read-only pool,
  * -EIO on a failed one (then txn_end must not be called).

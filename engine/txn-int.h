@@ -145,6 +145,9 @@ struct cairn_pool {
   bool readonly;
   bool no_background;         /* pool_open_opts.no_background */
   uint64_t dirty_limit;
+  uint64_t data_limit;            /* pool_open_opts.data_limit_bytes */
+  uint64_t data_written;          /* txn_note_data since the last freeze
+                                     (atomic) */
 
   /* Mutations hold txn_lock shared; a commit's freeze holds it exclusive. */
   pthread_rwlock_t txn_lock;

@@ -189,6 +189,7 @@ txn_commit_now (struct cairn_pool *pool)
   __atomic_store_n (&pool->open_gen, gen + 1, __ATOMIC_RELEASE);
   nodecache_set_gen (pool->cache, gen + 1);
   __atomic_store_n (&pool->dirty, false, __ATOMIC_RELEASE);
+  __atomic_store_n (&pool->data_written, 0, __ATOMIC_RELAXED);
   r = spacemap_finish (&smw, delta, &sb);
   space_delta_free (delta);
   if (r < 0)
@@ -294,8 +295,27 @@ txn_begin (struct cairn_pool *pool)
   return 0;
 }
 
+/* Wake the commit thread for a commit now. */
+static void
+kick_committer (struct cairn_pool *pool)
+{
+  pthread_mutex_lock (&pool->committer_lock);
+  pool->committer_kick = true;
+  pthread_cond_signal (&pool->committer_cond);
+  pthread_mutex_unlock (&pool->committer_lock);
+}
+
+/* Count data written in the open generation (pool.h). */
+void
+txn_note_data (struct cairn_pool *pool, uint64_t bytes)
+{
+  __atomic_add_fetch (&pool->data_written, bytes, __ATOMIC_RELAXED);
+}
+
 /* Leave a mutation; commit when dirty metadata passed its limit or the
- * pool runs on its reserve.  No tree lock may be held.
+ * pool runs on its reserve, and wake the commit thread once the open
+ * generation holds the data limit's worth of data.  No tree lock may be
+ * held.
  *
  * The write throttle: past the dirty limit the commit thread is woken;
  * past twice the limit (writers outran a slow commit, whose flush may wait
@@ -320,14 +340,14 @@ txn_end (struct cairn_pool *pool)
    */
   space_stats (pool->space, &ss);
   low_space = ss.free <= ss.reserve && ss.pending > 0;
-  if (!low_space && dirty <= pool->dirty_limit)
+  if (!low_space && dirty <= pool->dirty_limit) {
+    if (pool->committer_running &&
+        __atomic_load_n (&pool->data_written, __ATOMIC_RELAXED) >= pool->data_limit)
+      kick_committer (pool);
     return;
-  if (pool->committer_running && (low_space || dirty <= 2 * pool->dirty_limit)) {
-    pthread_mutex_lock (&pool->committer_lock);
-    pool->committer_kick = true;
-    pthread_cond_signal (&pool->committer_cond);
-    pthread_mutex_unlock (&pool->committer_lock);
   }
+  if (pool->committer_running && (low_space || dirty <= 2 * pool->dirty_limit))
+    kick_committer (pool);
   else if (pool_commit (pool) < 0) {
     /* Latched: the next mutation reports it. */
   }

@@ -542,8 +542,10 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
     npieces++;
     got += len;
   }
-  if (r == 0)
+  if (r == 0) {
     sha256_blocks (data, n, shas);
+    txn_note_data (pool, n * BLOCK_SIZE);
+  }
   got = 0;
   for (size_t i = 0; r == 0 && i < npieces; i++) {
     r = dev_pwrite (pool_dev (pool), data + got * BLOCK_SIZE,

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -145,4 +146,65 @@ Test (alloc, random_overwrites_fill_the_holes_they_leave)
                 pi.space.extents);
   fixture_free (&f);
   free (buf);
+}
+
+/* The durable generation of the pool, after waiting up to ms for it to
+ * pass gen (0: just read it).
+ */
+static uint64_t
+generation_after (struct cairn_pool *pool, uint64_t gen, int ms)
+{
+  struct pool_info pi;
+
+  for (int waited = 0;; waited += 10) {
+    pool_info (pool, &pi);
+    if (pi.generation > gen || waited >= ms)
+      return pi.generation;
+    usleep (10000);
+  }
+}
+
+Test (alloc, written_data_starts_a_commit)
+{
+  struct rng rng = { test_seed ("alloc.written_data_starts_a_commit", 3) };
+  struct pool_open_opts o = { .data_limit_bytes = 4 * MIB,
+                              .no_background = true };
+  struct cairn_dev *dev = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *buf = malloc (MIB);
+  uint64_t gen;
+
+  cr_assert_eq (pool_open (dev, &o, &pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_create (pool, "v", 16 * MIB, NULL), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &v), 0, "%s", cairn_errmsg ());
+  /* The timer alone would commit in a minute. */
+  cr_assert_eq (pool_start_committer (pool, 60000), 0, "%s", cairn_errmsg ());
+  gen = generation_after (pool, 0, 0);
+  for (int i = 0; i < 3; i++) {            /* 3 MiB: under the limit */
+    fill_pattern (buf, MIB, rng_next (&rng));
+    cr_assert_eq (vol_pwrite (v, buf, MIB, (uint64_t) i * MIB, 0), 0, "%s",
+                  cairn_errmsg ());
+  }
+  cr_assert_eq (generation_after (pool, gen, 300), gen,
+                "a commit came before the data limit");
+  fill_pattern (buf, MIB, rng_next (&rng));  /* the 4th MiB reaches it */
+  cr_assert_eq (vol_pwrite (v, buf, MIB, 3 * MIB, 0), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_gt (generation_after (pool, gen, 5000), gen,
+                "no commit within 5 s of writing the data limit's worth");
+  /* The count starts again after the commit. */
+  gen = generation_after (pool, 0, 0);
+  fill_pattern (buf, MIB, rng_next (&rng));
+  cr_assert_eq (vol_pwrite (v, buf, MIB, 4 * MIB, 0), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (generation_after (pool, gen, 300), gen,
+                "a commit came after 1 MiB of a new generation");
+  vol_close (v);
+  pool_stop_committer (pool);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+  free (buf);
+  dev_close (dev);
 }
