@@ -198,7 +198,7 @@ struct cairn_pool {
 
   /* The commit thread. */
   pthread_t committer;
-  bool committer_running;
+  bool committer_running;         /* atomic: txn_end reads it unlocked */
   bool committer_stop;
   bool committer_kick;
   unsigned commit_interval_ms;

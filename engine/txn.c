@@ -330,7 +330,7 @@ txn_end (struct cairn_pool *pool)
   struct nodecache_stats st;
   struct space_stats ss;
   uint64_t dirty;
-  bool low_space;
+  bool low_space, committer;
 
   pthread_rwlock_unlock (&pool->txn_lock);
   nodecache_stats (pool->cache, &st);
@@ -340,13 +340,17 @@ txn_end (struct cairn_pool *pool)
    */
   space_stats (pool->space, &ss);
   low_space = ss.free <= ss.reserve && ss.pending > 0;
+  /* Atomic: a thread of the engine (the reaper) may end a mutation while
+   * the pool's owner stops the commit thread.
+   */
+  committer = __atomic_load_n (&pool->committer_running, __ATOMIC_ACQUIRE);
   if (!low_space && dirty <= pool->dirty_limit) {
-    if (pool->committer_running &&
+    if (committer &&
         __atomic_load_n (&pool->data_written, __ATOMIC_RELAXED) >= pool->data_limit)
       kick_committer (pool);
     return;
   }
-  if (pool->committer_running && (low_space || dirty <= 2 * pool->dirty_limit))
+  if (committer && (low_space || dirty <= 2 * pool->dirty_limit))
     kick_committer (pool);
   else if (pool_commit (pool) < 0) {
     /* Latched: the next mutation reports it. */
@@ -401,7 +405,7 @@ pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
   err = pthread_create (&pool->committer, NULL, committer_main, pool);
   if (err)
     return cairn_fail (-err, "cannot start the commit thread: %s", strerror (err));
-  pool->committer_running = true;
+  __atomic_store_n (&pool->committer_running, true, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -416,7 +420,7 @@ pool_stop_committer (struct cairn_pool *pool)
   pthread_cond_signal (&pool->committer_cond);
   pthread_mutex_unlock (&pool->committer_lock);
   pthread_join (pool->committer, NULL);
-  pool->committer_running = false;
+  __atomic_store_n (&pool->committer_running, false, __ATOMIC_RELEASE);
 }
 
 /* Mark the open generation changed. */
