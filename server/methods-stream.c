@@ -300,6 +300,12 @@ pump_stream (struct control_ctx *ctx, struct repl_recv *rr, uint64_t *got)
     *got += n;
     r = repl_recv_feed (rr, buf, n, &used);
   }
+  /* A cancel that came while the read waited, before the client ended
+   * the stream short: the receive stopped because it was cancelled, not
+   * because the stream was cut.
+   */
+  if (r == 0 && control_ctx_cancelled (ctx))
+    r = cairn_fail (-ECANCELED, "cancelled");
   free (buf);
   return r;
 }
