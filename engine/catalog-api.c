@@ -323,9 +323,7 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
     return cairn_fail (-ENOENT, "no volume named '%s'", vol);
   if (at == NULL)
     return 0;
-  r = cat_lookup_snap (cat, info->id, at + 1, &sgen);
-  if (r == -ENOENT)
-    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", vol, at + 1);
+  r = cat_lookup_point (cat, info->id, vol, at + 1, &sgen);
   if (r == 0 && (r = cat_read_snap (cat, info->id, sgen, info)) < 0)
     r = cat_snap_unreadable (r, name);
   return r;

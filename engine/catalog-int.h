@@ -240,6 +240,21 @@ int cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
   CAIRN_WUR;
 int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
                      uint64_t *genp) CAIRN_WUR;
+/* The generation that "VOL@SPEC" names for reading (SPEC not "#GEN"): the
+ * snapshot named SPEC, or, when SPEC is a time "YYYY-MM-DDTHH:MM:SSZ"
+ * (DESIGN §3), the newest kept state taken at or before it.  The kept
+ * states with a time are the snapshots (a generation only a clone pins has
+ * none), so that is the newest snapshot of volume id whose creation time
+ * is at or before SPEC; a record that does not decode has no time and is
+ * passed over.  -ENOENT with a message naming vol when nothing matches,
+ * -EINVAL for a malformed time.
+ */
+int cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
+                      const char *spec, uint64_t *genp) CAIRN_WUR;
+/* Parse "YYYY-MM-DDTHH:MM:SSZ" into seconds since 1970: 0, or -1 when s
+ * is not such a time (exposed for the tests).
+ */
+int cat_parse_time (const char *s, uint64_t *tp) CAIRN_WUR;
 int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                    struct vol_info *info) CAIRN_WUR;
 /* Fail a use of snapshot export "VOL@SNAP" whose record cat_read_snap

@@ -333,6 +333,131 @@ cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
   return r;
 }
 
+/* ---------------------------------------------------------------- points in time */
+
+/* Days from 1970-01-01 to y-m-d of the proleptic Gregorian calendar
+ * (Howard Hinnant's days_from_civil).
+ */
+static int64_t
+days_from_civil (int64_t y, unsigned m, unsigned d)
+{
+  int64_t era;
+  unsigned yoe, doy, doe;
+
+  y -= m <= 2;
+  era = (y >= 0 ? y : y - 399) / 400;
+  yoe = (unsigned) (y - era * 400);
+  doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (int64_t) doe - 719468;
+}
+
+/* n decimal digits at s, or -1. */
+static int
+digits (const char *s, int n)
+{
+  int v = 0;
+
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+int
+cat_parse_time (const char *s, uint64_t *tp)
+{
+  static const unsigned mdays[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+  int y, mo, d, h, mi, sec;
+  bool leap;
+
+  if (strlen (s) != 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' ||
+      s[13] != ':' || s[16] != ':' || s[19] != 'Z')
+    return -1;
+  y = digits (s, 4);
+  mo = digits (s + 5, 2);
+  d = digits (s + 8, 2);
+  h = digits (s + 11, 2);
+  mi = digits (s + 14, 2);
+  sec = digits (s + 17, 2);
+  if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 ||
+      mi < 0 || mi > 59 || sec < 0 || sec > 59)
+    return -1;
+  leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if ((unsigned) d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap))
+    return -1;
+  *tp = (uint64_t) days_from_civil (y, (unsigned) mo, (unsigned) d) * 86400 +
+        (uint64_t) (h * 3600 + mi * 60 + sec);
+  return 0;
+}
+
+/* State of cat_lookup_point's walk. */
+struct time_find {
+  uint64_t id, t;             /* the volume, the time asked for */
+  bool found;
+  uint64_t gen, ctime;        /* the best snapshot so far */
+};
+
+/* cat_foreach_prefix callback: a snapshot record taken at or before tf->t,
+ * newer than the best so far (the later generation of two taken in the
+ * same second).
+ */
+static int
+time_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+           size_t vl)
+{
+  struct time_find *tf = opaque;
+  struct snaprec sr;
+  uint64_t gen;
+
+  if (kl != 17)
+    return 0;
+  gen = get_be64 (k + 9);
+  if (snaprec_decode (v, vl, tf->id, gen, &sr) < 0)
+    return 0;           /* damaged: its time is unknown (listings report it) */
+  if (sr.ctime <= tf->t &&
+      (!tf->found || sr.ctime > tf->ctime ||
+       (sr.ctime == tf->ctime && gen > tf->gen))) {
+    tf->found = true;
+    tf->gen = gen;
+    tf->ctime = sr.ctime;
+  }
+  return 0;
+}
+
+int
+cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
+                  const char *spec, uint64_t *genp)
+{
+  struct time_find tf = { .id = id };
+  uint8_t key[17];
+  int r;
+
+  /* ':' is in no snapshot name (vol_check_name): a time, or a mistake. */
+  if (strchr (spec, ':') == NULL) {
+    r = cat_lookup_snap (cat, id, spec, genp);
+    if (r == -ENOENT)
+      r = cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", vol,
+                      spec);
+    return r;
+  }
+  if (cat_parse_time (spec, &tf.t) < 0)
+    return cairn_fail (-EINVAL, "'%s@%s': '%s' is neither a snapshot name nor "
+                       "a time of the form YYYY-MM-DDTHH:MM:SSZ (UTC)", vol,
+                       spec, spec);
+  cat_key (key, RK_SNAP, id, 0);
+  r = cat_foreach_prefix (cat, key, 9, time_item, &tf);
+  if (r < 0)
+    return r;
+  if (!tf.found)
+    return cairn_fail (-ENOENT, "volume '%s' has no snapshot taken at or "
+                       "before %s", vol, spec);
+  *genp = tf.gen;
+  return 0;
+}
+
 /* Read a snapshot record into info. */
 int
 cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,

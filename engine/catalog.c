@@ -707,7 +707,9 @@ apply_quota (struct catalog *cat, struct cat_request *req)
   return volrec_store (cat, vs);
 }
 
-/* Split "VOL@SNAP" or "VOL@#GEN" into its volume and the pinned state. */
+/* Split "VOL@SNAP", "VOL@TIME" or "VOL@#GEN" into its volume and the
+ * pinned state.
+ */
 static int
 resolve_point (struct catalog *cat, const char *src, uint64_t gen,
                struct volstate **vsp, uint64_t *pgen, struct btree_root *root,
@@ -742,10 +744,7 @@ resolve_point (struct catalog *cat, const char *src, uint64_t gen,
                          src);
   }
   else {
-    r = cat_lookup_snap (cat, vs->id, at + 1, pgen);
-    if (r == -ENOENT)
-      return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
-                         vol, at + 1);
+    r = cat_lookup_point (cat, vs->id, vol, at + 1, pgen);
     if (r < 0)
       return r;
   }

@@ -137,10 +137,10 @@ vol_open (struct cairn_pool *pool, const char *export_name,
                         export_name);
     }
     else {
-      r = cat_lookup_snap (cat, vs->id, at + 1, &gen);
-      if (r == -ENOENT)
-        r = cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", name,
-                        at + 1);
+      /* A snapshot name or a time; a malformed time is no export either. */
+      r = cat_lookup_point (cat, vs->id, name, at + 1, &gen);
+      if (r == -EINVAL)
+        r = -ENOENT;
     }
     /* Looking the pin up and counting the handle on it happen under
      * tlock, so that settling a deferred delete cannot release the pin in

@@ -11,6 +11,9 @@
  *   VOL@SNAP       a snapshot (read-only)
  *   VOL@#GEN       the volume's state at generation GEN, while a snapshot
  *                  or retained checkpoint pins it (read-only)
+ *   VOL@TIME       TIME = YYYY-MM-DDTHH:MM:SSZ (UTC): the newest kept state
+ *                  taken at or before TIME (read-only); until checkpoints
+ *                  are kept, the newest such snapshot (cat_lookup_point)
  *
  * Every function that changes the catalog is atomic: it takes effect in
  * one generation or not at all.  Errors are negative errnos with a message
@@ -90,7 +93,8 @@ int vol_list_props (struct cairn_pool *pool, const char *name,
 int vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
   CAIRN_WUR;
 
-/* Describe one volume, or one snapshot (VOL@SNAP). */
+/* Describe one volume, or one snapshot (VOL@SNAP, or VOL@TIME: the newest
+ * snapshot taken at or before TIME, see cat_lookup_point). */
 int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   CAIRN_WUR;
 /* Call fn for every visible volume, in name order, then (with_snapshots)

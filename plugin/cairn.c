@@ -26,7 +26,9 @@
  *                simply at its last durable generation.
  *
  * Exports (DESIGN §3): "VOL" is a live volume, "VOL@SNAP" a snapshot,
- * "VOL@#GEN" a pinned generation; .list_exports asks the engine on every
+ * "VOL@#GEN" a pinned generation, "VOL@2026-12-02T10:00:00Z" the newest
+ * kept state at or before that time (engine/volume.h); .list_exports asks
+ * the engine on every
  * listing, so a new snapshot shows at once.  The empty name is the
  * default-export= parameter when given, and refused otherwise: picking "the
  * only volume" would silently change meaning the day a second volume is

@@ -339,3 +339,139 @@ Test (catalog_damage, volume_record_named_by_load_and_fsck)
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
 }
+
+/* ---------------------------------------------------------------- points in time */
+
+/* Snapshot ctimes for the tests below: a@s1, s2 and s3 an hour apart. */
+#define T0 1796083200u          /* 2026-12-01T00:00:00Z */
+
+static uint64_t set_ctime_to;
+
+/* Give a snapshot record the creation time set_ctime_to. */
+static size_t
+set_ctime (uint8_t *val, size_t len)
+{
+  put_le64 (val, set_ctime_to);
+  return len;
+}
+
+/* The snapshot (its name) and the data (fill_pattern's tag, 0: zeros)
+ * that export name opens.
+ */
+static void
+expect_point (struct cairn_pool *pool, const char *export, const char *snap,
+              uint64_t tag)
+{
+  static uint8_t want[8192], got[8192];
+  struct cairn_volume *v;
+  struct vol_info info;
+
+  cr_assert_eq (vol_open (pool, export, &v), 0, "%s: %s", export,
+                cairn_errmsg ());
+  vol_get_info (v, &info);
+  cr_assert_str_eq (info.snap, snap, "%s", export);
+  cr_assert (vol_is_readonly (v), "%s", export);
+  memset (want, 0, sizeof want);
+  if (tag)
+    fill_pattern (want, sizeof want, tag);
+  cr_assert_eq (vol_pread (v, got, sizeof got, 0), 0);
+  cr_assert_arr_eq (got, want, sizeof got, "%s: not the data of %s", export,
+                    snap);
+  vol_close (v);
+  cr_assert_eq (vol_stat (pool, export, &info), 0, "%s", cairn_errmsg ());
+  cr_assert_str_eq (info.snap, snap, "vol_stat %s", export);
+}
+
+/* "VOL@TIME" (DESIGN §3) opens, describes and clones the newest snapshot
+ * taken at or before TIME; an exact creation time is "at"; a time before
+ * every snapshot or a malformed one names nothing; a damaged record, whose
+ * time is unknown, is passed over.
+ */
+Test (points_in_time, newest_snapshot_at_or_before)
+{
+  uint64_t id, gen;
+  struct cairn_dev *dev = make_pool (&id, &gen);
+  struct cairn_pool *pool;
+  struct vol_info info;
+  struct cairn_volume *v;
+  const char *snaps[] = { "a@s1", "a@s2", "a@s3" };
+
+  pool = pool_open_ok (dev);
+  for (unsigned i = 0; i < 3; i++) {
+    cr_assert_eq (vol_stat (pool, snaps[i], &info), 0);
+    set_ctime_to = T0 + 3600 * i;
+    cr_assert_eq (pool_close (pool), 0);
+    edit_snaprec (dev, id, info.gen, NULL, set_ctime);
+    pool = pool_open_ok (dev);
+  }
+  expect_point (pool, "a@2026-12-01T00:00:00Z", "s1", 1);
+  expect_point (pool, "a@2026-12-01T00:59:59Z", "s1", 1);
+  expect_point (pool, "a@2026-12-01T01:00:00Z", "s2", 2);
+  expect_point (pool, "a@2026-12-01T01:59:59Z", "s2", 2);
+  expect_point (pool, "a@2030-01-01T00:00:00Z", "s3", 3);
+
+  cr_assert_eq (vol_open (pool, "a@2026-11-30T23:59:59Z", &v), -ENOENT);
+  cr_assert (strstr (cairn_errmsg (), "volume 'a' has no snapshot taken at "
+                     "or before 2026-11-30T23:59:59Z"), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "a@2026-13-01T00:00:00Z", &v), -ENOENT);
+  cr_assert_eq (vol_stat (pool, "a@2026-12-01T01:00", &info), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "neither a snapshot name nor a time of "
+                     "the form YYYY-MM-DDTHH:MM:SSZ"), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "b@2026-12-01T00:00:00Z", &v), -ENOENT,
+                "b@s1 was taken now, after that time");
+  expect_point (pool, "b@2099-01-01T00:00:00Z", "s1", 0);
+
+  /* A clone from a point in time starts as that snapshot. */
+  cr_assert_eq (vol_clone (pool, "a@2026-12-01T01:30:00Z", "c"), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_stat (pool, "c", &info), 0);
+  cr_assert_eq (info.origin_gen, gen, "the clone is not of a@s2");
+  cr_assert_eq (pool_close (pool), 0);
+
+  /* a@s3's record damaged: its time is unknown, the newest readable one
+   * before 2030 is s2.
+   */
+  cr_assert_eq (vol_stat (pool = pool_open_ok (dev), "a@s3", &info), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  edit_snaprec (dev, id, info.gen, NULL, zero_guid);
+  pool = pool_open_ok (dev);
+  expect_point (pool, "a@2030-01-01T00:00:00Z", "s2", 2);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* The time parser takes exactly YYYY-MM-DDTHH:MM:SSZ of a real UTC date. */
+Test (points_in_time, parse_time)
+{
+  static const struct { const char *s; int64_t t; } cases[] = {
+    { "1970-01-01T00:00:00Z", 0 },
+    { "2000-02-29T00:00:00Z", 951782400 },
+    { "2026-12-01T00:00:00Z", T0 },
+    { "2026-12-02T10:00:00Z", T0 + 86400 + 36000 },
+    { "2100-03-01T23:59:59Z", 4107628799 },
+    { "1969-12-31T23:59:59Z", -1 },
+    { "2001-02-29T00:00:00Z", -1 },
+    { "2100-02-29T00:00:00Z", -1 },
+    { "2026-04-31T00:00:00Z", -1 },
+    { "2026-12-02T24:00:00Z", -1 },
+    { "2026-12-02T10:60:00Z", -1 },
+    { "2026-12-02T10:00:00", -1 },
+    { "2026-12-02 10:00:00Z", -1 },
+    { "2026-12-2T10:00:00Z", -1 },
+    { "2026-12-02T10:00:00+00:00", -1 },
+    { "+026-12-02T10:00:00Z", -1 },
+    { "", -1 },
+  };
+
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint64_t t = 12345;
+    int r = cat_parse_time (cases[i].s, &t);
+
+    if (cases[i].t < 0)
+      cr_assert_eq (r, -1, "'%s' parsed as %" PRIu64, cases[i].s, t);
+    else {
+      cr_assert_eq (r, 0, "'%s' not parsed", cases[i].s);
+      cr_assert_eq (t, (uint64_t) cases[i].t, "'%s': %" PRIu64, cases[i].s, t);
+    }
+  }
+}
