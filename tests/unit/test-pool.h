@@ -1,8 +1,11 @@
-/* Helpers shared by the unit tests of pools (test-txn, test-spacemap, ...):
- * in-memory pools, fsck with its problems collected, new trees.
+/* Helpers shared by the unit tests of pools (test-txn, test-spacemap,
+ * test-volume, test-send, ...): in-memory pools, fsck with its problems
+ * collected, new trees.
  */
 #ifndef CAIRN_TEST_POOL_H
 #define CAIRN_TEST_POOL_H
+
+#include <inttypes.h>
 
 #include <criterion/criterion.h>
 
@@ -46,6 +49,20 @@ assert_clean (struct cairn_dev *dev)
 
   cr_assert_eq (rep.errors, 0, "fsck: %s", p.text);
   return rep;
+}
+
+/* fsck must find nothing; a failure says when (what the test had done)
+ * and what fsck found.
+ */
+static inline void
+assert_fsck_clean (struct cairn_dev *dev, const char *when)
+{
+  struct problems p;
+  struct fsck_report rep = run_fsck (dev, &p);
+
+  cr_assert_eq (rep.errors, 0, "%s: fsck found %" PRIu64 " problems (leaked %"
+                PRIu64 ", free but used %" PRIu64 "):\n%s", when, rep.errors,
+                rep.blocks_leaked, rep.blocks_free_but_used, p.text);
 }
 
 /* A new pool on an in-memory device (uuid_out may be NULL). */

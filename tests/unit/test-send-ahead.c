@@ -78,8 +78,8 @@ send_into (struct cairn_pool *pool, struct buf *b)
 Test (send, long_runs_read_ahead)
 {
   struct rng rng = { test_seed ("send.long_runs_read_ahead", 1) };
-  struct cairn_dev *da = mem_pool (64 * MIB), *db = mem_pool (64 * MIB);
-  struct cairn_pool *a = open_pool (da), *b = open_pool (db);
+  struct cairn_dev *da = mem_pool (64 * MIB, NULL), *db = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *a = pool_open_ok (da), *b = pool_open_ok (db);
   uint8_t *model = malloc (VOL_SIZE);
   struct buf s;
 
@@ -103,8 +103,8 @@ static void
 send_damaged (uint64_t blk)
 {
   struct rng rng = { test_seed ("send.damaged_block_stops_its_record", 2) };
-  struct cairn_dev *da = mem_pool (64 * MIB);
-  struct cairn_pool *a = open_pool (da);
+  struct cairn_dev *da = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *a = pool_open_ok (da);
   uint8_t *model = malloc (VOL_SIZE);
   struct buf s = { NULL, 0, 0 };
   uint64_t rec_start = blk * BLK / MIB * MIB;  /* records start at MiBs */
@@ -159,8 +159,8 @@ limited_sink (void *opaque, const void *data, size_t len)
 Test (send, sink_fails_while_reading_ahead)
 {
   struct rng rng = { test_seed ("send.sink_fails_while_reading_ahead", 3) };
-  struct cairn_dev *da = mem_pool (64 * MIB);
-  struct cairn_pool *a = open_pool (da);
+  struct cairn_dev *da = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *a = pool_open_ok (da);
   uint8_t *model = malloc (VOL_SIZE);
 
   write_runs (a, model, rng_next (&rng));

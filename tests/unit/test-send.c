@@ -20,43 +20,13 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-struct cairn_dev *
-mem_pool (uint64_t size)
-{
-  struct cairn_dev *dev;
-
-  cr_assert_eq (dev_mem_create (size, &dev), 0);
-  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
-  return dev;
-}
-
-struct cairn_pool *
-open_pool (struct cairn_dev *dev)
-{
-  struct cairn_pool *pool;
-
-  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
-  return pool;
-}
-
-static void
-print_problem (void *opaque, const char *msg)
-{
-  fprintf (stderr, "fsck (%s): %s\n", (const char *) opaque, msg);
-}
-
 /* Close the pool, check it, and open it again. */
 struct cairn_pool *
 fsck_reopen (struct cairn_dev *dev, struct cairn_pool *pool, const char *when)
 {
-  struct fsck_opts o = { .problem = print_problem, .opaque = (void *) when };
-  struct fsck_report rep;
-
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (rep.errors, 0, "%s: fsck found %" PRIu64 " problems", when,
-                rep.errors);
-  return open_pool (dev);
+  assert_fsck_clean (dev, when);
+  return pool_open_ok (dev);
 }
 
 int
@@ -262,8 +232,8 @@ collect_guids (void *opaque, const struct vol_info *vi)
 
 Test (send, snapshot_guids)
 {
-  struct cairn_dev *dev = mem_pool (64 * MIB);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   const char *vols[] = { "a", "b" };
   uint64_t g[16] = { 0 }, guid;
   struct vol_info info;
@@ -293,8 +263,8 @@ Test (send, snapshot_guids)
 Test (send, full_stream_round_trip)
 {
   struct rng rng = { test_seed ("send.full_stream_round_trip", 1) };
-  struct cairn_dev *da = mem_pool (64 * MIB), *db = mem_pool (64 * MIB);
-  struct cairn_pool *a = open_pool (da), *b = open_pool (db);
+  struct cairn_dev *da = mem_pool (64 * MIB, NULL), *db = mem_pool (64 * MIB, NULL);
+  struct cairn_pool *a = pool_open_ok (da), *b = pool_open_ok (db);
   struct repl_recv_result res;
   struct vol_info ia, ib;
   struct buf s;
@@ -342,7 +312,7 @@ empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
   cr_assert_eq (vol_delete (*poolp, "probe", 0), 0);
   cr_assert_eq (vol_reclaim_wait (*poolp, NULL, NULL), 0);
   cr_assert_eq (pool_close (*poolp), 0);
-  *poolp = open_pool (dev);
+  *poolp = pool_open_ok (dev);
   pool_info (*poolp, &pi);
   return pi.space.allocated - pi.spacemap_blocks;   /* the map's log grows */
 }
@@ -350,8 +320,8 @@ empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
 Test (send, chain_of_incrementals)
 {
   struct rng rng = { test_seed ("send.chain_of_incrementals", 2) };
-  struct cairn_dev *da = mem_pool (128 * MIB), *db = mem_pool (128 * MIB);
-  struct cairn_pool *a = open_pool (da), *b = open_pool (db);
+  struct cairn_dev *da = mem_pool (128 * MIB, NULL), *db = mem_pool (128 * MIB, NULL);
+  struct cairn_pool *a = pool_open_ok (da), *b = pool_open_ok (db);
   enum { ROUNDS = 8 };
   uint64_t base = empty_pool_blocks (db, &b);
   struct pool_info pi;
@@ -423,8 +393,8 @@ Test (send, chain_of_incrementals)
 void
 source_make (struct source *src, struct rng *rng)
 {
-  src->dev = mem_pool (64 * MIB);
-  src->pool = open_pool (src->dev);
+  src->dev = mem_pool (64 * MIB, NULL);
+  src->pool = pool_open_ok (src->dev);
   cr_assert_eq (vol_create (src->pool, "v", VOL_SIZE, NULL), 0);
   scribble (src->pool, "v", rng, 50);
   cr_assert_eq (snap_create (src->pool, "v", "s1"), 0);
@@ -450,8 +420,8 @@ target_make (struct cairn_dev **devp, struct source *src, bool base,
 {
   struct cairn_pool *pool;
 
-  *devp = mem_pool (64 * MIB);
-  pool = open_pool (*devp);
+  *devp = mem_pool (64 * MIB, NULL);
+  pool = pool_open_ok (*devp);
   if (base)
     cr_assert_eq (receive_buf (pool, "v", src->full.p, src->full.len, rng, NULL), 0,
                   "%s", cairn_errmsg ());
@@ -798,8 +768,8 @@ Test (send, target_changed_during_the_receive)
 
 Test (send, overhead_of_scattered_blocks)
 {
-  struct cairn_dev *dev = mem_pool (128 * MIB);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (128 * MIB, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct repl_send_opts o = { .from = "s1", .dry_run = true, .sink = buf_sink };
   struct repl_send_result res;
   const uint64_t data = 1000 * 4096;
@@ -834,8 +804,8 @@ Test (send, overhead_of_scattered_blocks)
 Test (send, receive_resumes_after_a_power_cut)
 {
   struct rng rng = { test_seed ("send.power_cut", 8) };
-  struct cairn_dev *da = mem_pool (96 * MIB), *lower = mem_pool (96 * MIB), *pc;
-  struct cairn_pool *a = open_pool (da), *b;
+  struct cairn_dev *da = mem_pool (96 * MIB, NULL), *lower = mem_pool (96 * MIB, NULL), *pc;
+  struct cairn_pool *a = pool_open_ok (da), *b;
   struct repl_recv *rr;
   struct cairn_volume *v;
   char *before, token[STREAM_TOKEN_MAX];
@@ -857,11 +827,11 @@ Test (send, receive_resumes_after_a_power_cut)
   cr_assert_eq (snap_create (a, "v", "s1"), 0);
   s = send_to_buf (a, "v@s1", NULL, NULL);
 
-  b = open_pool (lower);
+  b = pool_open_ok (lower);
   before = listing (b);
   cr_assert_eq (pool_close (b), 0);
   cr_assert_eq (dev_powercut_create (lower, 42, &pc), 0);
-  b = open_pool (pc);
+  b = pool_open_ok (pc);
   cr_assert_eq (repl_recv_new (b, "v", NULL, &rr), 0);
   cr_assert_eq (repl_recv_feed (rr, s.p, s.len * 7 / 8, &used), 0, "%s",
                 cairn_errmsg ());
@@ -871,7 +841,7 @@ Test (send, receive_resumes_after_a_power_cut)
   (void) pool_close (b);
   dev_close (pc);
 
-  b = open_pool (lower);
+  b = pool_open_ok (lower);
   b = assert_unchanged (lower, b, before, "a receive cut by a power failure");
   cr_assert_eq (repl_recv_token (b, "v", token), 0, "%s", cairn_errmsg ());
   cr_assert_eq (stream_token_parse (token, &tok), 0);

@@ -12,6 +12,7 @@
 #include "dev.h"
 #include "pool.h"
 #include "replicate.h"
+#include "test-pool.h"
 #include "test-util.h"
 
 #define MIB (1024u * 1024)
@@ -33,8 +34,6 @@ struct source {
 };
 
 /* A formatted in-memory device of size bytes, and its pool opened. */
-struct cairn_dev *mem_pool (uint64_t size);
-struct cairn_pool *open_pool (struct cairn_dev *dev);
 /* Close the pool, check it with fsck (no problem allowed), reopen it. */
 struct cairn_pool *fsck_reopen (struct cairn_dev *dev, struct cairn_pool *pool,
                                 const char *when);

@@ -12,7 +12,8 @@
 #include <criterion/criterion.h>
 
 #include "volume.h"
-#include "test-volume.h"
+#include "test-pool.h"
+#include "test-util.h"
 
 #define VSIZE (2u << 20)
 #define MAXSTATES 24
@@ -137,7 +138,7 @@ reopen (struct world *w, const char *when)
   close_handles (w);
   cr_assert_eq (pool_close (w->pool), 0, "%s", cairn_errmsg ());
   assert_fsck_clean (w->dev, when);
-  w->pool = open_pool (w->dev);
+  w->pool = pool_open_ok (w->dev);
   /* Small background steps, so deletes span commits and reopens. */
   vol_reclaim_set_budget (w->pool, 8 + rng_below (&w->r, 64));
   open_handles (w);
@@ -448,15 +449,15 @@ Test (volume, model_random_histories, .timeout = 600)
   const unsigned steps = 2500;
 
   w.r.s = test_seed ("volume.model_random_histories", 4242);
-  w.dev = mem_pool (512 << 20);
-  w.pool = open_pool (w.dev);
+  w.dev = mem_pool (512 << 20, NULL);
+  w.pool = pool_open_ok (w.dev);
   /* The empty pool's figure, with the catalog's own trees in place. */
   cr_assert_eq (vol_create (w.pool, "probe", 1 << 20, NULL), 0);
   cr_assert_eq (vol_delete (w.pool, "probe", 0), 0);
   cr_assert_eq (vol_reclaim_wait (w.pool, NULL, NULL), 0);
   cr_assert_eq (pool_commit (w.pool), 0);
   cr_assert_eq (pool_close (w.pool), 0);
-  w.pool = open_pool (w.dev);
+  w.pool = pool_open_ok (w.dev);
   pool_info (w.pool, &base);
 
   new_volume (&w);

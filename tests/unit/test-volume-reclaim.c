@@ -13,7 +13,8 @@
 #include <criterion/criterion.h>
 
 #include "volume.h"
-#include "test-volume.h"
+#include "test-pool.h"
+#include "test-util.h"
 
 /* Open a pool whose background work the test steps by hand. */
 static struct cairn_pool *
@@ -72,7 +73,7 @@ empty_pool_base (struct cairn_pool *pool)
  */
 Test (volume, background_delete_resumes_after_restart)
 {
-  struct cairn_dev *dev = mem_pool (256 << 20);
+  struct cairn_dev *dev = mem_pool (256 << 20, NULL);
   struct cairn_pool *pool = open_pool_stepped (dev);
   struct rng r = { test_seed ("volume.background_delete", 77) };
   struct cairn_volume *v;
@@ -145,8 +146,8 @@ Test (volume, background_delete_resumes_after_restart)
 /* With background work allowed, a delete's space comes back by itself. */
 Test (volume, background_delete_runs_by_itself)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct vol_reclaim_info ri;
   uint8_t block[4096];
@@ -203,7 +204,7 @@ copy_dev (struct cairn_dev *dev, uint64_t size)
 Test (volume, delete_while_open_waits_for_the_last_handle)
 {
   const uint64_t size = 128 << 20;
-  struct cairn_dev *dev = mem_pool (size), *crashed;
+  struct cairn_dev *dev = mem_pool (size, NULL), *crashed;
   struct cairn_pool *pool = open_pool_stepped (dev);
   struct cairn_volume *hv, *hs, *h;
   struct vol_reclaim_info ri;
@@ -283,7 +284,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
  */
 Test (volume, snapshot_delete_finishes_in_the_background)
 {
-  struct cairn_dev *dev = mem_pool (128 << 20);
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
   struct cairn_pool *pool = open_pool_stepped (dev);
   struct cairn_volume *v;
   struct vol_reclaim_info ri;
@@ -379,7 +380,7 @@ step_job_to_the_end (struct cairn_pool *pool, struct vol_reclaim_job job)
  */
 Test (volume, reclaim_jobs_list_what_is_left)
 {
-  struct cairn_dev *dev = mem_pool (128 << 20);
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
   struct cairn_pool *pool = open_pool_stepped (dev);
   struct vol_reclaim_job *jobs, job;
   struct cairn_volume *v;

@@ -4,7 +4,7 @@
  * byte granularity, extents, checksums, per-export I/O statistics and the
  * held count in a volume's record.  The randomised model test is in
  * test-volume-model.c, background deletes and reclaim in
- * test-volume-reclaim.c; the helpers they share are in test-volume.h.
+ * test-volume-reclaim.c; the helpers they share are in test-pool.h.
  */
 #include <config.h>
 
@@ -17,45 +17,8 @@
 #include "fsck.h"
 #include "txn-int.h"
 #include "volume.h"
-#include "test-volume.h"
-
-struct cairn_dev *
-mem_pool (uint64_t size)
-{
-  struct cairn_dev *dev;
-
-  cr_assert_eq (dev_mem_create (size, &dev), 0);
-  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
-  return dev;
-}
-
-struct cairn_pool *
-open_pool (struct cairn_dev *dev)
-{
-  struct cairn_pool *pool;
-
-  cr_assert_eq (pool_open (dev, NULL, &pool), 0, "%s", cairn_errmsg ());
-  return pool;
-}
-
-/* Print fsck's problems, so that a failure says what they were. */
-static void
-print_problem (void *opaque, const char *msg)
-{
-  fprintf (stderr, "fsck (%s): %s\n", (const char *) opaque, msg);
-}
-
-void
-assert_fsck_clean (struct cairn_dev *dev, const char *when)
-{
-  struct fsck_opts o = { .problem = print_problem, .opaque = (void *) when };
-  struct fsck_report rep;
-
-  cr_assert_eq (fsck_pool (dev, &o, &rep), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (rep.errors, 0, "%s: fsck found %" PRIu64 " problems (leaked %"
-                PRIu64 ", free but used %" PRIu64 ")", when, rep.errors,
-                rep.blocks_leaked, rep.blocks_free_but_used);
-}
+#include "test-pool.h"
+#include "test-util.h"
 
 Test (volume, names)
 {
@@ -82,8 +45,8 @@ Test (volume, names)
 
 Test (volume, catalog_errors_change_nothing)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct vol_info info;
   uint64_t id;
 
@@ -122,7 +85,7 @@ static struct cairn_pool *
 assert_last_committed (struct cairn_dev *dev, const uint8_t *want, size_t len,
                        const char *when)
 {
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct vol_info info;
   uint8_t buf[3 * 4096];
@@ -151,8 +114,8 @@ assert_last_committed (struct cairn_dev *dev, const uint8_t *want, size_t len,
  */
 Test (volume, half_made_change_is_never_committed)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   uint8_t want[3 * 4096];
   const char *ops[] = { "rename", "snapshot", "shrink", "delete" };
@@ -229,8 +192,8 @@ Test (volume, half_made_change_is_never_committed)
  */
 Test (volume, deadlist_failure_commits_nothing)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   uint8_t want[3 * 4096], other[3 * 4096];
   bool recorded_failure = false, record_failure = false;
@@ -280,7 +243,7 @@ Test (volume, deadlist_failure_commits_nothing)
                "%s: %s", when, cairn_errmsg ());
     cr_assert_eq (pool_close (pool), 0);
     assert_fsck_clean (dev, when);
-    pool = open_pool (dev);
+    pool = pool_open_ok (dev);
     {
       uint8_t buf[3 * 4096];
 
@@ -309,8 +272,8 @@ Test (volume, deadlist_failure_commits_nothing)
  */
 Test (volume, full_pool_overwrites_under_snapshot_commit)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct pool_info info;
   uint8_t *buf = malloc (1 << 20);
@@ -363,8 +326,8 @@ count_snap (void *opaque, const struct vol_info *info)
 
 Test (volume, many_snapshots_listed_and_deleted)
 {
-  struct cairn_dev *dev = mem_pool (128 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   unsigned n = 0;
   uint8_t buf[4096];
@@ -395,8 +358,8 @@ Test (volume, many_snapshots_listed_and_deleted)
  */
 Test (volume, shrink_in_the_generation_of_a_write)
 {
-  struct cairn_dev *dev = mem_pool (128 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   uint8_t *buf = malloc (1 << 20), back[4096];
 
@@ -433,8 +396,8 @@ get_owner (void *opaque, const char *key, const char *value)
 
 Test (volume, rollback_keeps_later_states)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   uint8_t a[4096], b[4096], c[4096], buf[4096];
 
@@ -486,7 +449,7 @@ Test (volume, rollback_keeps_later_states)
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after rollback");
   /* Deleting the old lineage hides it while v still starts from it. */
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (vol_delete (pool, "v-old", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_open (pool, "v", &v), 0);
   cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
@@ -513,8 +476,8 @@ prop_collect (void *opaque, const char *key, const char *value)
 
 Test (volume, properties_and_quota)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct props p = { "" };
   struct vol_info info;
@@ -532,13 +495,13 @@ Test (volume, properties_and_quota)
   cr_assert_str_eq (p.text, "backup:daily=yes;com.example:owner=alice;");
   cr_assert_eq (vol_set_prop (pool, "v", "backup:daily", NULL), 0);
   cr_assert_eq (pool_close (pool), 0);
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   p.text[0] = '\0';
   cr_assert_eq (vol_list_props (pool, "v", prop_collect, &p), 0);
   cr_assert_str_eq (p.text, "com.example:owner=alice;", "properties persist");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "with properties");
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
 
   /* A quota of 64 KiB: the referenced data and what snapshots keep. */
   cr_assert_eq (vol_set_quota (pool, "v", 65536), 0);
@@ -567,8 +530,8 @@ Test (volume, properties_and_quota)
 /* Several volumes snapshot in one generation: all or none. */
 Test (volume, atomic_multi_volume_snapshot)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   const char *two[] = { "vm/disk0", "vm/disk1" }, *bad[] = { "vm/disk0", "nope" };
   struct vol_info a, b, c;
 
@@ -594,8 +557,8 @@ Test (volume, atomic_multi_volume_snapshot)
 
 Test (volume, io_bytes_holes_and_readonly)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v, *s;
   uint8_t buf[20000], want[20000];
   struct vol_info info;
@@ -654,8 +617,8 @@ collect (void *opaque, uint64_t off, uint64_t len, unsigned type)
 
 Test (volume, extents_and_zero_blocks)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct extlist l = { .n = 0 };
   uint8_t data[3 * 4096];
@@ -689,8 +652,8 @@ Test (volume, extents_and_zero_blocks)
  */
 Test (volume, data_bitflip_is_eio)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct vol_stats st;
   uint8_t data[8192], buf[8192];
@@ -730,8 +693,8 @@ Test (volume, data_bitflip_is_eio)
  */
 Test (volume, big_sequential_writes_stay_contiguous)
 {
-  struct cairn_dev *dev = mem_pool (512 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (512 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct extlist l = { .n = 0 };
   uint8_t *buf = malloc (1 << 20);
@@ -813,8 +776,8 @@ keep_v (void *opaque, const struct vol_export_stats *x)
  */
 Test (volume, stats_concurrent_handles_add_up)
 {
-  struct cairn_dev *dev = mem_pool (128 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (128 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct stats_worker w[STATS_THREADS];
   pthread_t th[STATS_THREADS];
   struct vol_export_stats x = { .opens = 0 }, last = { .opens = 0 };
@@ -855,8 +818,8 @@ Test (volume, stats_concurrent_handles_add_up)
  */
 Test (volume, stats_errors_and_untracked_handles)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct vol_export_stats x;
   struct cairn_volume *v;
   uint8_t buf[4096] = { 1 };
@@ -883,7 +846,7 @@ static void
 edit_volrec (struct cairn_dev *dev, uint64_t id,
              size_t (*fn) (uint8_t *val, size_t len))
 {
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct btree *root = pool_root_tree (pool);
   uint8_t key[9] = { RK_VOL }, val[VOLREC_FIXED + VOL_NAME_MAX + VOLREC_HELD];
   size_t len;
@@ -923,8 +886,8 @@ bump_held (uint8_t *val, size_t len)
  */
 Test (volume, held_count_is_recorded)
 {
-  struct cairn_dev *dev = mem_pool (64 << 20);
-  struct cairn_pool *pool = open_pool (dev);
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
   struct cairn_volume *v;
   struct vol_info info;
   struct superblock sb;
@@ -950,7 +913,7 @@ Test (volume, held_count_is_recorded)
   cr_assert (sb.incompat & FEATURE_INCOMPAT_VOLHELD, "the feature is set");
   assert_fsck_clean (dev, "held recorded");
 
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (vol_stat (pool, "v", &info), 0);
   cr_assert_eq (info.held, held, "held read back from the record");
   cr_assert_eq (pool_close (pool), 0);
@@ -958,7 +921,7 @@ Test (volume, held_count_is_recorded)
   /* A record without the field: counted from the deadlist, then stored. */
   edit_volrec (dev, info.id, drop_held);
   assert_fsck_clean (dev, "old record");
-  pool = open_pool (dev);
+  pool = pool_open_ok (dev);
   cr_assert_eq (vol_stat (pool, "v", &info), 0);
   cr_assert_eq (info.held, held, "held counted for an old record");
   cr_assert_eq (snap_create (pool, "v", "t"), 0);
