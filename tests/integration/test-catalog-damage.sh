@@ -48,11 +48,11 @@ grep -q "1 problem found" <<<"$out" || fail "fsck found more than the record: $o
 # The same checks offline (--pool) and through a server (--socket).
 check_listings () {
   local how=("$@") damaged
-  damaged='j["damaged"] == [{"name": "a@s2", "volume": "a", "snapshot": "s2",
+  damaged='j["damaged"] == [{"kind": "snapshot", "name": "a@s2", "volume": "a", "snapshot": "s2",
     "id": '$id', "generation": '$gen', "error": "corrupt snapshot record (volume '$id', generation '$gen'): its GUID is 0"}]'
 
   run "${how[@]}" volume list --snapshots
-  expect 0 "warning: 1 damaged snapshot record left out"
+  expect 0 "warning: 1 damaged catalog record left out"
   grep -qE "^  a@s2: $rec$" <<<"$out" || fail "volume list does not name a@s2: $out"
   grep -q "cairn fsck" <<<"$out" || fail "volume list does not point at fsck: $out"
   for e in a a@s1 a@s3 b b@s1; do
