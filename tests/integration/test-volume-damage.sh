@@ -15,18 +15,6 @@ require python3
 
 CTL="$TMPDIR_TEST/control.sock"
 
-# Check the Python expression $1 (j bound to the JSON) on cairn ARGS --json,
-# which must exit with status $2.
-jcheck () {
-  local expr=$1 want=$2 json rc=0
-  shift 2
-  json=$("$CAIRN" "$@" --json) || rc=$?
-  [ $rc -eq "$want" ] || fail "cairn $* --json: exit $rc, expected $want: $json"
-  python3 -c 'import json, sys
-j = json.loads(sys.argv[1])
-assert eval(sys.argv[2]), j' "$json" "$expr" || fail "cairn $* --json: not ($expr): $json"
-}
-
 make_pool 256M
 testctl create a 16M
 testctl create b 16M
@@ -73,16 +61,16 @@ check_volume_damage () {
     grep -qE "^$e +16M" <<<"$out" || fail "volume list lost $e: $out"
   done
   grep -qE "^a(@s1)? " <<<"$out" && fail "volume list shows a as healthy: $out"
-  jcheck "[v[\"name\"] for v in j[\"volumes\"]] == [\"b\", \"b@s1\", \"c\", \"d\"] and $damaged" \
+  jcheck_rc "[v[\"name\"] for v in j[\"volumes\"]] == [\"b\", \"b@s1\", \"c\", \"d\"] and $damaged" \
     0 "${how[@]}" volume list --snapshots
-  jcheck "[v[\"origin\"] for v in j[\"volumes\"] if v[\"name\"] == \"c\"] == [\"a@#$gen\"]" \
+  jcheck_rc "[v[\"origin\"] for v in j[\"volumes\"] if v[\"name\"] == \"c\"] == [\"a@#$gen\"]" \
     0 "${how[@]}" volume list
 
   run "${how[@]}" status
   expect 1 "^damaged +a: $rec$"
   grep -qE "^state +DEGRADED: 1 damaged catalog record" <<<"$out" || fail "status is not DEGRADED: $out"
   grep -qE "^volumes +3$" <<<"$out" || fail "status does not count the 3 healthy volumes: $out"
-  jcheck "j[\"volumes\"] == 3 and j[\"snapshots\"] == 1 and $damaged" 1 "${how[@]}" status
+  jcheck_rc "j[\"volumes\"] == 3 and j[\"snapshots\"] == 1 and $damaged" 1 "${how[@]}" status
 
   # Every use of a fails, naming the record and what to do.
   run "${how[@]}" volume show a
