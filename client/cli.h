@@ -185,7 +185,8 @@ int print_volume_table (const struct cli *cli, json_t *arr);
 void field_size (const char *label, json_t *obj, const char *key);
 /* What to do about damaged catalog records, after listing them. */
 #define DAMAGE_HINT "run 'cairn fsck' for details; 'cairn snapshot delete " \
-  "VOL@SNAP' removes a damaged snapshot (the rest of the pool is usable)"
+  "VOL@SNAP' removes a damaged snapshot; a damaged volume cannot be used " \
+  "or deleted, and its data is kept (the rest of the pool is usable)"
 /* Warn on stderr about the "damaged" records of a listing's result (left
  * out of it), one per line; returns how many there were.
  */

@@ -275,7 +275,7 @@ warn_damaged (const struct cli *cli, json_t *res)
 
   if (n == 0)
     return 0;
-  cli_error (cli, 0, "warning: %zu damaged snapshot record%s left out:", n,
+  cli_error (cli, 0, "warning: %zu damaged catalog record%s left out:", n,
              n == 1 ? "" : "s");
   json_array_foreach (arr, i, d)
     fprintf (stderr, "  %s: %s\n", jstr (d, "name"), jstr (d, "error"));

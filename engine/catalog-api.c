@@ -99,13 +99,20 @@ struct prefix_names {
   size_t n, cap;
 };
 
+/* Is name pn->prefix or under it? */
+static bool
+prefix_has (const struct prefix_names *pn, const char *name)
+{
+  return strncmp (name, pn->prefix, pn->plen) == 0 &&
+         (name[pn->plen] == '\0' || name[pn->plen] == '/');
+}
+
 static int
 prefix_collect (void *opaque, const struct vol_info *info)
 {
   struct prefix_names *pn = opaque;
 
-  if (strncmp (info->name, pn->prefix, pn->plen) != 0 ||
-      (info->name[pn->plen] != '\0' && info->name[pn->plen] != '/'))
+  if (!prefix_has (pn, info->name))
     return 0;
   if (pn->n == pn->cap) {
     size_t cap = pn->cap ? pn->cap * 2 : 8;
@@ -117,6 +124,15 @@ prefix_collect (void *opaque, const struct vol_info *info)
   }
   snprintf (pn->names[pn->n++], VOL_NAME_MAX + 1, "%s", info->name);
   return 0;
+}
+
+/* vol_list_tolerant callback: a damaged volume under the prefix cannot
+ * be snapshotted, so the snapshot of them all fails; others do not count.
+ */
+static int
+prefix_damaged (void *opaque, const struct vol_damage *d)
+{
+  return prefix_has (opaque, d->name) ? vol_damage_error (d) : 0;
 }
 
 /* Snapshot every volume under a name prefix in one generation.  The
@@ -132,7 +148,7 @@ snap_create_prefix (struct cairn_pool *pool, const char *prefix,
   int r = vol_check_name (prefix);
 
   if (r == 0)
-    r = vol_list (pool, false, prefix_collect, &pn);
+    r = vol_list_tolerant (pool, false, prefix_collect, prefix_damaged, &pn);
   if (r == 0 && pn.n == 0)
     r = cairn_fail (-ENOENT, "no volume is named '%s' or '%s/...'", prefix, prefix);
   if (r == 0 && (vols = calloc (pn.n, sizeof *vols)) == NULL)
@@ -249,7 +265,7 @@ vol_list_props (struct cairn_pool *pool, const char *name,
   id = vs ? vs->id : 0;
   pthread_mutex_unlock (&cat->tlock);
   if (vs == NULL)
-    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+    return cat_no_volume (cat, name, name);
   r = btree_cursor_new (root, &cur);
   if (r < 0)
     return r;
@@ -320,7 +336,7 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
     info_from_state (vs, info);
   pthread_mutex_unlock (&cat->tlock);
   if (vs == NULL)
-    return cairn_fail (-ENOENT, "no volume named '%s'", vol);
+    return cat_no_volume (cat, vol, name);
   if (at == NULL)
     return 0;
   r = cat_lookup_point (cat, info->id, vol, at + 1, &sgen);
@@ -345,6 +361,30 @@ snap_damaged (const struct vol_info *vi, const struct snaplist *sl, size_t j,
   return damage (opaque, &d);
 }
 
+/* Report the damaged volumes (sorted by name) from *k on that sort before
+ * name, or all that are left when name is NULL.
+ */
+static int
+damaged_before (struct catalog *cat, const char *name, size_t *k,
+                int (*damage) (void *opaque, const struct vol_damage *d),
+                void *opaque)
+{
+  int r = 0;
+
+  for (; r == 0 && *k < cat->ndamaged &&
+         (name == NULL || strcmp (cat->damaged[*k].name, name) < 0); ++*k)
+    r = cat_damaged_report (&cat->damaged[*k], damage, opaque);
+  return r;
+}
+
+/* The strict listing's damage callback: fail naming the record. */
+static int
+strict_damage (void *opaque, const struct vol_damage *d)
+{
+  (void) opaque;
+  return vol_damage_error (d);
+}
+
 int
 vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
                    int (*fn) (void *opaque, const struct vol_info *info),
@@ -354,11 +394,13 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
   struct vol_info *infos = NULL;
   struct snaplist *sl = NULL;
   struct catalog *cat;
-  size_t n = 0;
+  size_t n = 0, k = 0;
   int r = catalog_get (pool, &cat);
 
   if (r < 0)
     return r;
+  if (damage == NULL)
+    damage = strict_damage;
   pthread_mutex_lock (&cat->tlock);
   infos = calloc (cat->nvols + 1, sizeof *infos);
   if (infos)
@@ -378,7 +420,9 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
   if (with_snapshots && (sl = calloc (1, sizeof *sl)) == NULL)
     r = cairn_fail (-ENOMEM, "out of memory listing snapshots");
   for (size_t i = 0; r == 0 && i < n; i++) {
-    r = fn (opaque, &infos[i]);
+    r = damaged_before (cat, infos[i].name, &k, damage, opaque);
+    if (r == 0)
+      r = fn (opaque, &infos[i]);
     if (r != 0 || !with_snapshots)
       continue;
     r = list_snaps (cat, infos[i].id, sl);
@@ -389,21 +433,12 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
       r = cat_read_snap (cat, si.id, sl->gen[j], &si);
       if (r == 0)
         r = fn (opaque, &si);
-      else if (r == -EIO && sl->bad[j] && damage)
+      else if (r == -EIO && sl->bad[j])
         r = snap_damaged (&infos[i], sl, j, damage, opaque);
-      else if (r == -EIO && sl->bad[j]) {
-        char export[2 * VOL_NAME_MAX + 24];
-
-        if (sl->name[j][0])
-          snprintf (export, sizeof export, "%s@%s", infos[i].name,
-                    sl->name[j]);
-        else
-          snprintf (export, sizeof export, "%s@#%" PRIu64, infos[i].name,
-                    sl->gen[j]);
-        r = cat_snap_unreadable (r, export);
-      }
     }
   }
+  if (r == 0)
+    r = damaged_before (cat, NULL, &k, damage, opaque);
   snaplist_free (sl);
   free (infos);
   return r;

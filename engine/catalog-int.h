@@ -199,6 +199,16 @@ struct open_pin {
   bool deferred;              /* a snapshot of it was deleted while open */
 };
 
+/* A volume record that did not decode when the catalog loaded
+ * (catalog-damage.c): the volume is in no table, and nothing may use it or
+ * take its name.
+ */
+struct vol_damaged {
+  uint64_t id;                /* from its key; 0: a key of the wrong length */
+  char name[VOL_NAME_MAX + 1]; /* from the name index, "" if none */
+  char what[512];             /* the decoder's message */
+};
+
 struct catalog {
   struct cairn_pool *pool;
   struct open_pin *open_pins;   /* under tlock */
@@ -207,6 +217,9 @@ struct catalog {
   pthread_mutex_t tlock;      /* the table below */
   struct volstate **vols;
   size_t nvols, cap;
+  struct vol_damaged *damaged; /* sorted by name; fixed once loaded (DV-1),
+                                  so read without a lock */
+  size_t ndamaged;
   struct btree *deadlist;
   struct cat_request *req;    /* the change for the next freeze (atomic:
                                  the freeze takes it, cat_submit clears it
@@ -262,6 +275,12 @@ int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
  * message saying what to do.  Returns r.
  */
 int cat_snap_unreadable (int r, const char *export) CAIRN_WUR;
+/* The same for a snapshot whose record's decoder said why: -EIO. */
+int cat_snap_unusable (const char *export, const char *why) CAIRN_WUR;
+/* Check the key length of a volume record: -EIO naming it (the catalog
+ * and fsck).
+ */
+int volkey_check (size_t klen) CAIRN_WUR;
 void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
 /* Call fn for each root-tree item whose key starts with prefix, in key
  * order, under the root tree's read lock (fn must not change the tree):
@@ -280,6 +299,35 @@ int cat_foreach_pin (struct catalog *cat, uint64_t id,
                      int (*fn) (void *opaque, uint64_t gen,
                                 const uint8_t *rec, size_t len),
                      void *opaque) CAIRN_WUR;
+
+/* catalog-damage.c: volume records that do not decode (DV-n) */
+/* Keep the damaged record of key (klen bytes), the decoder's message in
+ * cairn_errmsg; then, once every record is read, name them from the name
+ * index and sort them.
+ */
+int cat_damaged_add (struct catalog *cat, const uint8_t *key, size_t klen)
+  CAIRN_WUR;
+int cat_damaged_names (struct catalog *cat) CAIRN_WUR;
+/* The damaged volume that name names, or NULL; is id damaged? */
+const struct vol_damaged *cat_find_damaged (struct catalog *cat,
+                                            const char *name);
+bool cat_damaged_id (struct catalog *cat, uint64_t id);
+/* The error for a volume name that the table does not have, used as
+ * export: -EIO naming the record of a damaged volume, else -ENOENT.
+ */
+int cat_no_volume (struct catalog *cat, const char *name, const char *export)
+  CAIRN_WUR;
+/* -EIO refusing to delete volume name if its record is damaged, else 0. */
+int cat_undeletable (struct catalog *cat, const char *name) CAIRN_WUR;
+/* 0 when no volume has name (a visible, damaged or index-only one), else
+ * -EEXIST saying which (in the freeze).
+ */
+int cat_name_free (struct catalog *cat, const char *name) CAIRN_WUR;
+/* Report a damaged volume to a listing's damage callback. */
+int cat_damaged_report (const struct vol_damaged *dv,
+                        int (*damage) (void *opaque,
+                                       const struct vol_damage *d),
+                        void *opaque) CAIRN_WUR;
 
 /* reclaim.c */
 void reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len,

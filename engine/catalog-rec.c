@@ -140,6 +140,16 @@ volrec_check (const uint8_t *p, size_t len, uint64_t id)
   return 0;
 }
 
+/* Check the length of a volume record's key (RK_VOL + be64 id). */
+int
+volkey_check (size_t klen)
+{
+  if (klen == 9)
+    return 0;
+  return cairn_fail (-EIO, "corrupt volume record key (%zu bytes, not 9)",
+                     klen);
+}
+
 /* Decode volume id's record into a new volume state. */
 int
 volrec_decode (const uint8_t *p, size_t len, uint64_t id,
@@ -494,9 +504,14 @@ cat_snap_unreadable (int r, const char *export)
   char why[512];
 
   snprintf (why, sizeof why, "%s", cairn_errmsg ());
-  if (r != -EIO)
-    return r;
-  return cairn_fail (r, "'%s' cannot be used: %s; 'cairn fsck' gives "
+  return r == -EIO ? cat_snap_unusable (export, why) : r;
+}
+
+/* Fail a use of snapshot export whose record does not decode (why). */
+int
+cat_snap_unusable (const char *export, const char *why)
+{
+  return cairn_fail (-EIO, "'%s' cannot be used: %s; 'cairn fsck' gives "
                      "details, 'cairn snapshot delete' removes it", export,
                      why);
 }

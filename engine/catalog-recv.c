@@ -360,7 +360,9 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
       return cairn_fail (-EEXIST, "a volume named '%s' was created during the "
                          "receive: rename or delete it, then resume",
                          req->name);
-    r = cat_root_del (cat, skey, partial_state_key (skey, vs->id));
+    r = cat_name_free (cat, req->name);
+    if (r == 0)
+      r = cat_root_del (cat, skey, partial_state_key (skey, vs->id));
     if (r == -ENOENT)
       r = 0;
     put_be64 (idv, vs->id);

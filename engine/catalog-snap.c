@@ -265,6 +265,9 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
   origin = origin_id ? cat_find_id_locked (cat, origin_id) : NULL;
   table_remove (cat, vs);
   pthread_mutex_unlock (&cat->tlock);
+  /* No origin: none, or one whose record is damaged, whose pin keeps
+   * this clone's reason (DV-2).
+   */
   if (origin == NULL)
     return 0;
   r = pin_release (cat, origin, origin_gen, true);
@@ -287,7 +290,9 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   bool pins;
   int opens, r;
 
-  r = need_volume (cat, req->name, &vs);
+  r = cat_undeletable (cat, req->name);
+  if (r == 0)
+    r = need_volume (cat, req->name, &vs);
   if (r < 0)
     return r;
   sl = calloc (1, sizeof *sl);
@@ -379,7 +384,10 @@ cat_settle (struct catalog *cat, uint64_t gen)
       pthread_mutex_lock (&cat->tlock);
       vs = cat_find_id_locked (cat, d[i].id);
       op = cat_open_pin (cat, d[i].id, d[i].gen);
-      if (vs == NULL)
+      if (vs == NULL && cat_damaged_id (cat, d[i].id))
+        kept++;               /* its volume's record is damaged: left as
+                                 it is (DV-2) */
+      else if (vs == NULL)
         r = cairn_fail (-EIO, "deferred-delete record of unknown volume %"
                         PRIu64, d[i].id);
       else if (op && op->opens > 0)

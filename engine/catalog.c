@@ -27,6 +27,10 @@
  *   catalog-recv.c  the requests of a receive (partial volumes, and
  *                   publishing with or without a rollback), with their
  *                   design note
+ *   catalog-damage.c  volume records that do not decode: the catalog
+ *                   loads every other volume, and that one is listed as
+ *                   damaged, cannot be used or deleted, and keeps its name
+ *                   and its data (design note DV-n there)
  */
 #include <config.h>
 
@@ -272,6 +276,7 @@ catalog_destroy (void *opaque)
   for (size_t i = 0; i < cat->nvols; i++)
     volstate_free (cat->vols[i]);
   free (cat->vols);
+  free (cat->damaged);
   free (cat->open_pins);
   xstats_free (cat->xstats);
   pthread_mutex_destroy (&cat->oplock);
@@ -286,7 +291,9 @@ catalog_quiesce (void *opaque)
   reaper_stop (opaque);
 }
 
-/* Load the catalog of a pool (once), with every volume's state. */
+/* Load the catalog of a pool (once), with the state of every volume whose
+ * record decodes; the others are kept as damaged (catalog-damage.c).
+ */
 int
 catalog_get (struct cairn_pool *pool, struct catalog **catp)
 {
@@ -333,26 +340,24 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     btree_cursor_item (cur, &k, &kl, &v, &vl);
     if (kl < 1 || k[0] != RK_VOL)
       break;
-    r = kl == 9 ? volrec_decode (v, vl, get_be64 (k + 1), &vs)
-      : cairn_fail (-EIO, "corrupt volume record key (%zu bytes)", kl);
+    r = volkey_check (kl);
+    if (r == 0)
+      r = volrec_decode (v, vl, get_be64 (k + 1), &vs);
     if (r == 0 && (r = table_add (cat, vs)) < 0)
       volstate_free (vs);
+    /* Without its record a volume's name, size and origin are unknown:
+     * that volume is out of service, the others are not (DV-1).
+     */
+    if (r == -EIO)
+      r = cat_damaged_add (cat, k, kl);
     if (r < 0)
       break;
   }
   btree_unlock (root);
   btree_cursor_free (cur);
-  if (r == -EIO) {
-    /* Without a volume's record its name, size and origin are unknown:
-     * nothing can be listed or served safely.
-     */
-    char why[512];
-
-    snprintf (why, sizeof why, "%s", cairn_errmsg ());
-    cairn_fail (r, "cannot load the catalog: %s; 'cairn fsck' gives details",
-                why);
-  }
-  if (r < 0 && r != -ENOENT)
+  if (r == 0 || r == -ENOENT)   /* past the last record */
+    r = cat_damaged_names (cat);
+  if (r < 0)
     goto fail;
   for (size_t i = 0; i < cat->nvols; i++) {
     struct volstate *vs = cat->vols[i];
@@ -417,7 +422,9 @@ ensure_deadlist (struct catalog *cat)
 
 /* ---------------------------------------------------------------- apply */
 
-/* Look a visible volume up by name, with a message when absent. */
+/* Look a visible volume up by name, with a message when absent (or
+ * damaged, DV-3).
+ */
 int
 need_volume (struct catalog *cat, const char *name, struct volstate **vsp)
 {
@@ -427,7 +434,7 @@ need_volume (struct catalog *cat, const char *name, struct volstate **vsp)
   vs = cat_find_name (cat, name);
   pthread_mutex_unlock (&cat->tlock);
   if (vs == NULL)
-    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+    return cat_no_volume (cat, name, name);
   *vsp = vs;
   return 0;
 }
@@ -484,11 +491,10 @@ apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   struct volstate *vs;
   struct btree *t;
   uint64_t id;
-  int r;
+  int r = cat_name_free (cat, req->name);
 
-  if (cat_find_name (cat, req->name))
-    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name);
-  r = ensure_deadlist (cat);
+  if (r == 0)
+    r = ensure_deadlist (cat);
   if (r == 0)
     r = pool_tree_create (cat->pool, &id, &t);
   if (r < 0)
@@ -510,10 +516,10 @@ apply_rename (struct catalog *cat, struct cat_request *req)
   struct volstate *vs = NULL;
   int r = need_volume (cat, req->name, &vs);
 
+  if (r == 0)
+    r = cat_name_free (cat, req->name2);
   if (r < 0)
     return r;
-  if (cat_find_name (cat, req->name2))
-    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
   r = cat_root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
   put_be64 (idv, vs->id);
   if (r == 0)
@@ -775,11 +781,10 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   struct volstate *src = NULL, *vs;
   uint64_t pgen = 0, referenced = 0, id;
   struct btree *t;
-  int r;
+  int r = req->flags & REQF_PARTIAL ? 0 : cat_name_free (cat, req->name2);
 
-  if (!(req->flags & REQF_PARTIAL) && cat_find_name (cat, req->name2))
-    return cairn_fail (-EEXIST, "a volume named '%s' exists already", req->name2);
-  r = resolve_point (cat, req->name, gen, &src, &pgen, &root, &referenced);
+  if (r == 0)
+    r = resolve_point (cat, req->name, gen, &src, &pgen, &root, &referenced);
   if (r < 0)
     return r;
   r = pool_tree_create_from (cat->pool, &root, &id, &t);
@@ -846,6 +851,9 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
     return cairn_fail (-EEXIST, "a volume named '%s' exists already: choose "
                        "another name to keep the rolled-back state under",
                        req->name2);
+  r = cat_name_free (cat, req->name2);
+  if (r < 0)
+    return r;
   snprintf (src, sizeof src, "%s@%s", req->name2, req->snap);
   r = apply_rename (cat, &rn);
   if (r == 0)

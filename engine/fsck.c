@@ -29,6 +29,8 @@ struct fsck {
     uint64_t dead;          /* blocks its deadlist entries hold */
   } *vols;
   size_t nvols, vols_cap;
+  unsigned bad_volkeys;     /* volume records whose key has the wrong length
+                               (their trees' ids are unknown) */
   uint64_t deadlist_id;     /* 0: none */
   struct btree_root deadlist;
   uint64_t max_ext;         /* longest extent item, in blocks */
@@ -131,11 +133,17 @@ add_tree (struct fsck *f, uint64_t id, const struct btree_root *root,
   return 0;
 }
 
-/* Remember that id is a volume's tree. */
+/* Remember that id is a volume's tree.  A record that does not decode is
+ * reported in the catalog's words (catalog-damage.c), and its volume is
+ * still counted: its tree and deadlist hold blocks that must not look
+ * leaked.
+ */
 static int
 add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
 {
-  if (volrec_check (val, vlen, id) < 0)
+  bool bad = volrec_check (val, vlen, id) < 0;
+
+  if (bad)
     problem (f, "root tree: %s", cairn_errmsg ());
   if (f->nvols == f->vols_cap) {
     size_t cap = f->vols_cap ? f->vols_cap * 2 : 16;
@@ -148,7 +156,7 @@ add_volume (struct fsck *f, uint64_t id, const uint8_t *val, size_t vlen)
   }
   f->vols[f->nvols++] = (struct fsck_vol) {
     .id = id,
-    .held = volrec_held (val, vlen),
+    .held = bad ? -1 : volrec_held (val, vlen),
   };
   return 0;
 }
@@ -250,7 +258,11 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       f->deadlist_id = get_le64 (val);
     return 0;
   case RK_VOL:
-    return klen == 9 ? add_volume (f, get_be64 (key + 1), val, vlen) : 0;
+    if (volkey_check (klen) == 0)
+      return add_volume (f, get_be64 (key + 1), val, vlen);
+    problem (f, "root tree: %s", cairn_errmsg ());
+    f->bad_volkeys++;
+    return 0;
   case RK_FREE: {
     struct fsck_free *nf = realloc (f->frees, (f->nfrees + 1) * sizeof *nf);
 
@@ -569,8 +581,13 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   for (size_t i = 0; i < f.ntrees; i++) {
     char name[64];
 
-    if (!f.is_volume[i] && !is_volume_id (&f, f.tree_ids[i]))
-      continue;     /* not a volume: its items have no blocks to check */
+    /* Not a volume: its items have no blocks to check.  Every tree but
+     * the deadlist is a volume's, so with a volume record whose key is
+     * unusable, a tree without a record is taken to be its volume's.
+     */
+    if (!f.is_volume[i] && !is_volume_id (&f, f.tree_ids[i]) &&
+        (f.bad_volkeys == 0 || f.tree_ids[i] == f.deadlist_id))
+      continue;
     snprintf (name, sizeof name, "tree %" PRIu64, f.tree_ids[i]);
     check_tree (&f, name, &f.trees[i], on_extent, false);
   }

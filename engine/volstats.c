@@ -284,7 +284,9 @@ remember_names (struct catalog *cat, const struct vol_export_stats *x,
 }
 
 /* vol_list_tolerant callback: a snapshot whose record is damaged keeps
- * the name it had, or is named by its generation (VOL@#GEN).
+ * the name it had, or is named by its generation (VOL@#GEN).  A volume
+ * whose record is damaged was never opened since the pool was (it cannot
+ * be): it has no entries.
  */
 static int
 skip_damaged (void *opaque, const struct vol_damage *d)

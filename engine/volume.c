@@ -106,7 +106,7 @@ vol_open (struct cairn_pool *pool, const char *export_name,
   pthread_mutex_unlock (&cat->tlock);
   if (vs == NULL) {
     free (v);
-    return cairn_fail (-ENOENT, "no volume named '%s'", name);
+    return cat_no_volume (cat, name, export_name);
   }
   v->vs = vs;
   v->info.id = vs->id;

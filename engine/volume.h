@@ -98,37 +98,65 @@ int vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
 int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   CAIRN_WUR;
 /* Call fn for every visible volume, in name order, then (with_snapshots)
- * each volume's snapshots after it, oldest first.  A snapshot record that
- * does not decode fails the listing with -EIO and a message naming it: for
- * callers that must see every snapshot (a receive checking its base).
+ * each volume's snapshots after it, oldest first.  A damaged record (see
+ * vol_list_tolerant) fails the listing with -EIO and a message naming it
+ * (vol_damage_error): for callers that must see everything, such as a
+ * receive checking its base.
  */
 int vol_list (struct cairn_pool *pool, bool with_snapshots,
               int (*fn) (void *opaque, const struct vol_info *info),
               void *opaque) CAIRN_WUR;
 
-/* A catalog record that does not decode, as a listing reports it. */
+/* A catalog record that does not decode, as a listing reports it: a
+ * snapshot's record (kind VOL_DAMAGE_SNAPSHOT) or a volume's
+ * (VOL_DAMAGE_VOLUME: then snap is "" and gen 0).
+ */
+#define VOL_DAMAGE_SNAPSHOT 0u
+#define VOL_DAMAGE_VOLUME 1u
 struct vol_damage {
-  uint64_t id;                      /* the volume's id */
+  unsigned kind;                    /* VOL_DAMAGE_SNAPSHOT or _VOLUME */
+  uint64_t id;                      /* the volume's id; 0 for a volume record
+                                       whose key has the wrong length */
   uint64_t gen;                     /* the snapshot's generation */
-  char name[VOL_NAME_MAX + 1];      /* the volume's name */
+  char name[VOL_NAME_MAX + 1];      /* the volume's name (a damaged volume's
+                                       from the name index, "" when no name
+                                       is left) */
   char snap[VOL_NAME_MAX + 1];      /* the snapshot's name from the name
                                        index, "" when no name is left */
   char what[512];                   /* what is wrong, naming the record
-                                       "(volume ID, generation GEN)" as
-                                       fsck does */
+                                       "(volume ID, generation GEN)" or
+                                       "(volume ID)" as fsck does */
 };
 
-/* vol_list, but a snapshot record that does not decode is passed to
- * damage (in its place in the listing) and the listing goes on, so that
- * one damaged record does not hide the rest of the pool (listings and
- * status for people, the NBD export list).  Reading that snapshot (open,
- * stat, clone, send) fails; deleting it works.
+/* vol_list, but a record that does not decode is passed to damage (in its
+ * place in the listing) and the listing goes on, so that one damaged
+ * record does not hide the rest of the pool (listings and status for
+ * people, the NBD export list):
+ *
+ *   - a snapshot record, after its volume among its snapshots.  Reading
+ *     that snapshot (open, stat, clone, send) fails; deleting it works.
+ *   - a volume record, once, in name order among the volumes (its
+ *     snapshots are not listed).  The volume's name, size and origin are
+ *     unknown, so every use of it fails with -EIO naming the record
+ *     (opening VOL, VOL@SNAP or VOL@#GEN, stat, snapshot, clone, send,
+ *     diff, rename, resize, receive), its name stays taken, and deleting it
+ *     is refused: without its origin, the blocks it owns cannot be told
+ *     from its origin's.  Its data, pins and deadlist stay as they are;
+ *     the other volumes, its clones included, work as before.
+ *
+ * damage NULL makes the listing strict (vol_list).
  */
 int vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
                        int (*fn) (void *opaque, const struct vol_info *info),
                        int (*damage) (void *opaque,
                                       const struct vol_damage *d),
                        void *opaque) CAIRN_WUR;
+/* The error that using damaged record d meets, as the strict listing
+ * fails: -EIO with a message naming it ("'VOL@SNAP' cannot be used: ...").
+ * A damage callback returns it to stop a listing at the records it
+ * cannot do without.
+ */
+int vol_damage_error (const struct vol_damage *d) CAIRN_WUR;
 
 /* ---- catalog: snapshots and clones */
 

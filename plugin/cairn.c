@@ -555,20 +555,24 @@ add_export (void *opaque, const struct vol_info *info)
   return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
 }
 
-/* vol_list_tolerant callback: a snapshot whose record is damaged is not
- * exported (opening it fails); say so in the server's log.
+/* vol_list_tolerant callback: a snapshot or a volume whose record is
+ * damaged is not exported (opening it fails); say so in the server's log.
  */
 static int
 skip_damaged (void *opaque, const struct vol_damage *d)
 {
   (void) opaque;
-  nbdkit_error ("listing exports: leaving out %s@%s: %s (run 'cairn fsck')",
-                d->name, *d->snap ? d->snap : "?", d->what);
+  if (d->kind == VOL_DAMAGE_VOLUME)
+    nbdkit_error ("listing exports: leaving out volume %s and its snapshots: "
+                  "%s (run 'cairn fsck')", *d->name ? d->name : "?", d->what);
+  else
+    nbdkit_error ("listing exports: leaving out %s@%s: %s (run 'cairn fsck')",
+                  d->name, *d->snap ? d->snap : "?", d->what);
   return 0;
 }
 
 /* List every volume and snapshot, asking the engine each time; one damaged
- * snapshot record leaves out that snapshot only.
+ * record leaves out only what it describes.
  */
 static int
 cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
@@ -620,6 +624,14 @@ add_name (void *opaque, const struct vol_info *info)
   return 0;
 }
 
+/* vol_list_tolerant callback: a damaged volume is no export to suggest. */
+static int
+no_damage (void *opaque, const struct vol_damage *d)
+{
+  (void) opaque, (void) d;
+  return 0;
+}
+
 /* The export served for the empty name: default-export=, or none. */
 static const char *
 cairn_default_export (int readonly, int is_tls)
@@ -632,7 +644,7 @@ cairn_default_export (int readonly, int is_tls)
    * the client could have asked for.  The result is ignored: the list is
    * only a hint.
    */
-  if (vol_list (pool, false, add_name, &ctx) < 0)
+  if (vol_list_tolerant (pool, false, add_name, no_damage, &ctx) < 0)
     nbdkit_error ("no default export: default-export= is not set (listing "
                   "the volumes failed: %s)", cairn_errmsg ());
   else if (ctx.n == 0)

@@ -17,14 +17,23 @@
  * not a clone, and for a clone whose origin volume has been deleted (the
  * engine keeps that volume hidden, unnamed, until its last clone goes).
  *
- * A snapshot whose catalog record does not decode is left out of the
- * listings and reported beside them, in "damaged" (volume.list,
- * snapshot.list, volume.show, pool.status), so that one bad record hides
- * nothing else:
+ * A catalog record that does not decode is left out of the listings and
+ * reported beside them, in "damaged" (volume.list, snapshot.list,
+ * volume.show, pool.status), so that one bad record hides nothing else.
+ * A snapshot's:
  *
- *   {"name": "db@daily" | "db@#7", "volume": "db", "snapshot": "daily" |
- *    null (no name left), "id": 256, "generation": 7,
+ *   {"kind": "snapshot", "name": "db@daily" | "db@#7", "volume": "db",
+ *    "snapshot": "daily" | null (no name left), "id": 256,
+ *    "generation": 7,
  *    "error": "corrupt snapshot record (volume 256, generation 7): ..."}
+ *
+ * A volume's (its snapshots are not listed, and the volume cannot be used;
+ * an origin that is such a volume is still named, as "db@#GEN"):
+ *
+ *   {"kind": "volume", "name": "db" | "#256" (no name left), "volume":
+ *    "db" | null, "snapshot": null, "id": 256 (0: the record's key is
+ *    unusable), "generation": null,
+ *    "error": "corrupt volume record (volume 256): ..."}
  */
 #include <config.h>
 
@@ -86,6 +95,32 @@ listing_free (struct listing *l)
   free (l->d);
 }
 
+/* The object of one damaged record (see the top). */
+static json_t *
+damaged_object (const struct vol_damage *d)
+{
+  bool vol = d->kind == VOL_DAMAGE_VOLUME;
+  char name[FULL_NAME_MAX];
+
+  if (vol && *d->name)
+    snprintf (name, sizeof name, "%s", d->name);
+  else if (vol)
+    snprintf (name, sizeof name, "#%" PRIu64, d->id);
+  else if (*d->snap)
+    snprintf (name, sizeof name, "%s@%s", d->name, d->snap);
+  else
+    snprintf (name, sizeof name, "%s@#%" PRIu64, d->name, d->gen);
+  return json_pack ("{s:s, s:s, s:s?, s:s?, s:I, s:o, s:s}",
+                    "kind", vol ? "volume" : "snapshot",
+                    "name", name,
+                    "volume", *d->name ? d->name : NULL,
+                    "snapshot", *d->snap ? d->snap : NULL,
+                    "id", (json_int_t) d->id,
+                    "generation", vol ? json_null ()
+                                      : json_integer ((json_int_t) d->gen),
+                    "error", d->what);
+}
+
 /* The "damaged" array of a listing: every damaged record, or volume id's
  * (id != 0) only.
  */
@@ -96,24 +131,10 @@ damaged_array (const struct listing *l, uint64_t id)
 
   for (size_t i = 0; arr && i < l->nd; i++) {
     const struct vol_damage *d = &l->d[i];
-    char name[FULL_NAME_MAX];
 
     if (id != 0 && d->id != id)
       continue;
-    if (*d->snap)
-      snprintf (name, sizeof name, "%s@%s", d->name, d->snap);
-    else
-      snprintf (name, sizeof name, "%s@#%" PRIu64, d->name, d->gen);
-    if (json_array_append_new (arr, json_pack ("{s:s, s:s, s:s?, s:I, s:I, "
-                                               "s:s}",
-                                               "name", name,
-                                               "volume", d->name,
-                                               "snapshot", *d->snap ? d->snap
-                                                                    : NULL,
-                                               "id", (json_int_t) d->id,
-                                               "generation",
-                                               (json_int_t) d->gen,
-                                               "error", d->what)) < 0) {
+    if (json_array_append_new (arr, damaged_object (d)) < 0) {
       json_decref (arr);
       arr = NULL;
     }
@@ -149,19 +170,36 @@ full_name (const struct vol_info *vi, char buf[FULL_NAME_MAX])
     snprintf (buf, FULL_NAME_MAX, "%s", vi->name);
 }
 
+/* The name of damaged volume id in the listing, or NULL. */
+static const char *
+listing_damaged_volume (const struct listing *l, uint64_t id)
+{
+  for (size_t i = 0; i < l->nd; i++)
+    if (l->d[i].kind == VOL_DAMAGE_VOLUME && l->d[i].id == id &&
+        *l->d[i].name)
+      return l->d[i].name;
+  return NULL;
+}
+
 /* Name a clone's origin: "VOL@SNAP" when a snapshot pins it, else
- * "VOL@#GEN".  False when vi is no clone or its origin is hidden (or l is
- * NULL).
+ * "VOL@#GEN" (always for an origin whose record is damaged, whose
+ * snapshots are not listed).  False when vi is no clone or its origin is
+ * hidden (or l is NULL).
  */
 static bool
 origin_name (const struct listing *l, const struct vol_info *vi,
              char buf[FULL_NAME_MAX])
 {
   const struct vol_info *ov;
+  const char *dv;
 
   if (vi->origin_id == 0 || l == NULL)
     return false;
   ov = listing_volume (l, vi->origin_id);
+  if (ov == NULL && (dv = listing_damaged_volume (l, vi->origin_id))) {
+    snprintf (buf, FULL_NAME_MAX, "%s@#%" PRIu64, dv, vi->origin_gen);
+    return true;
+  }
   if (ov == NULL)
     return false;
   for (size_t i = 0; i < l->n; i++)

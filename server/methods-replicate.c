@@ -213,6 +213,18 @@ add_local (void *opaque, const struct vol_info *vi)
          ? cairn_fail (-ENOMEM, "out of memory") : 0;
 }
 
+/* vol_list_tolerant callback: a damaged record of vol (its own or one of
+ * its snapshots') fails the listing, which must see every snapshot; one of
+ * another volume does not matter here.
+ */
+static int
+local_damaged (void *opaque, const struct vol_damage *d)
+{
+  const struct local_list *l = opaque;
+
+  return strcmp (d->name, l->vol) == 0 ? vol_damage_error (d) : 0;
+}
+
 /* Order snapshot objects by generation. */
 static int
 by_generation (const void *a, const void *b)
@@ -236,7 +248,7 @@ local_snapshots (struct cairn_pool *pool, const char *vol, json_t **snaps)
 
   if (l.arr == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
-  r = vol_list (pool, true, add_local, &l);
+  r = vol_list_tolerant (pool, true, add_local, local_damaged, &l);
   n = json_array_size (l.arr);
   v = r == 0 && n ? calloc (n, sizeof *v) : NULL;
   if (r == 0 && n && v == NULL)

@@ -144,6 +144,18 @@ collect_snap (void *opaque, const struct vol_info *info)
   return 0;
 }
 
+/* vol_list_tolerant callback: a damaged record of the target (its own or
+ * a snapshot's) fails the check, which must see every snapshot; one of
+ * another volume does not matter.
+ */
+static int
+target_damaged (void *opaque, const struct vol_damage *d)
+{
+  const struct snaps *s = opaque;
+
+  return strcmp (d->name, s->vol) == 0 ? vol_damage_error (d) : 0;
+}
+
 /* With rollback: the stream's base may be any snapshot of the target (s,
  * oldest first); name it (NAME@SNAP) in base.  What lies after it is
  * discarded when the receive publishes, so only the snapshots up to the
@@ -202,7 +214,7 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
                        "(snapshot GUID %016" PRIx64 "); receive a full "
                        "stream first", rr->target, h->from_guid);
   if (r == 0)
-    r = vol_list (rr->pool, true, collect_snap, &s);
+    r = vol_list_tolerant (rr->pool, true, collect_snap, target_damaged, &s);
   if (r < 0)
     goto out;
   if (s.n == 0) {

@@ -23,6 +23,10 @@
  *                                              the engine's B-tree: checksums
  *                                              stay valid, the record does
  *                                              not decode)
+ *   cairn-testctl damage-volume POOL VOL
+ *                                             (rewrite VOL's catalog record
+ *                                              with a name length past its
+ *                                              end, the same way)
  *
  * Exit status: 0 done, 1 the engine refused (its message on stderr),
  * 2 usage error.
@@ -53,6 +57,7 @@ usage (void)
            "       cairn-testctl delete POOL VOL\n"
            "       cairn-testctl list POOL\n"
            "       cairn-testctl damage-snapshot POOL VOL SNAP\n"
+           "       cairn-testctl damage-volume POOL VOL\n"
            "(a test fixture: see tests/integration/cairn-testctl.c)\n");
   return 2;
 }
@@ -71,17 +76,56 @@ print_export (void *opaque, const struct vol_info *info)
   return 0;
 }
 
-/* Make snapshot vol@snap's record undecodable (GUID 0), committed with
- * the pool's close.
+/* Rewrite the root tree item key (klen bytes, a value of at least min
+ * bytes) with edit applied, committed with the pool's close.
  */
+static int
+damage_item (struct cairn_pool *pool, const uint8_t *key, size_t klen,
+             size_t min, void (*edit) (uint8_t *val))
+{
+  struct btree *root = pool_root_tree (pool);
+  uint8_t val[VOLREC_FIXED + VOL_NAME_MAX + VOLREC_HELD];
+  size_t len;
+  int r = txn_begin (pool);
+
+  if (r < 0)
+    return r;
+  btree_wrlock (root);
+  r = btree_lookup (root, key, klen, val, sizeof val, &len);
+  if (r == 0 && len < min)
+    r = cairn_fail (-EIO, "the record is damaged already");
+  if (r == 0) {
+    edit (val);
+    r = btree_insert (root, key, klen, val, len, BTREE_RESERVE);
+  }
+  btree_unlock (root);
+  if (r == 0)
+    txn_mark_dirty (pool);
+  txn_end (pool);
+  return r;
+}
+
+/* A snapshot record with GUID 0. */
+static void
+zero_guid (uint8_t *val)
+{
+  put_le64 (val + 24, 0);
+}
+
+/* A volume record whose name length runs past its end. */
+static void
+bad_name_length (uint8_t *val)
+{
+  put_le16 (val + 72, 200);
+}
+
+/* Make snapshot vol@snap's record undecodable. */
 static int
 damage_snapshot (struct cairn_pool *pool, const char *vol, const char *snap)
 {
-  struct btree *root = pool_root_tree (pool);
-  uint8_t key[17], val[SNAPREC_FIXED + VOL_NAME_MAX];
   char name[2 * VOL_NAME_MAX + 2];
   struct vol_info info;
-  size_t len;
+  uint8_t key[17];
   int r;
 
   snprintf (name, sizeof name, "%s@%s", vol, snap);
@@ -89,20 +133,21 @@ damage_snapshot (struct cairn_pool *pool, const char *vol, const char *snap)
   if (r < 0)
     return r;
   cat_key (key, RK_SNAP, info.id, info.gen);
-  r = txn_begin (pool);
+  return damage_item (pool, key, 17, SNAPREC_FIXED, zero_guid);
+}
+
+/* Make volume vol's record undecodable. */
+static int
+damage_volume (struct cairn_pool *pool, const char *vol)
+{
+  struct vol_info info;
+  uint8_t key[17];
+  int r = vol_stat (pool, vol, &info);
+
   if (r < 0)
     return r;
-  btree_wrlock (root);
-  r = btree_lookup (root, key, 17, val, sizeof val, &len);
-  if (r == 0) {
-    put_le64 (val + 24, 0);
-    r = btree_insert (root, key, 17, val, len, BTREE_RESERVE);
-  }
-  btree_unlock (root);
-  if (r == 0)
-    txn_mark_dirty (pool);
-  txn_end (pool);
-  return r;
+  cat_key (key, RK_VOL, info.id, 0);
+  return damage_item (pool, key, 9, VOLREC_FIXED, bad_name_length);
 }
 
 /* Run one operation on an open pool. */
@@ -128,6 +173,8 @@ run (struct cairn_pool *pool, const char *cmd, int argc, char **argv)
     return vol_list (pool, true, print_export, NULL);
   if (strcmp (cmd, "damage-snapshot") == 0 && argc == 2)
     return damage_snapshot (pool, argv[0], argv[1]);
+  if (strcmp (cmd, "damage-volume") == 0 && argc == 1)
+    return damage_volume (pool, argv[0]);
   return 1;                     /* usage */
 }
 

@@ -31,6 +31,18 @@ make_pool () {
   "$CAIRN" mkpool "$POOL" --size "$1" >/dev/null || fail "cairn mkpool $POOL --size $1 failed"
 }
 
+# Check the Python expression $1 (j bound to the JSON) on cairn ARGS --json,
+# which must exit with status $2 (python3 required).
+jcheck_rc () {
+  local expr=$1 want=$2 json rc=0
+  shift 2
+  json=$("$CAIRN" "$@" --json) || rc=$?
+  [ $rc -eq "$want" ] || fail "cairn $* --json: exit $rc, expected $want: $json"
+  python3 -c 'import json, sys
+j = json.loads(sys.argv[1])
+assert eval(sys.argv[2]), j' "$json" "$expr" || fail "cairn $* --json: not ($expr): $json"
+}
+
 # Run the fixture on the stopped pool: testctl create VOL SIZE, ...
 testctl () {
   local cmd=$1

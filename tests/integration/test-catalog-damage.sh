@@ -14,18 +14,6 @@ require python3
 
 CTL="$TMPDIR_TEST/control.sock"
 
-# Check the Python expression $1 (j bound to the JSON) on cairn ARGS --json,
-# which must exit with status $2.
-jcheck () {
-  local expr=$1 want=$2 json rc=0
-  shift 2
-  json=$("$CAIRN" "$@" --json) || rc=$?
-  [ $rc -eq "$want" ] || fail "cairn $* --json: exit $rc, expected $want: $json"
-  python3 -c 'import json, sys
-j = json.loads(sys.argv[1])
-assert eval(sys.argv[2]), j' "$json" "$expr" || fail "cairn $* --json: not ($expr): $json"
-}
-
 make_pool 256M
 testctl create a 16M
 testctl create b 16M
@@ -48,41 +36,41 @@ grep -q "1 problem found" <<<"$out" || fail "fsck found more than the record: $o
 # The same checks offline (--pool) and through a server (--socket).
 check_listings () {
   local how=("$@") damaged
-  damaged='j["damaged"] == [{"name": "a@s2", "volume": "a", "snapshot": "s2",
+  damaged='j["damaged"] == [{"kind": "snapshot", "name": "a@s2", "volume": "a", "snapshot": "s2",
     "id": '$id', "generation": '$gen', "error": "corrupt snapshot record (volume '$id', generation '$gen'): its GUID is 0"}]'
 
   run "${how[@]}" volume list --snapshots
-  expect 0 "warning: 1 damaged snapshot record left out"
+  expect 0 "warning: 1 damaged catalog record left out"
   grep -qE "^  a@s2: $rec$" <<<"$out" || fail "volume list does not name a@s2: $out"
   grep -q "cairn fsck" <<<"$out" || fail "volume list does not point at fsck: $out"
   for e in a a@s1 a@s3 b b@s1; do
     grep -qE "^$e +16M" <<<"$out" || fail "volume list lost $e: $out"
   done
   grep -qE "^a@s2 " <<<"$out" && fail "volume list shows a@s2 as healthy: $out"
-  jcheck "[v[\"name\"] for v in j[\"volumes\"]] == [\"a\", \"a@s1\", \"a@s3\", \"b\", \"b@s1\"] and $damaged" \
+  jcheck_rc "[v[\"name\"] for v in j[\"volumes\"]] == [\"a\", \"a@s1\", \"a@s3\", \"b\", \"b@s1\"] and $damaged" \
     0 "${how[@]}" volume list --snapshots
 
   run "${how[@]}" snapshot list a
   expect 0 "^  a@s2: $rec$"
   grep -qE "^a@s1 " <<<"$out" && grep -qE "^a@s3 " <<<"$out" ||
     fail "snapshot list a lost a healthy snapshot: $out"
-  jcheck "[v[\"name\"] for v in j[\"snapshots\"]] == [\"a@s1\", \"a@s3\"] and $damaged" \
+  jcheck_rc "[v[\"name\"] for v in j[\"snapshots\"]] == [\"a@s1\", \"a@s3\"] and $damaged" \
     0 "${how[@]}" snapshot list a
   # Another volume's listing has no damage.
   run "${how[@]}" snapshot list b
   expect 0 "^b@s1 "
   grep -q damaged <<<"$out" && fail "snapshot list b reports damage: $out"
-  jcheck 'j["damaged"] == []' 0 "${how[@]}" snapshot list b
+  jcheck_rc 'j["damaged"] == []' 0 "${how[@]}" snapshot list b
 
   run "${how[@]}" status
   expect 1 "^damaged +a@s2: $rec$"
   grep -qE "^state +DEGRADED: 1 damaged catalog record" <<<"$out" || fail "status is not DEGRADED: $out"
   grep -qE "^snapshots +3$" <<<"$out" || fail "status does not count the 3 healthy snapshots: $out"
-  jcheck "j[\"volumes\"] == 2 and j[\"snapshots\"] == 3 and $damaged" 1 "${how[@]}" status
+  jcheck_rc "j[\"volumes\"] == 2 and j[\"snapshots\"] == 3 and $damaged" 1 "${how[@]}" status
 
   run "${how[@]}" volume show a
   expect 0 "^damaged +a@s2: $rec$"
-  jcheck "j[\"snapshots\"] == [\"a@s1\", \"a@s3\"] and $damaged" 0 "${how[@]}" volume show a
+  jcheck_rc "j[\"snapshots\"] == [\"a@s1\", \"a@s3\"] and $damaged" 0 "${how[@]}" volume show a
 
   # What needs the record fails, naming it and what to do.
   run "${how[@]}" volume show a@s2
@@ -136,7 +124,7 @@ run --socket "$CTL" snapshot delete a@s2
 expect 0 "deleted snapshot a@s2"
 run --socket "$CTL" status
 expect 0 "^state +ok"
-jcheck 'j["damaged"] == [] and j["snapshots"] == 3' 0 --socket "$CTL" status
+jcheck_rc 'j["damaged"] == [] and j["snapshots"] == 3' 0 --socket "$CTL" status
 run --socket "$CTL" volume list --snapshots
 expect 0
 grep -q warning <<<"$out" && fail "volume list still warns: $out"

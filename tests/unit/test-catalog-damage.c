@@ -1,10 +1,12 @@
-/* Unit tests of the catalog with one damaged record: a snapshot record
- * whose node checksums are fine but whose content does not decode (written
- * through the engine's own B-tree, as a bug or a bad patch would).  The
- * listing for people goes on without it and reports it, fsck names it the
- * same way, its healthy neighbours stay usable, what needs the record
- * (open, stat, clone, rollback) fails with a message naming it and changes
- * nothing, and deleting it repairs the pool.
+/* Unit tests of the catalog with one damaged record: a snapshot or volume
+ * record whose node checksums are fine but whose content does not decode
+ * (written through the engine's own B-tree, as a bug or a bad patch
+ * would).  The listing for people goes on without it and reports it, fsck
+ * names it the same way, its healthy neighbours stay usable, and what
+ * needs the record (open, stat, clone, rollback) fails with a message
+ * naming it and changes nothing.  Deleting a damaged snapshot repairs the
+ * pool; a damaged volume cannot be deleted (catalog-damage.c, DV-n), but
+ * the rest of the pool works around it.
  */
 #include <config.h>
 
@@ -75,7 +77,7 @@ truncate_rec (uint8_t *val, size_t len)
 
 /* What a tolerant listing showed, one line per entry. */
 struct seen {
-  char text[4096];
+  char text[8192];
   struct vol_damage d[4];
   size_t nd;
 };
@@ -99,8 +101,12 @@ seen_damage (void *opaque, const struct vol_damage *d)
 
   cr_assert_lt (s->nd, 4);
   s->d[s->nd++] = *d;
-  snprintf (s->text + n, sizeof s->text - n, "DAMAGED %s@%s\n", d->name,
-            d->snap);
+  if (d->kind == VOL_DAMAGE_VOLUME)
+    snprintf (s->text + n, sizeof s->text - n, "DAMAGED VOLUME %s\n",
+              d->name);
+  else
+    snprintf (s->text + n, sizeof s->text - n, "DAMAGED %s@%s\n", d->name,
+              d->snap);
   return 0;
 }
 
@@ -297,6 +303,8 @@ Test (catalog_damage, snapshot_decoder_checks)
   }
 }
 
+/* ---------------------------------------------------------------- damaged volume records */
+
 /* A volume record whose name length runs past its end. */
 static size_t
 bad_name_length (uint8_t *val, size_t len)
@@ -305,38 +313,405 @@ bad_name_length (uint8_t *val, size_t len)
   return len;
 }
 
-/* A volume record that does not decode stops the catalog from loading
- * (its name, size and origin are unknown), with a message naming it and
- * pointing at fsck, which reports it in the same words.
+/* The decoder's message for a one-letter volume's record that
+ * bad_name_length damaged.
  */
-Test (catalog_damage, volume_record_named_by_load_and_fsck)
+static void
+bad_name_message (char *buf, size_t size, uint64_t id)
 {
-  uint64_t id, gen;
-  struct cairn_dev *dev = make_pool (&id, &gen);
+  snprintf (buf, size, "corrupt volume record (volume %" PRIu64 "): "
+            "%zu bytes, but its name length 200 makes %u or %u", id,
+            (size_t) VOLREC_FIXED + 1 + VOLREC_HELD, VOLREC_FIXED + 200,
+            VOLREC_FIXED + 200 + VOLREC_HELD);
+}
+
+/* Write 8 KiB of fill_pattern (tag) at off of export. */
+static void
+write_tag (struct cairn_pool *pool, const char *export, uint64_t off,
+           uint64_t tag)
+{
+  static uint8_t data[8192];
+  struct cairn_volume *v;
+
+  fill_pattern (data, sizeof data, tag);
+  cr_assert_eq (vol_open (pool, export, &v), 0, "%s: %s", export,
+                cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (v, data, sizeof data, off, 0), 0, "%s",
+                cairn_errmsg ());
+  vol_close (v);
+}
+
+/* export reads fill_pattern (tag) in the 8 KiB at off. */
+static void
+expect_tag (struct cairn_pool *pool, const char *export, uint64_t off,
+            uint64_t tag)
+{
+  static uint8_t want[8192], got[8192];
+  struct cairn_volume *v;
+
+  fill_pattern (want, sizeof want, tag);
+  cr_assert_eq (vol_open (pool, export, &v), 0, "%s: %s", export,
+                cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, got, sizeof got, off), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (got, want, sizeof got, "%s at %" PRIu64 ": not data %"
+                    PRIu64, export, off, tag);
+  vol_close (v);
+}
+
+/* Volumes a (data 1, snapshot s1, data 2, s2, data 3), c (a clone of a@s1,
+ * data 5 in its second 8 KiB), b (data 7, s1, data 8) and d (data 9); the
+ * ids of a and d in *ida and *idd.
+ */
+static struct cairn_dev *
+make_volume_pool (uint64_t *ida, uint64_t *idd)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+
+  cr_assert_eq (vol_create (pool, "a", 1 << 20, ida), 0);
+  cr_assert_eq (vol_create (pool, "b", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_create (pool, "d", 1 << 20, idd), 0);
+  write_tag (pool, "a", 0, 1);
+  cr_assert_eq (snap_create (pool, "a", "s1"), 0);
+  write_tag (pool, "a", 0, 2);
+  cr_assert_eq (snap_create (pool, "a", "s2"), 0);
+  write_tag (pool, "a", 0, 3);
+  cr_assert_eq (vol_clone (pool, "a@s1", "c"), 0);
+  write_tag (pool, "c", 8192, 5);
+  write_tag (pool, "b", 0, 7);
+  cr_assert_eq (snap_create (pool, "b", "s1"), 0);
+  write_tag (pool, "b", 0, 8);
+  write_tag (pool, "d", 0, 9);
+  cr_assert_eq (pool_close (pool), 0);
+  return dev;
+}
+
+/* The id the name index gives name, 0 if none. */
+static uint64_t
+name_index (struct cairn_pool *pool, const char *name)
+{
+  struct btree *root = pool_root_tree (pool);
+  uint8_t key[1 + VOL_NAME_MAX], val[8];
+  size_t len;
+  int r;
+
+  btree_rdlock (root);
+  r = btree_lookup (root, key, name_key (key, RK_NAME, NULL, name), val,
+                    sizeof val, &len);
+  btree_unlock (root);
+  return r == 0 && len == 8 ? get_be64 (val) : 0;
+}
+
+/* The last failure was a use of export refused for damaged record rec. */
+static void
+assert_unusable (const char *export, const char *rec)
+{
+  char want[2 * VOL_NAME_MAX + 32];
+  const char *m = cairn_errmsg ();
+
+  snprintf (want, sizeof want, "'%s' cannot be used: ", export);
+  cr_assert (strstr (m, want) && strstr (m, rec) &&
+             strstr (m, "'cairn fsck' gives details") &&
+             strstr (m, "data is kept"), "%s: %s", export, m);
+}
+
+static int
+no_diff (void *opaque, uint64_t off, uint64_t len, unsigned type)
+{
+  (void) opaque, (void) off, (void) len, (void) type;
+  return 0;
+}
+
+/* Every use of volume victim, whose record is damaged (message rec),
+ * fails naming the record and changes nothing; its name stays taken.
+ */
+static void
+damaged_volume_refuses (struct cairn_pool *pool, const char *victim,
+                        const char *rec)
+{
+  char name[64], base[64];
+  struct cairn_volume *v;
+  struct vol_info info;
+  const char *m;
+
+  cr_assert_eq (vol_open (pool, victim, &v), -EIO);
+  assert_unusable (victim, rec);
+  snprintf (name, sizeof name, "%s@s1", victim);
+  cr_assert_eq (vol_open (pool, name, &v), -EIO);
+  assert_unusable (name, rec);
+  cr_assert_eq (vol_stat (pool, name, &info), -EIO);
+  assert_unusable (name, rec);
+  cr_assert_eq (vol_clone (pool, name, "x"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (vol_diff (pool, name, victim, no_diff, NULL), -EIO);
+  assert_unusable (name, rec);
+  snprintf (name, sizeof name, "%s@#1", victim);
+  cr_assert_eq (vol_open (pool, name, &v), -EIO);
+  assert_unusable (name, rec);
+  cr_assert_eq (vol_stat (pool, victim, &info), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (snap_create (pool, victim, "s9"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (snap_create_prefix (pool, victim, "s9"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (snap_delete (pool, victim, "s1"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (vol_clone (pool, victim, "x"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (vol_rollback (pool, victim, "s1", "x"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (vol_rename (pool, victim, "x"), -EIO);
+  assert_unusable (victim, rec);
+  cr_assert_eq (vol_resize (pool, victim, 2 << 20, false), -EIO);
+  cr_assert_eq (vol_set_readonly (pool, victim, true), -EIO);
+  cr_assert_eq (vol_set_quota (pool, victim, 1 << 20), -EIO);
+  cr_assert_eq (vol_set_prop (pool, victim, "t:k", "v"), -EIO);
+  assert_unusable (victim, rec);
+  snprintf (base, sizeof base, "%s@s1", victim);
+  cr_assert_eq (vol_partial_create (pool, victim, base, 1 << 20, "st", 0),
+                -EIO);
+  assert_unusable (victim, rec);
+
+  /* Deleting it is refused, saying why. */
+  for (unsigned flags = 0; flags <= VOL_DELETE_RECURSIVE; flags++) {
+    cr_assert_eq (vol_delete (pool, victim, flags), -EIO);
+    m = cairn_errmsg ();
+    snprintf (name, sizeof name, "volume '%s' cannot be deleted: ", victim);
+    cr_assert (strstr (m, name) && strstr (m, rec) &&
+               strstr (m, "its origin is unknown") &&
+               strstr (m, "could destroy data another volume uses"), "%s", m);
+  }
+
+  /* Its name stays taken. */
+  cr_assert_eq (vol_create (pool, victim, 1 << 20, NULL), -EEXIST);
+  cr_assert (strstr (cairn_errmsg (), rec), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_rename (pool, "b", victim), -EEXIST);
+  cr_assert (strstr (cairn_errmsg (), rec), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_clone (pool, "b@s1", victim), -EEXIST);
+  cr_assert_eq (vol_partial_create (pool, victim, NULL, 1 << 20, "st", 0),
+                -EEXIST);
+  cr_assert_eq (vol_stat (pool, "x", &info), -ENOENT, "nothing was made");
+  cr_assert_eq (vol_stat (pool, "b", &info), 0, "b was not renamed");
+}
+
+/* fsck finds rec and nothing else: no block leaked or used twice. */
+static void
+fsck_only (struct cairn_dev *dev, const char *rec)
+{
+  struct problems p;
+  struct fsck_report rep = run_fsck (dev, &p);
+
+  cr_assert_eq (rep.errors, 1, "fsck: %s", p.text);
+  cr_assert (strstr (p.text, rec), "fsck said: %s", p.text);
+  cr_assert_eq (rep.blocks_leaked, 0);
+  cr_assert_eq (rep.blocks_free_but_used, 0);
+}
+
+/* Plain volume d's record does not decode: the pool loads without it,
+ * the tolerant listing reports it in its place with its name and the
+ * decoder's message, the strict one fails naming it; the other volumes
+ * read their data, take writes, snapshots, deletes and commits; every use
+ * of d fails naming the record; fsck reports only the record, before and
+ * after, and its name item survives it all.
+ */
+Test (catalog_damage, plain_volume_record_damaged)
+{
+  uint64_t ida, idd;
+  struct cairn_dev *dev = make_volume_pool (&ida, &idd);
   struct cairn_pool *pool;
   struct seen s = { .nd = 0 };
-  struct problems p;
-  struct fsck_report rep;
   uint8_t key[17];
   char rec[160];
 
-  cat_key (key, RK_VOL, id, 0);
-  edit_item (dev, key, 9, id, NULL, bad_name_length);
-  snprintf (rec, sizeof rec, "corrupt volume record (volume %" PRIu64 "): "
-            "%zu bytes, but its name length 200 makes %u or %u",
-            id, (size_t) VOLREC_FIXED + 1 + VOLREC_HELD, VOLREC_FIXED + 200,
-            VOLREC_FIXED + 200 + VOLREC_HELD);
-  rep = run_fsck (dev, &p);
-  cr_assert_geq (rep.errors, 1, "fsck: %s", p.text);
-  cr_assert (strstr (p.text, rec), "fsck said: %s", p.text);
+  cat_key (key, RK_VOL, idd, 0);
+  edit_item (dev, key, 9, idd, NULL, bad_name_length);
+  bad_name_message (rec, sizeof rec, idd);
+  fsck_only (dev, rec);
 
   pool = pool_open_ok (dev);
-  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s),
-                -EIO);
-  cr_assert (strstr (cairn_errmsg (), "cannot load the catalog: ") &&
-             strstr (cairn_errmsg (), rec) &&
-             strstr (cairn_errmsg (), "cairn fsck"), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_str_eq (s.text, "a\na@s1\na@s2\nb\nb@s1\nc\nDAMAGED VOLUME d\n");
+  cr_assert_eq (s.nd, 1);
+  cr_assert_eq (s.d[0].kind, VOL_DAMAGE_VOLUME);
+  cr_assert_eq (s.d[0].id, idd);
+  cr_assert_eq (s.d[0].gen, 0);
+  cr_assert_str_eq (s.d[0].snap, "");
+  cr_assert_str_eq (s.d[0].what, rec);
+  memset (&s, 0, sizeof s);
+  cr_assert_eq (vol_list (pool, false, seen_info, &s), -EIO);
+  assert_unusable ("d", rec);
+
+  /* The others are whole and keep working. */
+  expect_tag (pool, "a", 0, 3);
+  expect_tag (pool, "a@s1", 0, 1);
+  expect_tag (pool, "a@s2", 0, 2);
+  expect_tag (pool, "c", 0, 1);
+  expect_tag (pool, "c", 8192, 5);
+  expect_tag (pool, "b", 0, 8);
+  expect_tag (pool, "b@s1", 0, 7);
+  write_tag (pool, "b", 0, 11);
+  cr_assert_eq (snap_create (pool, "b", "s2"), 0, "%s", cairn_errmsg ());
+  write_tag (pool, "b", 8192, 12);
+  cr_assert_eq (snap_delete (pool, "b", "s1"), 0, "%s", cairn_errmsg ());
+  write_tag (pool, "a", 0, 13);
+  cr_assert_eq (snap_delete (pool, "a", "s2"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_delete (pool, "c", 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_create (pool, "e", 1 << 20, NULL), 0, "%s",
+                cairn_errmsg ());
+  write_tag (pool, "e", 0, 14);
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0);
+
+  damaged_volume_refuses (pool, "d", rec);
+  cr_assert_eq (name_index (pool, "d"), idd);
   cr_assert_eq (pool_close (pool), 0);
+  fsck_only (dev, rec);
+
+  /* Nothing of it changed across a restart. */
+  pool = pool_open_ok (dev);
+  memset (&s, 0, sizeof s);
+  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_str_eq (s.text, "a\na@s1\nb\nb@s2\nDAMAGED VOLUME d\ne\n");
+  cr_assert_str_eq (s.d[0].what, rec);
+  cr_assert_eq (name_index (pool, "d"), idd);
+  expect_tag (pool, "a", 0, 13);
+  expect_tag (pool, "b", 0, 11);
+  expect_tag (pool, "b", 8192, 12);
+  expect_tag (pool, "b@s2", 0, 11);
+  expect_tag (pool, "e", 0, 14);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* Volume a, with snapshots and the origin of clone c, has a damaged
+ * record: it is listed once (its snapshots are not), c still reads the
+ * data it shares with a's lineage, takes writes, snapshots and clones, and
+ * can be deleted (its reason on a's pin stays, DV-2); a cannot be used;
+ * fsck reports only the record, with no block leaked or used twice.
+ */
+Test (catalog_damage, origin_volume_record_damaged)
+{
+  uint64_t ida, idd;
+  struct cairn_dev *dev = make_volume_pool (&ida, &idd);
+  struct cairn_pool *pool;
+  struct seen s = { .nd = 0 };
+  struct vol_info info;
+  uint8_t key[17];
+  char rec[160];
+
+  cat_key (key, RK_VOL, ida, 0);
+  edit_item (dev, key, 9, ida, NULL, bad_name_length);
+  bad_name_message (rec, sizeof rec, ida);
+  fsck_only (dev, rec);
+
+  pool = pool_open_ok (dev);
+  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_str_eq (s.text, "DAMAGED VOLUME a\nb\nb@s1\nc\nd\n");
+  cr_assert_eq (s.nd, 1);
+  cr_assert_eq (s.d[0].id, ida);
+  cr_assert_str_eq (s.d[0].name, "a");
+  cr_assert_str_eq (s.d[0].what, rec);
+  cr_assert_eq (vol_list (pool, true, seen_info, &s), -EIO);
+  assert_unusable ("a", rec);
+
+  /* The clone reads what it shares with a@s1, and works on. */
+  cr_assert_eq (vol_stat (pool, "c", &info), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (info.origin_id, ida);
+  expect_tag (pool, "c", 0, 1);
+  expect_tag (pool, "c", 8192, 5);
+  write_tag (pool, "c", 0, 21);
+  cr_assert_eq (snap_create (pool, "c", "cs1"), 0, "%s", cairn_errmsg ());
+  write_tag (pool, "c", 8192, 22);
+  cr_assert_eq (vol_clone (pool, "c@cs1", "f"), 0, "%s", cairn_errmsg ());
+  expect_tag (pool, "f", 0, 21);
+  expect_tag (pool, "f", 8192, 5);
+  cr_assert_eq (snap_delete (pool, "c", "cs1"), 0, "%s", cairn_errmsg ());
+  write_tag (pool, "d", 0, 23);
+  write_tag (pool, "b", 0, 24);
+  cr_assert_eq (snap_delete (pool, "b", "s1"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0);
+  damaged_volume_refuses (pool, "a", rec);
+  cr_assert_eq (vol_delete (pool, "f", 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_delete (pool, "c", 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (name_index (pool, "a"), ida);
+  cr_assert_eq (pool_close (pool), 0);
+  fsck_only (dev, rec);
+
+  pool = pool_open_ok (dev);
+  memset (&s, 0, sizeof s);
+  cr_assert_eq (vol_list_tolerant (pool, true, seen_info, seen_damage, &s), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_str_eq (s.text, "DAMAGED VOLUME a\nb\nd\n");
+  expect_tag (pool, "b", 0, 24);
+  expect_tag (pool, "d", 0, 23);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* Move volume id's record to a key one byte too long. */
+static void
+move_volrec (struct cairn_dev *dev, uint64_t id)
+{
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct btree *root = pool_root_tree (pool);
+  uint8_t key[17] = { 0 }, val[VOLREC_FIXED + VOL_NAME_MAX + VOLREC_HELD];
+  size_t len;
+
+  cat_key (key, RK_VOL, id, 0);
+  cr_assert_eq (txn_begin (pool), 0);
+  btree_wrlock (root);
+  cr_assert_eq (btree_lookup (root, key, 9, val, sizeof val, &len), 0);
+  cr_assert_eq (btree_delete (root, key, 9), 0);
+  key[9] = 0;
+  cr_assert_eq (btree_insert (root, key, 10, val, len, BTREE_RESERVE), 0);
+  btree_unlock (root);
+  txn_mark_dirty (pool);
+  txn_end (pool);
+  cr_assert_eq (pool_close (pool), 0);
+}
+
+/* A volume record under a key of the wrong length has no usable id: it is
+ * reported without a name, and fsck names it in the same words without
+ * calling its volume's blocks leaked; the name its volume had in the index
+ * cannot be taken by another.
+ */
+Test (catalog_damage, volume_record_key_damaged)
+{
+  uint64_t ida, idd;
+  struct cairn_dev *dev = make_volume_pool (&ida, &idd);
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  struct seen s = { .nd = 0 };
+  const char *rec = "corrupt volume record key (10 bytes, not 9)";
+  char want[128];
+
+  move_volrec (dev, idd);
+  fsck_only (dev, rec);
+
+  pool = pool_open_ok (dev);
+  cr_assert_eq (vol_list_tolerant (pool, false, seen_info, seen_damage, &s), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_str_eq (s.text, "DAMAGED VOLUME \na\nb\nc\n");
+  cr_assert_eq (s.d[0].kind, VOL_DAMAGE_VOLUME);
+  cr_assert_eq (s.d[0].id, 0);
+  cr_assert_str_eq (s.d[0].what, rec);
+  cr_assert_eq (vol_list (pool, false, seen_info, &s), -EIO);
+  assert_unusable ("#0", rec);
+  cr_assert_eq (vol_open (pool, "d", &v), -ENOENT);
+  cr_assert_eq (vol_create (pool, "d", 1 << 20, NULL), -EEXIST);
+  snprintf (want, sizeof want, "the name index gives 'd' to volume %" PRIu64
+            ", which has no readable record", idd);
+  cr_assert (strstr (cairn_errmsg (), want), "%s", cairn_errmsg ());
+  cr_assert_eq (vol_rename (pool, "b", "d"), -EEXIST);
+  expect_tag (pool, "b", 0, 8);
+  write_tag (pool, "b", 0, 31);
+  cr_assert_eq (pool_close (pool), 0);
+  fsck_only (dev, rec);
   dev_close (dev);
 }
 
