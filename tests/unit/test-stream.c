@@ -1537,6 +1537,41 @@ Test (stream, man_page_example)
   model_init (&m, NULL, 0);
   cr_assert_eq (decode (s.p, s.len, NULL, &m, NULL, NULL), 0);
   free (s.p);
+
+  /* The same with BLOCKSUMS, as the page gives it too: the same bytes but
+   * the HEADER's incompat and every sha from the HEADER's on.
+   */
+  memset (&s, 0, sizeof s);
+  h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
+  cr_assert_eq (stream_enc_new (&h, NULL, sbuf_sink, &s, &enc), 0);
+  cr_assert_eq (stream_enc_begin (enc), 0);
+  cr_assert_eq (stream_enc_write (enc, 4096, data, 4096), 0);
+  cr_assert_eq (stream_enc_zero (enc, 8192, 8192), 0);
+  cr_assert_eq (stream_enc_end (enc), 0);
+  stream_enc_digest (enc, digest);
+  stream_enc_free (enc);
+  cr_assert_eq (s.len, 4437);
+  sha256_hex (s.p + 0x75, hex);
+  cr_assert_str_eq (hex, "98ecd2fe047971c4bba038b092045e44"
+                    "a66a557e4214dc3b818af718286891df");
+  sha256_hex (s.p + 0x10a5, hex);
+  cr_assert_str_eq (hex, "86c98e1f8f94b141636b476b2224e021"
+                    "36ef8da12483a08c206ae1b6f6a9d5ad");
+  sha256_hex (s.p + 0x10dd, hex);
+  cr_assert_str_eq (hex, "f4ac289940bdfe07e71f7739c3603460"
+                    "f98b0554bf8a4a1daa87175c27619b76");
+  cr_assert_eq (memcmp (s.p + 0x1115, s.p + 0x10dd, 32), 0);
+  cr_assert_eq (s.p[0x14], 1);
+  sha256 (s.p, s.len, whole);
+  sha256_hex (whole, hex);
+  cr_assert_str_eq (hex, "72f03a7789e8aa66b1904bd048651cbd"
+                    "76ff44078f3b7cb030f7439b47721639");
+  sha256_hex (digest, hex);
+  cr_assert_str_eq (hex, "3ef08549bf9a3588324719257118bfa1"
+                    "94c04f7bcb7e79159fae330ea925aad7");
+  model_init (&m, NULL, 0);
+  cr_assert_eq (decode (s.p, s.len, NULL, &m, NULL, NULL), 0);
+  free (s.p);
 }
 
 /* ------------------------------------------------------------ fuzz */
