@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "volume-int.h"
 
@@ -167,17 +168,35 @@ read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
   return r;
 }
 
-/* Read whole blocks [lbn, lbn + n) into buf, checking every block. */
-int
-read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
+/* The digests of blocks that are holes: the SHA-256 of a block of zeros,
+ * written into each of n slots of shas before the mapping overwrites the
+ * mapped ones.
+ */
+static void
+fill_hole_sums (uint8_t *shas, uint64_t n)
+{
+  static const uint8_t zero[BLOCK_SIZE];
+  uint8_t zsha[SHA256_LEN];
+
+  sha256 (zero, BLOCK_SIZE, zsha);
+  for (uint64_t i = 0; i < n; i++)
+    memcpy (shas + i * SHA256_LEN, zsha, SHA256_LEN);
+}
+
+/* Read whole blocks [lbn, lbn + n) into buf, checking every block; with
+ * their digests into sums (holes' too) when it is not NULL.
+ */
+static int
+read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
+                  uint8_t *buf, uint8_t *sums)
 {
   enum { STACK_BLOCKS = 16 };
   uint8_t stack_shas[STACK_BLOCKS * SHA256_LEN];
-  uint8_t *shas = stack_shas;
+  uint8_t *shas = sums ? sums : stack_shas;
   uint64_t bad = UINT64_MAX;
   int r = 0;
 
-  if (n > STACK_BLOCKS) {
+  if (sums == NULL && n > STACK_BLOCKS) {
     shas = malloc (n * SHA256_LEN);
     if (shas == NULL) {
       r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
@@ -185,6 +204,9 @@ read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
     }
   }
   for (int attempt = 0; attempt < 2; attempt++) {
+    /* Again on a retry: a block mapped the first time may be a hole now. */
+    if (sums)
+      fill_hole_sums (sums, n);
     r = read_mapped (v, lbn, n, buf, shas, &bad);
     if (r < 0 || bad == UINT64_MAX)
       break;
@@ -196,12 +218,19 @@ read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
                     PRIu64 ") of volume '%s': the data is damaged on disk",
                     blk, blk * BLOCK_SIZE, v->info.name);
   }
-  if (shas != stack_shas)
+  if (shas != stack_shas && shas != sums)
     free (shas);
  out:
   if (r == -EIO)
     COUNT (v, csum_errors, 1);
   return r;
+}
+
+/* Read whole blocks [lbn, lbn + n) into buf, checking every block. */
+int
+read_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf)
+{
+  return read_blocks_sums (v, lbn, n, buf, NULL);
 }
 
 /* Check a request against the volume's size. */
@@ -218,6 +247,35 @@ check_range (struct cairn_volume *v, uint32_t count, uint64_t off)
                        "the end of '%s' (%" PRIu64 " bytes)", off, count,
                        v->info.name, size);
   return 0;
+}
+
+/* Count a read's outcome. */
+static void
+count_read (struct cairn_volume *v, int r, uint32_t count)
+{
+  if (r < 0)
+    COUNT (v, errors, 1);
+  else {
+    COUNT (v, reads, 1);
+    COUNT (v, bytes_read, count);
+  }
+}
+
+/* Read whole blocks and their digests. */
+int
+vol_pread_sums (struct cairn_volume *v, void *buf, uint32_t count,
+                uint64_t off, uint8_t *sums)
+{
+  int r = check_range (v, count, off);
+
+  if (r == 0 && (off % BLOCK_SIZE || count % BLOCK_SIZE))
+    r = cairn_fail (-EINVAL, "read with digests at [%" PRIu64 ", +%" PRIu32
+                    ") of '%s' is not in whole %d-byte blocks: use vol_pread",
+                    off, count, v->info.name, BLOCK_SIZE);
+  if (r == 0 && count > 0)
+    r = read_blocks_sums (v, off / BLOCK_SIZE, count / BLOCK_SIZE, buf, sums);
+  count_read (v, r, count);
+  return r;
 }
 
 /* Read bytes. */
@@ -244,11 +302,6 @@ vol_pread (struct cairn_volume *v, void *buf, uint32_t count, uint64_t off)
   }
  out:
   free (tmp);
-  if (r < 0)
-    COUNT (v, errors, 1);
-  else {
-    COUNT (v, reads, 1);
-    COUNT (v, bytes_read, count);
-  }
+  count_read (v, r, count);
   return r;
 }

@@ -481,11 +481,13 @@ data_hint (struct volstate *vs, struct space *sp)
   return __atomic_load_n (&vs->alloc_hint, __ATOMIC_RELAXED);
 }
 
-/* Write a run of non-zero blocks: allocate, checksum, write the data,
- * then replace the mapping.  Inside txn_begin.
+/* Write a run of non-zero blocks: allocate, checksum (or take the
+ * caller's digests, sums, when not NULL), write the data, then replace the
+ * mapping.  Inside txn_begin.
  */
 static int
-write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data)
+write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
+           const uint8_t *data, const uint8_t *sums)
 {
   struct volstate *vs = v->vs;
   struct cairn_pool *pool = v->cat->pool;
@@ -543,7 +545,10 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
     got += len;
   }
   if (r == 0) {
-    sha256_blocks (data, n, shas);
+    if (sums)
+      memcpy (shas, sums, n * SHA256_LEN);
+    else
+      sha256_blocks (data, n, shas);
     txn_note_data (pool, n * BLOCK_SIZE);
   }
   got = 0;
@@ -578,10 +583,12 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n, const uint8_t *data
   return r;
 }
 
-/* Write whole blocks (NULL data: make them holes). */
+/* Write whole blocks (NULL data: make them holes), with their digests
+ * from sums when it is not NULL.
+ */
 static int
 write_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n,
-              const uint8_t *data)
+              const uint8_t *data, const uint8_t *sums)
 {
   struct cairn_pool *pool = v->cat->pool;
   uint64_t i = 0;
@@ -601,7 +608,8 @@ write_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n,
       btree_unlock (v->vs->tree);
     }
     else
-      r = write_run (v, lbn + i, j - i, data + i * BLOCK_SIZE);
+      r = write_run (v, lbn + i, j - i, data + i * BLOCK_SIZE,
+                     sums ? sums + i * SHA256_LEN : NULL);
     i = j;
   }
   txn_end (pool);
@@ -618,10 +626,12 @@ check_writable (struct cairn_volume *v)
   return 0;
 }
 
-/* Write bytes (a partial first or last block is read, merged, rewritten). */
+/* Write bytes (a partial first or last block is read, merged, rewritten).
+ * sums, for whole blocks only, are their digests.
+ */
 static int
 write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
-             uint64_t off, unsigned flags, bool zero)
+             uint64_t off, unsigned flags, bool zero, const uint8_t *sums)
 {
   uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
   bool aligned = off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0;
@@ -633,7 +643,7 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
   if (r < 0 || count == 0)
     goto out;
   if (aligned)
-    r = write_blocks (v, lbn, end - lbn, zero ? NULL : buf);
+    r = write_blocks (v, lbn, end - lbn, zero ? NULL : buf, sums);
   else {
     size_t len = (end - lbn) * BLOCK_SIZE;
 
@@ -668,7 +678,8 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
       if (to > from && memcmp (tmp + len - BLOCK_SIZE, last, BLOCK_SIZE) == 0)
         to--;
       if (to > from)
-        r = write_blocks (v, from, to - from, tmp + (from - lbn) * BLOCK_SIZE);
+        r = write_blocks (v, from, to - from, tmp + (from - lbn) * BLOCK_SIZE,
+                          NULL);
     }
     pthread_mutex_unlock (&v->vs->rmw_lock);
   }
@@ -685,7 +696,29 @@ int
 vol_pwrite (struct cairn_volume *v, const void *buf, uint32_t count,
             uint64_t off, unsigned flags)
 {
-  int r = write_bytes (v, buf, count, off, flags, false);
+  int r = write_bytes (v, buf, count, off, flags, false, NULL);
+
+  if (r == 0) {
+    COUNT (v, writes, 1);
+    COUNT (v, bytes_written, count);
+  }
+  return r;
+}
+
+/* Write whole blocks whose digests the caller has (a received stream's). */
+int
+vol_pwrite_sums (struct cairn_volume *v, const void *buf, uint32_t count,
+                 uint64_t off, const uint8_t *sums, unsigned flags)
+{
+  int r;
+
+  if (off % BLOCK_SIZE || count % BLOCK_SIZE) {
+    COUNT (v, errors, 1);
+    return cairn_fail (-EINVAL, "write with digests at [%" PRIu64 ", +%"
+                       PRIu32 ") of '%s' is not in whole %d-byte blocks: "
+                       "use vol_pwrite", off, count, v->info.name, BLOCK_SIZE);
+  }
+  r = write_bytes (v, buf, count, off, flags, false, sums);
 
   if (r == 0) {
     COUNT (v, writes, 1);
@@ -697,7 +730,7 @@ vol_pwrite (struct cairn_volume *v, const void *buf, uint32_t count,
 int
 vol_zero (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 {
-  int r = write_bytes (v, NULL, count, off, flags, true);
+  int r = write_bytes (v, NULL, count, off, flags, true, NULL);
 
   if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, zeros, 1);
@@ -707,7 +740,7 @@ vol_zero (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 int
 vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 {
-  int r = write_bytes (v, NULL, count, off, flags, true);
+  int r = write_bytes (v, NULL, count, off, flags, true, NULL);
 
   if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, trims, 1);

@@ -356,6 +356,24 @@ int vol_pread (struct cairn_volume *vol, void *buf, uint32_t count,
                uint64_t off) CAIRN_WUR;
 int vol_pwrite (struct cairn_volume *vol, const void *buf, uint32_t count,
                 uint64_t off, unsigned flags) CAIRN_WUR;
+/* Write whole blocks (off and count multiples of 4096, -EINVAL otherwise)
+ * whose SHA-256s the caller already has, in sums (count / 4096 of them):
+ * they are stored as the blocks' checksums instead of being computed
+ * again.  They must be the SHA-256s of this data, computed from it (as a
+ * stream decoder does with a BLOCKSUMS WRITE it has just verified): a wrong
+ * one makes the block unreadable (-EIO) once written.  All-zero blocks
+ * still become holes.
+ */
+int vol_pwrite_sums (struct cairn_volume *vol, const void *buf,
+                     uint32_t count, uint64_t off, const uint8_t *sums,
+                     unsigned flags) CAIRN_WUR;
+/* Read whole blocks (as vol_pwrite_sums) and their verified SHA-256s into
+ * sums (count / 4096 of them), a hole's being the SHA-256 of a block of
+ * zeros: what a BLOCKSUMS stream's sender needs, at no cost beyond the
+ * read's own checks.
+ */
+int vol_pread_sums (struct cairn_volume *vol, void *buf, uint32_t count,
+                    uint64_t off, uint8_t *sums) CAIRN_WUR;
 /* Zero and trim both leave holes (no data is stored). */
 int vol_zero (struct cairn_volume *vol, uint32_t count, uint64_t off,
               unsigned flags) CAIRN_WUR;

@@ -6,7 +6,9 @@
  * The decoder treats its input as hostile: every length is bounded before
  * anything is buffered, every record is hashed before any of its fields is
  * used, and any byte string gives events or an error, never a crash
- * (tests/unit/test-stream.c fuzzes it).
+ * (tests/unit/test-stream.c fuzzes it).  In a BLOCKSUMS stream a WRITE
+ * record's pieces are hashed first (the record's SHA-256 covers their
+ * digests), and the event hands those checked digests to the receiver.
  *
  * Decoder states and the record that moves each one on (dec_frame checks
  * a record's type against the state, dec_record moves it on):
@@ -52,6 +54,7 @@ struct stream_dec {
   int err;
   int64_t err_pos;
   char msg[640];
+  uint8_t sums[STREAM_MAX_PIECES * STREAM_SHA_LEN];  /* a BLOCKSUMS WRITE's */
 };
 
 /* Record an error at the record being read and return err. */
@@ -214,7 +217,19 @@ dec_record (struct stream_dec *dec, const uint8_t *rec, size_t total,
 
   sha256_update (dec->sha, type == STREAM_REC_HEADER ? zero_sha : dec->chain,
                  STREAM_SHA_LEN);
-  sha256_update (dec->sha, rec, STREAM_FRAME_LEN + blen);
+  if (type == STREAM_REC_WRITE &&
+      (dec->hdr.incompat & STREAM_INCOMPAT_BLOCKSUMS)) {
+    /* The record's SHA-256 covers its data's piece digests, computed here
+     * from the data: the receiver may then store them as its own.
+     */
+    stream_piece_sums (b + STREAM_WRITE_FIXED, blen - STREAM_WRITE_FIXED,
+                       dec->sums);
+    sha256_update (dec->sha, rec, STREAM_FRAME_LEN + STREAM_WRITE_FIXED);
+    sha256_update (dec->sha, dec->sums,
+                   stream_pieces (blen - STREAM_WRITE_FIXED) * STREAM_SHA_LEN);
+  }
+  else
+    sha256_update (dec->sha, rec, STREAM_FRAME_LEN + blen);
   sha256_final (dec->sha, sha);
   if (memcmp (sha, rec + STREAM_FRAME_LEN + blen, STREAM_SHA_LEN) != 0)
     return dec_fail (dec, -EBADMSG, "SHA-256 mismatch: the record is "
@@ -262,6 +277,8 @@ dec_record (struct stream_dec *dec, const uint8_t *rec, size_t total,
     ev->offset = off;
     ev->length = len;
     ev->data = b + STREAM_WRITE_FIXED;
+    if (dec->hdr.incompat & STREAM_INCOMPAT_BLOCKSUMS)
+      ev->sums = dec->sums;
     dec->next_offset = off + len;
     break;
   case STREAM_REC_ZERO:

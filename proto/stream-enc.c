@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ struct stream_enc {
   uint64_t phys;                /* bytes given to the sink */
   uint64_t next_offset;         /* invariant 2 */
   uint64_t last_progress;       /* bytes at the last PROGRESS or RESUME */
+  uint8_t sums[STREAM_MAX_PIECES * STREAM_SHA_LEN];  /* stream_enc_write's */
   /* Framing and body of a record without data, plus its SHA-256. */
   uint8_t buf[STREAM_FRAME_LEN + STREAM_HEADER_MAX_BODY + STREAM_SHA_LEN];
 };
@@ -96,11 +98,12 @@ enc_sink (struct stream_enc *enc, const void *buf, size_t len)
 }
 
 /* Write one record: body_len bytes already in enc->buf after the framing,
- * then data_len bytes of data.
+ * then data_len bytes of data.  Its SHA-256 covers the data, or, when sums
+ * is not NULL (a BLOCKSUMS WRITE), the data's piece digests in its place.
  */
 static int
 enc_record (struct stream_enc *enc, unsigned type, size_t body_len,
-            const void *data, size_t data_len)
+            const void *data, size_t data_len, const uint8_t *sums)
 {
   size_t head = STREAM_FRAME_LEN + body_len;
   uint8_t *sha = enc->buf + head;
@@ -109,7 +112,9 @@ enc_record (struct stream_enc *enc, unsigned type, size_t body_len,
   frame_encode (enc->buf, type, (uint32_t) (body_len + data_len));
   sha256_update (enc->sha, enc->chain, STREAM_SHA_LEN);
   sha256_update (enc->sha, enc->buf, head);
-  if (data_len)
+  if (sums)
+    sha256_update (enc->sha, sums, stream_pieces (data_len) * STREAM_SHA_LEN);
+  else if (data_len)
     sha256_update (enc->sha, data, data_len);
   sha256_final (enc->sha, sha);
   if (data_len == 0)
@@ -136,7 +141,7 @@ enc_position (struct stream_enc *enc, unsigned type, uint64_t next_offset)
   put_le64 (b + 8, enc->records);
   put_le64 (b + 16, enc->bytes);
   memcpy (b + 24, enc->chain, STREAM_SHA_LEN);
-  r = enc_record (enc, type, STREAM_PROGRESS_BODY, NULL, 0);
+  r = enc_record (enc, type, STREAM_PROGRESS_BODY, NULL, 0, NULL);
   if (r == 0) {
     enc->next_offset = next_offset;
     enc->last_progress = enc->bytes;
@@ -154,7 +159,7 @@ enc_start (struct stream_enc *enc)
   if (r < 0)
     return r;
   enc->bytes = STREAM_MAGIC_LEN;
-  return enc_record (enc, STREAM_REC_HEADER, blen, NULL, 0);
+  return enc_record (enc, STREAM_REC_HEADER, blen, NULL, 0, NULL);
 }
 
 /* Can the encoder take a record now? */
@@ -228,28 +233,60 @@ enc_range (struct stream_enc *enc, uint64_t off, uint64_t len,
   return r;
 }
 
-/* Write data as WRITE records. */
-int
-stream_enc_write (struct stream_enc *enc, uint64_t offset, const void *data,
-                  uint64_t len)
+/* Write data as WRITE records, hashed over sums (one per piece from the
+ * start of data) in a BLOCKSUMS stream, or over the pieces' digests
+ * computed here when sums is NULL.
+ */
+static int
+enc_write (struct stream_enc *enc, uint64_t offset, const uint8_t *data,
+           uint64_t len, const uint8_t *sums)
 {
-  const uint8_t *p = data;
+  bool blocksums = enc->hdr.incompat & STREAM_INCOMPAT_BLOCKSUMS;
   int r = enc_range (enc, offset, len, "write");
 
   while (r == 0 && len > 0) {
     uint32_t n = (uint32_t) MIN (len, (uint64_t) enc->opts.max_data);
+    const uint8_t *rs = NULL;
 
+    if (blocksums && sums)
+      rs = sums;
+    else if (blocksums) {
+      stream_piece_sums (data, n, enc->sums);
+      rs = enc->sums;
+    }
     put_le64 (enc->buf + STREAM_FRAME_LEN, offset);
-    r = enc_record (enc, STREAM_REC_WRITE, STREAM_WRITE_FIXED, p, n);
+    r = enc_record (enc, STREAM_REC_WRITE, STREAM_WRITE_FIXED, data, n, rs);
     if (r == 0) {
       offset += n;
-      p += n;
+      data += n;
       len -= n;
+      if (sums)
+        sums += stream_pieces (n) * STREAM_SHA_LEN;
       enc->next_offset = offset;
       r = enc_maybe_progress (enc);
     }
   }
   return r;
+}
+
+/* Write data as WRITE records. */
+int
+stream_enc_write (struct stream_enc *enc, uint64_t offset, const void *data,
+                  uint64_t len)
+{
+  return enc_write (enc, offset, data, len, NULL);
+}
+
+/* Write data as WRITE records, with the caller's piece digests. */
+int
+stream_enc_write_sums (struct stream_enc *enc, uint64_t offset,
+                       const void *data, uint64_t len, const uint8_t *sums)
+{
+  if (len > enc->opts.max_data && enc->opts.max_data % STREAM_PIECE)
+    return cairn_fail (-EINVAL, "stream encoder: write: records of %" PRIu32
+                       " bytes would split a %u-byte piece of the digests "
+                       "given", enc->opts.max_data, STREAM_PIECE);
+  return enc_write (enc, offset, data, len, sums);
 }
 
 /* Write a ZERO record. */
@@ -261,7 +298,7 @@ stream_enc_zero (struct stream_enc *enc, uint64_t offset, uint64_t len)
   if (r == 0) {
     put_le64 (enc->buf + STREAM_FRAME_LEN, offset);
     put_le64 (enc->buf + STREAM_FRAME_LEN + 8, len);
-    r = enc_record (enc, STREAM_REC_ZERO, STREAM_ZERO_BODY, NULL, 0);
+    r = enc_record (enc, STREAM_REC_ZERO, STREAM_ZERO_BODY, NULL, 0, NULL);
   }
   if (r == 0) {
     enc->next_offset = offset + len;
@@ -297,7 +334,7 @@ stream_enc_end (struct stream_enc *enc)
   put_le64 (b + 0, enc->records);
   put_le64 (b + 8, enc->bytes);
   memcpy (b + 16, enc->chain, STREAM_SHA_LEN);
-  r = enc_record (enc, STREAM_REC_END, STREAM_END_BODY, NULL, 0);
+  r = enc_record (enc, STREAM_REC_END, STREAM_END_BODY, NULL, 0, NULL);
   if (r == 0)
     enc->state = ENC_DONE;
   return r;

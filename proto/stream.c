@@ -19,6 +19,9 @@
 #include "sha256.h"
 #include "stream-int.h"
 
+_Static_assert (STREAM_PIECE == SHA256_DATA_BLOCK,
+                "BLOCKSUMS pieces are what sha256_blocks hashes");
+
 /* ------------------------------------------------------------ rules */
 
 /* The name of a record type. */
@@ -299,6 +302,18 @@ stream_header_digest (const struct stream_header *hdr,
   blen = header_encode (hdr, buf + STREAM_SHA_LEN + STREAM_FRAME_LEN);
   frame_encode (buf + STREAM_SHA_LEN, STREAM_REC_HEADER, (uint32_t) blen);
   sha256 (buf, STREAM_SHA_LEN + STREAM_FRAME_LEN + blen, digest);
+}
+
+/* The BLOCKSUMS digests of data. */
+void
+stream_piece_sums (const void *data, uint64_t len, uint8_t *sums)
+{
+  uint64_t whole = len / STREAM_PIECE;
+
+  sha256_blocks (data, whole, sums);
+  if (len % STREAM_PIECE)
+    sha256 ((const uint8_t *) data + whole * STREAM_PIECE, len % STREAM_PIECE,
+            sums + whole * STREAM_SHA_LEN);
 }
 
 /* ------------------------------------------------------------ tokens */

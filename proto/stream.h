@@ -14,6 +14,17 @@
  *             body[body_len], sha[32]                  (little-endian)
  *   sha     = SHA-256 (sha of the previous record || type .. body)
  *
+ * except, in a stream with the incompatible feature BLOCKSUMS, for WRITE:
+ *
+ *   sha     = SHA-256 (sha of the previous record || type .. offset ||
+ *                      SHA-256 of each 4096-byte piece of the data)
+ *
+ * a two-level Merkle tree over the data, as strong as hashing the data
+ * (both levels are SHA-256), whose lower level is the per-block digests
+ * the engine already stores and checks: the sender reads them with the
+ * data and the receiver writes them with it, so neither hashes the data a
+ * second time.
+ *
  * The SHA-256 of a record covers the SHA-256 of the record before it (32
  * zero bytes for the HEADER, the token's for a RESUME), so every record is
  * checked on its own and in its place: a changed byte, a dropped,
@@ -107,11 +118,34 @@
 #define STREAM_MIN_BLOCK_SIZE 512
 #define STREAM_MAX_BLOCK_SIZE 65536
 
-/* Feature flags: version 1 defines none.  A reader refuses a stream with
- * an incompatible feature it does not know, and ignores compatible ones.
+/* Feature flags.  A reader refuses a stream with an incompatible feature it
+ * does not know (-ENOTSUP), and ignores compatible ones.
+ *
+ * BLOCKSUMS: a WRITE record's SHA-256 covers the SHA-256 of each
+ * STREAM_PIECE bytes of its data (the last piece shorter when the data
+ * ends within one) instead of the data itself (see the top of this file).
+ * Readers before it refuse such a stream, as they must: they would check
+ * its WRITE records against the wrong rule.
  */
-#define STREAM_INCOMPAT_KNOWN 0u
+#define STREAM_INCOMPAT_BLOCKSUMS 1u
+#define STREAM_INCOMPAT_KNOWN STREAM_INCOMPAT_BLOCKSUMS
 #define STREAM_COMPAT_KNOWN 0u
+
+/* BLOCKSUMS pieces: the engine's data block, so that its digests serve. */
+#define STREAM_PIECE 4096u
+#define STREAM_MAX_PIECES (STREAM_MAX_DATA / STREAM_PIECE)
+
+/* How many pieces len bytes of data make. */
+static inline uint64_t
+stream_pieces (uint64_t len)
+{
+  return (len + STREAM_PIECE - 1) / STREAM_PIECE;
+}
+
+/* The BLOCKSUMS digests of len bytes at data: stream_pieces (len) SHA-256s
+ * into sums, whole pieces two at a time (sha256_blocks).
+ */
+void stream_piece_sums (const void *data, uint64_t len, uint8_t *sums);
 
 /* By default the encoder writes a PROGRESS record after every 16 MiB of
  * stream.
@@ -121,7 +155,7 @@
 /* The HEADER record: which state of which volume the stream carries. */
 struct stream_header {
   uint32_t version;          /* STREAM_VERSION (the encoder sets it) */
-  uint32_t incompat;         /* incompatible features: none in version 1 */
+  uint32_t incompat;         /* incompatible features: STREAM_INCOMPAT_* */
   uint32_t compat;           /* compatible features: none in version 1 */
   uint32_t block_size;       /* unit of offsets and lengths: 512 .. 65536 */
   uint8_t pool_uuid[16];     /* the sending pool */
@@ -224,10 +258,22 @@ int stream_enc_resume (struct stream_enc *enc, const struct stream_token *tok)
   CAIRN_WUR;
 
 /* Data at offset: one WRITE record per max_data bytes.  The range must
- * follow invariants 2 and 3 above (-EINVAL otherwise).
+ * follow invariants 2 and 3 above (-EINVAL otherwise).  In a BLOCKSUMS
+ * stream the encoder hashes each piece of the data itself.
  */
 int stream_enc_write (struct stream_enc *enc, uint64_t offset,
                       const void *data, uint64_t len) CAIRN_WUR;
+/* The same, with the data's piece digests from the caller: sums holds
+ * stream_pieces (len) SHA-256s, of each STREAM_PIECE bytes of data from
+ * its start (the engine's block digests, for a 4096-aligned range).  A
+ * BLOCKSUMS stream's records are hashed over them and the data is not
+ * hashed at all; a stream without the feature ignores them.  The encoder
+ * cannot check them: wrong digests make a stream that fails verification
+ * at that record.  -EINVAL if max_data would split a piece.
+ */
+int stream_enc_write_sums (struct stream_enc *enc, uint64_t offset,
+                           const void *data, uint64_t len,
+                           const uint8_t *sums) CAIRN_WUR;
 /* Zeros (or a hole) at offset: one ZERO record. */
 int stream_enc_zero (struct stream_enc *enc, uint64_t offset, uint64_t len)
   CAIRN_WUR;
@@ -265,6 +311,9 @@ struct stream_event {
   uint64_t offset;       /* WRITE, ZERO: the range; PROGRESS, RESUME: */
   uint64_t length;       /*   next_offset in offset, length 0 */
   const void *data;      /* WRITE: the length bytes of data */
+  const uint8_t *sums;   /* WRITE of a BLOCKSUMS stream: the SHA-256 of
+                            each STREAM_PIECE bytes of data (checked),
+                            valid as long as data; else NULL */
   uint8_t digest[STREAM_SHA_LEN];  /* END: the stream's digest */
 };
 

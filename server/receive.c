@@ -329,6 +329,31 @@ apply_zero (struct repl_recv *rr, uint64_t off, uint64_t len)
   return r;
 }
 
+/* Write a WRITE record's data into the partial.  A BLOCKSUMS record's
+ * piece digests, which the decoder computed from this data and checked,
+ * are the engine's block checksums when the pieces are the volume's
+ * blocks (the record starts on a 4096-byte boundary): the engine stores
+ * them instead of hashing the data again.  A last piece shorter than a
+ * block (the volume's end) is written the ordinary way.
+ */
+static int
+apply_write (struct repl_recv *rr, const struct stream_event *ev)
+{
+  uint64_t whole = ev->length - ev->length % STREAM_PIECE;
+  const uint8_t *data = ev->data;
+  int r = 0;
+
+  if (ev->sums == NULL || ev->offset % STREAM_PIECE)
+    whole = 0;
+  if (whole)
+    r = vol_pwrite_sums (rr->part, data, (uint32_t) whole, ev->offset,
+                         ev->sums, 0);
+  if (r == 0 && whole < ev->length)
+    r = vol_pwrite (rr->part, data + whole, (uint32_t) (ev->length - whole),
+                    ev->offset + whole, 0);
+  return r;
+}
+
 /* The END: publish (RV-1). */
 static int
 on_end (struct repl_recv *rr, const uint8_t digest[STREAM_SHA_LEN])
@@ -356,7 +381,7 @@ apply_event (struct repl_recv *rr, const struct stream_event *ev)
   case STREAM_EV_HEADER:
     return on_header (rr, ev->header);
   case STREAM_EV_WRITE:
-    r = vol_pwrite (rr->part, ev->data, (uint32_t) ev->length, ev->offset, 0);
+    r = apply_write (rr, ev);
     if (r == 0)
       rr->data_bytes += ev->length;
     break;

@@ -13,14 +13,21 @@
  * next_offset left out (a range that straddles it is cut there): the data
  * is the same, so the receiver's chain continues.
  *
- * Reading a record's data and encoding it each cost a SHA-256 pass: the
- * read checks every block against its digest, the record's SHA-256 covers
- * the data again, and the record chain makes that second pass one serial
- * stream.  So a run longer than one record is read one record ahead by a
+ * New streams have the BLOCKSUMS feature (cairn-stream(5)): a WRITE
+ * record's SHA-256 covers the SHA-256 of each 4 KiB block of its data, and
+ * those are the digests the read has just checked the blocks against
+ * (vol_pread_sums), so the data is hashed once, by the read, and the
+ * record's SHA-256 is over 32 bytes a block.  A stream resumed from a
+ * token of a stream without the feature (from an older sender) goes on
+ * without it, hashing the data as that stream did.
+ *
+ * Reading a record's data and encoding it each cost a pass: the read
+ * checks every block against its digest, and the record's SHA-256 covers
+ * the digests (or, without BLOCKSUMS, the data again) in one serial
+ * chain.  So a run longer than one record is read one record ahead by a
  * reader thread while this thread encodes the record before: the two
- * passes overlap on two CPUs.  Shorter runs (an incremental stream's
- * usual case) are read inline, where a hand-over would cost more than it
- * saves.
+ * overlap on two CPUs.  Shorter runs (an incremental stream's usual case)
+ * are read inline, where a hand-over would cost more than it saves.
  */
 #include <config.h>
 
@@ -47,6 +54,7 @@ struct reader {
   bool busy;                  /* a read is asked for or under way */
   bool quit;
   uint8_t *buf;               /* the read: [off, off + len) into buf */
+  uint8_t *sums;              /* and the blocks' digests, when not NULL */
   uint64_t off;
   uint32_t len;
   int r;                      /* its result, and its message if it failed */
@@ -61,8 +69,23 @@ struct send_state {
   uint64_t done, total;       /* data bytes, for progress */
   uint64_t sent;              /* data bytes in WRITE records */
   uint8_t *buf[2];            /* STREAM_MAX_DATA bytes each */
+  uint8_t *sums[2];           /* their blocks' digests */
   struct reader rd;
 };
+
+/* Read [off, off + len) into buf and, when the range is whole blocks, the
+ * blocks' verified digests into sums; else *sumsp becomes NULL (the
+ * encoder then hashes the data: only a volume's last, partial block).
+ */
+static int
+read_data (struct cairn_volume *vol, uint8_t *buf, uint8_t **sumsp,
+           uint32_t len, uint64_t off)
+{
+  if (off % STREAM_PIECE == 0 && len % STREAM_PIECE == 0)
+    return vol_pread_sums (vol, buf, len, off, *sumsp);
+  *sumsp = NULL;
+  return vol_pread (vol, buf, len, off);
+}
 
 static void *
 reader_main (void *arg)
@@ -75,9 +98,11 @@ reader_main (void *arg)
       pthread_cond_wait (&rd->cond, &rd->lock);
     if (rd->quit)
       break;
+    uint8_t *sums = rd->sums;
     pthread_mutex_unlock (&rd->lock);
-    int r = vol_pread (rd->vol, rd->buf, rd->len, rd->off);
+    int r = read_data (rd->vol, rd->buf, &sums, rd->len, rd->off);
     pthread_mutex_lock (&rd->lock);
+    rd->sums = sums;
     rd->r = r;
     if (r < 0)
       snprintf (rd->msg, sizeof rd->msg, "%s", cairn_errmsg ());
@@ -88,9 +113,12 @@ reader_main (void *arg)
   return NULL;
 }
 
-/* Ask the reader thread (started on first use) for [off, off + len). */
+/* Ask the reader thread (started on first use) for [off, off + len) and
+ * its digests.
+ */
 static int
-reader_start (struct reader *rd, uint8_t *buf, uint64_t off, uint32_t len)
+reader_start (struct reader *rd, uint8_t *buf, uint8_t *sums, uint64_t off,
+              uint32_t len)
 {
   if (!rd->started) {
     int err = pthread_create (&rd->thread, NULL, reader_main, rd);
@@ -102,6 +130,7 @@ reader_start (struct reader *rd, uint8_t *buf, uint64_t off, uint32_t len)
   }
   pthread_mutex_lock (&rd->lock);
   rd->buf = buf;
+  rd->sums = sums;
   rd->off = off;
   rd->len = len;
   rd->busy = true;
@@ -124,12 +153,15 @@ reader_drain (struct reader *rd)
   return r;
 }
 
-/* ... with its message, if it failed, set on this thread. */
+/* ... with its message, if it failed, set on this thread; *sumsp: its
+ * digests, or NULL if it had none.
+ */
 static int
-reader_wait (struct reader *rd)
+reader_wait (struct reader *rd, uint8_t **sumsp)
 {
   int r = reader_drain (rd);
 
+  *sumsp = rd->sums;
   return r < 0 ? cairn_fail (r, "%s", rd->msg) : 0;
 }
 
@@ -147,11 +179,15 @@ reader_stop (struct reader *rd)
   }
 }
 
-/* Encode the record of [off, off + n), read into buf, and count it. */
+/* Encode the record of [off, off + n), read into buf with its blocks'
+ * digests in sums (NULL: none), and count it.
+ */
 static int
-send_record (struct send_state *s, uint64_t off, uint32_t n, const uint8_t *buf)
+send_record (struct send_state *s, uint64_t off, uint32_t n,
+             const uint8_t *buf, const uint8_t *sums)
 {
-  int r = stream_enc_write (s->enc, off, buf, n);
+  int r = sums ? stream_enc_write_sums (s->enc, off, buf, n, sums)
+    : stream_enc_write (s->enc, off, buf, n);
 
   s->done += n;
   s->sent += n;
@@ -168,16 +204,18 @@ send_data_ahead (struct send_state *s, uint64_t off, uint64_t len)
 {
   uint32_t n = STREAM_MAX_DATA;
   int cur = 0, r, ahead;
+  uint8_t *sums;
 
-  r = reader_start (&s->rd, s->buf[cur], off, n);
+  r = reader_start (&s->rd, s->buf[cur], s->sums[cur], off, n);
   while (r == 0) {
     uint32_t next = (uint32_t) MIN (len - n, (uint64_t) STREAM_MAX_DATA);
 
-    r = reader_wait (&s->rd);
+    r = reader_wait (&s->rd, &sums);
     if (r < 0)
       break;
-    ahead = next > 0 ? reader_start (&s->rd, s->buf[!cur], off + n, next) : 0;
-    r = send_record (s, off, n, s->buf[cur]);
+    ahead = next > 0 ? reader_start (&s->rd, s->buf[!cur], s->sums[!cur],
+                                     off + n, next) : 0;
+    r = send_record (s, off, n, s->buf[cur], sums);
     if (ahead < 0 && r == 0)
       r = ahead;
     if (r < 0 || next == 0) {
@@ -206,11 +244,14 @@ send_data (struct send_state *s, uint64_t off, uint64_t len)
     return send_data_ahead (s, off, len);
   while (r == 0 && len > 0) {
     uint32_t n = (uint32_t) MIN (len, (uint64_t) STREAM_MAX_DATA);
+    uint8_t *sums = NULL;
 
-    if (!s->opts->dry_run)
-      r = vol_pread (s->vol, s->buf[0], n, off);
+    if (!s->opts->dry_run) {
+      sums = s->sums[0];
+      r = read_data (s->vol, s->buf[0], &sums, n, off);
+    }
     if (r == 0)
-      r = send_record (s, off, n, s->buf[0]);
+      r = send_record (s, off, n, s->buf[0], sums);
     off += n;
     len -= n;
   }
@@ -306,6 +347,7 @@ fill_header (struct cairn_pool *pool, const struct vol_info *from,
 {
   memset (hdr, 0, sizeof *hdr);
   hdr->block_size = STREAM_BLOCK_SIZE;
+  hdr->incompat = STREAM_INCOMPAT_BLOCKSUMS;
   pool_uuid (pool, hdr->pool_uuid);
   hdr->vol_id = to->id;
   hdr->vol_size = to->size;
@@ -318,6 +360,23 @@ fill_header (struct cairn_pool *pool, const struct vol_info *from,
   hdr->ctime = to->ctime;
   snprintf (hdr->vol_name, sizeof hdr->vol_name, "%s", to->name);
   snprintf (hdr->snap_name, sizeof hdr->snap_name, "%s", to->snap);
+}
+
+/* Resuming: the token's stream has the header hdr, or hdr without the
+ * BLOCKSUMS feature when an older sender (which did not have it) sent it.
+ * Make hdr the one whose digest the token carries (if neither matches,
+ * stream_enc_resume says how the token differs).
+ */
+static void
+match_token_features (struct stream_header *hdr, const struct stream_token *tok)
+{
+  struct stream_header old = *hdr;
+  uint8_t digest[STREAM_SHA_LEN];
+
+  old.incompat &= ~STREAM_INCOMPAT_BLOCKSUMS;
+  stream_header_digest (&old, digest);
+  if (memcmp (digest, tok->header_digest, STREAM_SHA_LEN) == 0)
+    *hdr = old;
 }
 
 int
@@ -358,14 +417,16 @@ repl_send (struct cairn_pool *pool, const char *snap,
     if (r < 0)
       return r;
     s.start = tok.next_offset;
+    match_token_features (&hdr, &tok);
   }
 
-  s.buf[0] = calloc (1, STREAM_MAX_DATA);
-  s.buf[1] = calloc (1, STREAM_MAX_DATA);
-  if (s.buf[0] == NULL || s.buf[1] == NULL) {
-    free (s.buf[0]);
-    free (s.buf[1]);
-    return cairn_fail (-ENOMEM, "out of memory");
+  for (int i = 0; i < 2; i++) {
+    s.buf[i] = calloc (1, STREAM_MAX_DATA);
+    s.sums[i] = malloc (STREAM_MAX_PIECES * STREAM_SHA_LEN);
+  }
+  if (!s.buf[0] || !s.buf[1] || !s.sums[0] || !s.sums[1]) {
+    r = cairn_fail (-ENOMEM, "out of memory");
+    goto out;
   }
   pthread_mutex_init (&s.rd.lock, NULL);
   pthread_cond_init (&s.rd.cond, NULL);
@@ -399,7 +460,10 @@ repl_send (struct cairn_pool *pool, const char *snap,
   pthread_mutex_destroy (&s.rd.lock);
   stream_enc_free (s.enc);
   vol_close (s.vol);
-  free (s.buf[0]);
-  free (s.buf[1]);
+ out:
+  for (int i = 0; i < 2; i++) {
+    free (s.buf[i]);
+    free (s.sums[i]);
+  }
   return r;
 }

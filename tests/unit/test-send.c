@@ -9,6 +9,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -548,6 +549,147 @@ Test (send, resumed_stream_cut_again)
   pool = fsck_reopen (dev, pool, "after resuming twice");
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
+  source_free (&src);
+}
+
+/* ---------------------------------------------------------------- BLOCKSUMS */
+
+/* The incompatible features in a stream's HEADER (after the magic and the
+ * record's framing).
+ */
+static uint32_t
+stream_incompat (const struct buf *s)
+{
+  cr_assert_gt (s->len, STREAM_MAGIC_LEN + STREAM_FRAME_LEN + 8);
+  return get_le32 (s->p + STREAM_MAGIC_LEN + STREAM_FRAME_LEN + 4);
+}
+
+/* The same stream with other incompatible features: with 0, the stream a
+ * sender before BLOCKSUMS sent (same records, PROGRESS in the same
+ * places, WRITEs hashed over their data).
+ */
+static struct buf
+reencode (const struct buf *in, uint32_t incompat)
+{
+  struct stream_enc_opts o = { .progress_interval = 0,
+                               .max_data = STREAM_MAX_DATA };
+  struct buf out = { NULL, 0, 0 };
+  struct stream_enc *enc = NULL;
+  struct stream_dec *dec;
+  struct stream_header h;
+  size_t pos = 0, used;
+  int r = 0;
+
+  cr_assert_eq (stream_dec_new (NULL, &dec), 0);
+  while (r == 0 && pos < in->len) {
+    struct stream_event ev;
+
+    r = stream_dec_next (dec, in->p + pos, in->len - pos, &used, &ev);
+    cr_assert_geq (r, 0, "%s", stream_dec_error (dec));
+    pos += used;
+    if (r == 0)
+      break;
+    r = 0;
+    switch (ev.type) {
+    case STREAM_EV_HEADER:
+      h = *ev.header;
+      h.incompat = incompat;
+      cr_assert_eq (stream_enc_new (&h, &o, buf_sink, &out, &enc), 0);
+      r = stream_enc_begin (enc);
+      break;
+    case STREAM_EV_WRITE:
+      r = stream_enc_write (enc, ev.offset, ev.data, ev.length);
+      break;
+    case STREAM_EV_ZERO:
+      r = stream_enc_zero (enc, ev.offset, ev.length);
+      break;
+    case STREAM_EV_PROGRESS:
+      r = stream_enc_progress (enc, ev.offset);
+      break;
+    case STREAM_EV_RESUME:
+      cr_assert_fail ("a resumed stream");
+      break;
+    case STREAM_EV_END:
+      r = stream_enc_end (enc);
+      break;
+    }
+    cr_assert_eq (r, 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (stream_dec_finish (dec), 0);
+  stream_dec_free (dec);
+  stream_enc_free (enc);
+  cr_assert_eq (out.len, in->len);
+  return out;
+}
+
+/* New streams have BLOCKSUMS; streams without it (kept from an older
+ * sender) still receive, into the same volume, before or after flagged
+ * ones, and a receiver's resume token of such a stream makes today's
+ * sender resume it without the feature: resuming works across an
+ * upgrade of the sender.
+ */
+Test (send, blocksums_and_older_streams)
+{
+  struct rng rng = { test_seed ("send.blocksums_and_older_streams", 11) };
+  struct source src;
+  struct buf old_full, old_incr;
+
+  source_make (&src, &rng);
+  cr_assert_eq (stream_incompat (&src.full), STREAM_INCOMPAT_BLOCKSUMS);
+  cr_assert_eq (stream_incompat (&src.incr), STREAM_INCOMPAT_BLOCKSUMS);
+  old_full = reencode (&src.full, 0);
+  old_incr = reencode (&src.incr, 0);
+  cr_assert_eq (stream_incompat (&old_full), 0);
+  cr_assert_neq (memcmp (old_full.p, src.full.p, old_full.len), 0);
+
+  /* Old full then new incremental, and new full then old incremental. */
+  for (int mix = 0; mix < 2; mix++) {
+    struct cairn_dev *dev;
+    struct cairn_pool *pool = target_make (&dev, &src, false, &rng);
+    const struct buf *f = mix ? &src.full : &old_full;
+    const struct buf *i = mix ? &old_incr : &src.incr;
+
+    cr_assert_eq (receive_buf (pool, "v", f->p, f->len, &rng, NULL), 0, "%s",
+                  cairn_errmsg ());
+    assert_same (src.pool, "v@s1", pool, "v@s1");
+    cr_assert_eq (receive_buf (pool, "v", i->p, i->len, &rng, NULL), 0, "%s",
+                  cairn_errmsg ());
+    assert_same (src.pool, "v@s2", pool, "v");
+    pool = fsck_reopen (dev, pool, "older and newer streams");
+    assert_same (src.pool, "v@s2", pool, "v@s2");
+    cr_assert_eq (pool_close (pool), 0);
+    dev_close (dev);
+  }
+
+  /* Cut streams of each kind, resumed by this sender. */
+  for (int k = 0; k < 4; k++) {
+    bool incr = k % 2, old = k < 2;
+    const struct buf *in = incr ? (old ? &old_incr : &src.incr)
+      : (old ? &old_full : &src.full);
+    struct cairn_dev *dev;
+    struct cairn_pool *pool = target_make (&dev, &src, incr, &rng);
+    struct repl_recv_result res;
+    char token[STREAM_TOKEN_MAX];
+    struct buf s;
+
+    cr_assert_eq (receive_buf (pool, "v", in->p, in->len / 2, &rng, &res),
+                  -EPIPE);
+    cr_assert (res.kept, "no progress kept at half the stream");
+    snprintf (token, sizeof token, "%s", res.token);
+    s = send_to_buf (src.pool, incr ? "v@s2" : "v@s1", incr ? "s1" : NULL,
+                     token);
+    cr_assert_eq (stream_incompat (&s), old ? 0 : STREAM_INCOMPAT_BLOCKSUMS,
+                  "a resumed stream must keep the features of the stream "
+                  "it continues");
+    free (s.p);
+    pool = fsck_reopen (dev, pool, "a cut older stream");
+    resume (&src, pool, token, incr, &rng);
+    pool = fsck_reopen (dev, pool, "resumed across the upgrade");
+    cr_assert_eq (pool_close (pool), 0);
+    dev_close (dev);
+  }
+  free (old_full.p);
+  free (old_incr.p);
   source_free (&src);
 }
 

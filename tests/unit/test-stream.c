@@ -121,8 +121,25 @@ gen_ops (struct rng *r, const struct stream_header *h, struct op *ops,
   return n;
 }
 
+/* The BLOCKSUMS digests of len bytes, one sha256() per piece: written
+ * independently of stream_piece_sums (which uses sha256_blocks).
+ */
+static uint8_t *
+piece_sums (const uint8_t *data, uint64_t len)
+{
+  uint64_t n = (len + 4095) / 4096;
+  uint8_t *sums = malloc (n * STREAM_SHA_LEN + 1);
+
+  cr_assert_not_null (sums);
+  for (uint64_t i = 0; i < n; i++)
+    sha256 (data + i * 4096, MIN (4096, len - i * 4096),
+            sums + i * STREAM_SHA_LEN);
+  return sums;
+}
+
 /* Encode ops; with a token, resume from it and send only what lies at or
- * after its next_offset.
+ * after its next_offset.  In a BLOCKSUMS stream, WRITEs with an odd tag go
+ * through stream_enc_write_sums (when max_data does not split a piece).
  */
 static void
 encode_ops (const struct stream_header *h, const struct stream_enc_opts *o,
@@ -159,6 +176,16 @@ encode_ops (const struct stream_header *h, const struct stream_enc_opts *o,
     }
     data = realloc (data, len);
     fill_pattern (data, len, ops[i].tag);
+    if ((h->incompat & STREAM_INCOMPAT_BLOCKSUMS) && ops[i].tag % 2 &&
+        (o == NULL || o->max_data % 4096 == 0)) {
+      uint8_t *sums = piece_sums (data + skip, len - skip);
+
+      cr_assert_eq (stream_enc_write_sums (enc, off + skip, data + skip,
+                                           len - skip, sums), 0, "%s",
+                    cairn_errmsg ());
+      free (sums);
+      continue;
+    }
     cr_assert_eq (stream_enc_write (enc, off + skip, data + skip, len - skip),
                   0, "%s", cairn_errmsg ());
   }
@@ -217,6 +244,17 @@ model_apply (struct model *m, const struct stream_event *ev)
                ev->offset % m->hdr.block_size == 0);
     if (ev->type == STREAM_EV_WRITE) {
       cr_assert (ev->length <= STREAM_MAX_DATA);
+      if (m->hdr.incompat & STREAM_INCOMPAT_BLOCKSUMS) {
+        uint8_t *want = piece_sums (ev->data, ev->length);
+
+        cr_assert_not_null (ev->sums, "a BLOCKSUMS WRITE without sums");
+        cr_assert_eq (memcmp (ev->sums, want, stream_pieces (ev->length) *
+                              STREAM_SHA_LEN), 0, "the sums of a WRITE at %"
+                      PRIu64 " are not its pieces' SHA-256s", ev->offset);
+        free (want);
+      }
+      else
+        cr_assert_null (ev->sums);
       if (m->img)
         memcpy (m->img + ev->offset, ev->data, ev->length);
     }
@@ -344,6 +382,7 @@ rechain (uint8_t *p, size_t len, bool fix)
   uint8_t chain[STREAM_SHA_LEN] = { 0 }, buf[STREAM_SHA_LEN + 4096];
   size_t pos = STREAM_MAGIC_LEN;
   uint64_t index = 0;
+  bool blocksums = false;
 
   while (len - pos >= STREAM_OVERHEAD) {
     uint32_t blen = get_le32 (p + pos + 4);
@@ -368,7 +407,18 @@ rechain (uint8_t *p, size_t len, bool fix)
     else
       memcpy (buf, chain, STREAM_SHA_LEN);
     sha256_update (ctx, buf, STREAM_SHA_LEN);
-    sha256_update (ctx, p + pos, STREAM_FRAME_LEN + blen);
+    if (type == 'H' && blen >= 8)
+      blocksums = get_le32 (b + 4) & 1;
+    if (type == 'W' && blocksums && blen > 8) {
+      /* BLOCKSUMS: the offset, then each 4 KiB piece's SHA-256. */
+      uint8_t *sums = piece_sums (b + 8, blen - 8);
+
+      sha256_update (ctx, p + pos, STREAM_FRAME_LEN + 8);
+      sha256_update (ctx, sums, (blen - 8 + 4095) / 4096 * STREAM_SHA_LEN);
+      free (sums);
+    }
+    else
+      sha256_update (ctx, p + pos, STREAM_FRAME_LEN + blen);
     sha256_final (ctx, chain);
     sha256_free (ctx);
     memcpy (b + blen, chain, STREAM_SHA_LEN);
@@ -382,7 +432,8 @@ rechain (uint8_t *p, size_t len, bool fix)
  * of each kind.
  */
 static void
-small_stream (struct sbuf *out, struct stream_header *h)
+small_stream_features (struct sbuf *out, struct stream_header *h,
+                       uint32_t incompat)
 {
   static const struct op ops[] = {
     { OP_WRITE, 0, 1024, 1 },
@@ -396,8 +447,15 @@ small_stream (struct sbuf *out, struct stream_header *h)
   struct stream_enc_opts o = { .progress_interval = 0, .max_data = 1024 };
 
   test_header (h, 74752, 512, 7);
+  h->incompat = incompat;
   memset (out, 0, sizeof *out);
   encode_ops (h, &o, ops, ARRAY_SIZE (ops), NULL, out, NULL);
+}
+
+static void
+small_stream (struct sbuf *out, struct stream_header *h)
+{
+  small_stream_features (out, h, 0);
 }
 
 /* ------------------------------------------------------------ round trips */
@@ -426,6 +484,8 @@ Test (stream, roundtrip_random)
     if (rng_below (&r, 3) == 0)       /* a size that is not a block multiple */
       size += 512 * (1 + rng_below (&r, bs / 512 - (bs > 512)));
     test_header (&h, size, bs, 1000 + iter);
+    if (iter % 3 != 0)
+      h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
     if (iter % 2) {
       h.from_guid = 999;
       h.from_gen = 50;
@@ -579,7 +639,8 @@ record_of (const size_t *starts, size_t n, size_t i)
 }
 
 /* Any single changed byte is refused, at the record that holds it. */
-Test (stream, every_byte_changed)
+static void
+every_byte_changed (uint32_t incompat)
 {
   struct stream_header h;
   struct sbuf s;
@@ -587,7 +648,7 @@ Test (stream, every_byte_changed)
   size_t starts[64], n;
   uint8_t *copy;
 
-  small_stream (&s, &h);
+  small_stream_features (&s, &h, incompat);
   n = record_starts (s.p, s.len, starts, 63);
   copy = malloc (s.len);
   for (size_t i = 0; i < s.len; i++) {
@@ -614,6 +675,19 @@ Test (stream, every_byte_changed)
   }
   free (copy);
   free (s.p);
+}
+
+Test (stream, every_byte_changed)
+{
+  every_byte_changed (0);
+}
+
+/* ... and in a BLOCKSUMS stream, where a WRITE's data is covered through
+ * its pieces' digests.
+ */
+Test (stream, every_byte_changed_blocksums)
+{
+  every_byte_changed (STREAM_INCOMPAT_BLOCKSUMS);
 }
 
 /* Decode a rearranged stream and check where it fails. */
@@ -707,6 +781,8 @@ Test (stream, resume_random)
     int rounds = 0, ret;
 
     test_header (&h, size, bs, 5000 + iter);
+    if (iter % 2)
+      h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
     n = gen_ops (&r, &h, ops, ARRAY_SIZE (ops), 1 << 20);
     want = malloc (size);
     got = malloc (size);
@@ -1082,8 +1158,15 @@ Test (stream, rules)
   /* HEADER fields. */
   PATCH (put_le32 (t.p + H_BODY, 2), true, -ENOTSUP, H_POS, "version 2");
   PATCH (put_le32 (t.p + H_BODY, 0), true, -EBADMSG, H_POS, "version 0");
-  PATCH (put_le32 (t.p + H_BODY + 4, 1), true, -ENOTSUP, H_POS,
-         "incompatible features");
+  /* BLOCKSUMS is known: rechained by its rule (rechain() follows the
+   * page), the stream is valid.  Any other bit is refused, as BLOCKSUMS
+   * is by the readers before it (STREAM_INCOMPAT_KNOWN was 0).
+   */
+  PATCH (put_le32 (t.p + H_BODY + 4, 1), true, 0, 0, "blocksums");
+  PATCH (put_le32 (t.p + H_BODY + 4, 2), true, -ENOTSUP, H_POS,
+         "incompatible features 0x00000002");
+  PATCH (put_le32 (t.p + H_BODY + 4, 0x80000001), true, -ENOTSUP, H_POS,
+         "incompatible features 0x80000000");
   PATCH (put_le32 (t.p + H_BODY + 8, 0x80), true, 0, 0, "compat ignored");
   PATCH (put_le32 (t.p + H_BODY + 12, 3000), true, -EBADMSG, H_POS,
          "block size 3000");
@@ -1239,6 +1322,119 @@ Test (stream, encoder_rules)
   free (s.p);
 }
 
+/* ------------------------------------------------------------ blocksums */
+
+/* Encode three 1 MiB WRITEs through stream_enc_write_sums (or, without
+ * sums_ok, stream_enc_write), the second with piece bad's digest wrong
+ * (bad < 0: none).
+ */
+static void
+blocksums_stream (struct sbuf *s, uint32_t incompat, bool with_sums, int bad)
+{
+  struct stream_header h;
+  struct stream_enc *enc;
+  uint8_t *data = malloc (STREAM_MAX_DATA);
+
+  test_header (&h, 16 << 20, 4096, 77);
+  h.incompat = incompat;
+  memset (s, 0, sizeof *s);
+  cr_assert_eq (stream_enc_new (&h, NULL, sbuf_sink, s, &enc), 0);
+  cr_assert_eq (stream_enc_begin (enc), 0);
+  for (int i = 0; i < 3; i++) {
+    uint64_t off = (uint64_t) (2 * i + 1) * STREAM_MAX_DATA;
+    uint8_t *sums;
+
+    fill_pattern (data, STREAM_MAX_DATA, 100 + i);
+    sums = piece_sums (data, STREAM_MAX_DATA);
+    if (i == 1 && bad >= 0)
+      sums[bad * STREAM_SHA_LEN + 5] ^= 0x10;
+    if (with_sums)
+      cr_assert_eq (stream_enc_write_sums (enc, off, data, STREAM_MAX_DATA,
+                                           sums), 0, "%s", cairn_errmsg ());
+    else
+      cr_assert_eq (stream_enc_write (enc, off, data, STREAM_MAX_DATA), 0);
+    free (sums);
+  }
+  cr_assert_eq (stream_enc_end (enc), 0);
+  stream_enc_free (enc);
+  free (data);
+}
+
+/* The encoder's own digests and the caller's make the same stream; a
+ * stream without the feature ignores the caller's.
+ */
+Test (stream, blocksums_encoders_agree)
+{
+  struct sbuf a, b;
+
+  blocksums_stream (&a, STREAM_INCOMPAT_BLOCKSUMS, false, -1);
+  blocksums_stream (&b, STREAM_INCOMPAT_BLOCKSUMS, true, -1);
+  cr_assert_eq (a.len, b.len);
+  cr_assert_eq (memcmp (a.p, b.p, a.len), 0);
+  free (b.p);
+  /* Not BLOCKSUMS: even wrong sums do not matter. */
+  blocksums_stream (&b, 0, true, 3);
+  cr_assert_eq (a.len, b.len);
+  cr_assert_neq (memcmp (a.p, b.p, a.len), 0, "the feature changed nothing");
+  free (a.p);
+  blocksums_stream (&a, 0, false, -1);
+  cr_assert_eq (memcmp (a.p, b.p, a.len), 0);
+  free (a.p);
+  free (b.p);
+}
+
+/* A wrong digest given to stream_enc_write_sums is caught by the decoder
+ * at that record (which it names), after the records before it.
+ */
+Test (stream, blocksums_wrong_digest)
+{
+  int pieces[] = { 0, 17, STREAM_MAX_PIECES - 1 };
+
+  for (size_t k = 0; k < ARRAY_SIZE (pieces); k++) {
+    struct sbuf s;
+    struct model m;
+    struct stream_dec *dec;
+    size_t st[16];
+    int ret;
+
+    blocksums_stream (&s, STREAM_INCOMPAT_BLOCKSUMS, true, pieces[k]);
+    cr_assert_eq (record_starts (s.p, s.len, st, 15), 5);
+    model_init (&m, NULL, 0);
+    ret = decode (s.p, s.len, NULL, &m, NULL, &dec);
+    cr_assert_eq (ret, -EBADMSG, "piece %d: %d", pieces[k], ret);
+    cr_assert_eq ((size_t) stream_dec_error_pos (dec), st[2]);
+    cr_assert (strstr (stream_dec_error (dec), "(record 2, WRITE)") &&
+               strstr (stream_dec_error (dec), "SHA-256 mismatch"),
+               "%s", stream_dec_error (dec));
+    cr_assert_eq (m.nev[STREAM_EV_WRITE], 1, "the WRITE before it applies");
+    stream_dec_free (dec);
+    free (s.p);
+  }
+}
+
+/* The caller's digests must not straddle records. */
+Test (stream, blocksums_encoder_rules)
+{
+  struct stream_header h;
+  struct stream_enc *enc;
+  struct stream_enc_opts o = { 0, 6144 };
+  struct sbuf s = { 0 };
+  uint8_t data[16384] = { 0 }, sums[4 * STREAM_SHA_LEN];
+
+  test_header (&h, 1 << 20, 512, 3);
+  h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
+  stream_piece_sums (data, sizeof data, sums);
+  cr_assert_eq (stream_enc_new (&h, &o, sbuf_sink, &s, &enc), 0);
+  cr_assert_eq (stream_enc_begin (enc), 0);
+  cr_assert_eq (stream_enc_write_sums (enc, 0, data, 16384, sums), -EINVAL);
+  cr_assert (strstr (cairn_errmsg (), "split"), "%s", cairn_errmsg ());
+  cr_assert_eq (stream_enc_write_sums (enc, 0, data, 6144, sums), 0);
+  cr_assert_eq (stream_enc_write (enc, 8192, data, 16384), 0);
+  cr_assert_eq (stream_enc_end (enc), 0);
+  stream_enc_free (enc);
+  free (s.p);
+}
+
 /* ------------------------------------------------------------ size */
 
 /* The stream's size over the data it carries. */
@@ -1338,6 +1534,41 @@ Test (stream, man_page_example)
   sha256_hex (digest, hex);
   cr_assert_str_eq (hex, "dfd5441fc00f8dc07edcc69d1c2e7ab7"
                     "c040cd4b44deda3cec0d2177c6584f05");
+  model_init (&m, NULL, 0);
+  cr_assert_eq (decode (s.p, s.len, NULL, &m, NULL, NULL), 0);
+  free (s.p);
+
+  /* The same with BLOCKSUMS, as the page gives it too: the same bytes but
+   * the HEADER's incompat and every sha from the HEADER's on.
+   */
+  memset (&s, 0, sizeof s);
+  h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
+  cr_assert_eq (stream_enc_new (&h, NULL, sbuf_sink, &s, &enc), 0);
+  cr_assert_eq (stream_enc_begin (enc), 0);
+  cr_assert_eq (stream_enc_write (enc, 4096, data, 4096), 0);
+  cr_assert_eq (stream_enc_zero (enc, 8192, 8192), 0);
+  cr_assert_eq (stream_enc_end (enc), 0);
+  stream_enc_digest (enc, digest);
+  stream_enc_free (enc);
+  cr_assert_eq (s.len, 4437);
+  sha256_hex (s.p + 0x75, hex);
+  cr_assert_str_eq (hex, "98ecd2fe047971c4bba038b092045e44"
+                    "a66a557e4214dc3b818af718286891df");
+  sha256_hex (s.p + 0x10a5, hex);
+  cr_assert_str_eq (hex, "86c98e1f8f94b141636b476b2224e021"
+                    "36ef8da12483a08c206ae1b6f6a9d5ad");
+  sha256_hex (s.p + 0x10dd, hex);
+  cr_assert_str_eq (hex, "f4ac289940bdfe07e71f7739c3603460"
+                    "f98b0554bf8a4a1daa87175c27619b76");
+  cr_assert_eq (memcmp (s.p + 0x1115, s.p + 0x10dd, 32), 0);
+  cr_assert_eq (s.p[0x14], 1);
+  sha256 (s.p, s.len, whole);
+  sha256_hex (whole, hex);
+  cr_assert_str_eq (hex, "72f03a7789e8aa66b1904bd048651cbd"
+                    "76ff44078f3b7cb030f7439b47721639");
+  sha256_hex (digest, hex);
+  cr_assert_str_eq (hex, "3ef08549bf9a3588324719257118bfa1"
+                    "94c04f7bcb7e79159fae330ea925aad7");
   model_init (&m, NULL, 0);
   cr_assert_eq (decode (s.p, s.len, NULL, &m, NULL, NULL), 0);
   free (s.p);

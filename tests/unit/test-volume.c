@@ -15,6 +15,7 @@
 
 #include "catalog-int.h"
 #include "fsck.h"
+#include "sha256.h"
 #include "txn-int.h"
 #include "volume.h"
 #include "test-pool.h"
@@ -644,6 +645,71 @@ Test (volume, extents_and_zero_blocks)
   cr_assert_eq (vol_stat (pool, "v", &info), 0);
   cr_assert_eq (info.referenced, 2 * 4096, "the zero block stores nothing");
   cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+/* vol_pwrite_sums stores the caller's digests (the volume then reads as
+ * with vol_pwrite, all-zero blocks still holes); vol_pread_sums returns
+ * the verified digests, a hole's being that of a zero block; both refuse
+ * partial blocks.  A wrong digest is stored as given: the block then
+ * fails its check, which is why the digests must come from the data.
+ */
+Test (volume, pwrite_pread_sums)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct cairn_volume *v, *w;
+  enum { N = 8 };
+  uint8_t data[N * 4096], buf[N * 4096], sums[N * 32], got[N * 32];
+  struct vol_info iv, iw;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_create (pool, "w", 1 << 20, NULL), 0);
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_open (pool, "w", &w), 0);
+  fill_pattern (data, sizeof data, 5);
+  memset (data + 2 * 4096, 0, 2 * 4096);    /* blocks 2 and 3: zeros */
+  for (int i = 0; i < N; i++)
+    sha256 (data + i * 4096, 4096, sums + i * 32);
+  cr_assert_eq (vol_pwrite_sums (v, data, sizeof data, 8192, sums, 0), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (w, data, sizeof data, 8192, 0), 0);
+  cr_assert_eq (vol_pread (v, buf, sizeof buf, 8192), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_arr_eq (buf, data, sizeof data);
+  cr_assert_eq (vol_stat (pool, "v", &iv), 0);
+  cr_assert_eq (vol_stat (pool, "w", &iw), 0);
+  cr_assert_eq (iv.referenced, iw.referenced, "zero blocks stored");
+  cr_assert_eq (iv.referenced, (N - 2) * 4096);
+
+  /* Digests read back, across data and holes, from both volumes. */
+  memset (got, 0xee, sizeof got);
+  cr_assert_eq (vol_pread_sums (v, buf, sizeof buf, 8192, got), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_arr_eq (buf, data, sizeof data);
+  cr_assert_arr_eq (got, sums, sizeof sums);
+  cr_assert_eq (vol_pread_sums (w, buf, sizeof buf, 8192, got), 0);
+  cr_assert_arr_eq (got, sums, sizeof sums);
+  cr_assert_eq (vol_pread_sums (v, buf, sizeof buf, 0, got), 0);
+  cr_assert_arr_eq (got, sums + 2 * 32, 32, "a hole's digest");
+  cr_assert_arr_eq (got + 2 * 32, sums, 6 * 32);
+
+  /* Partial blocks are refused. */
+  cr_assert_eq (vol_pwrite_sums (v, data, 4096, 512, sums, 0), -EINVAL);
+  cr_assert_eq (vol_pwrite_sums (v, data, 1000, 0, sums, 0), -EINVAL);
+  cr_assert_eq (vol_pread_sums (v, buf, 4096, 512, got), -EINVAL);
+  cr_assert_eq (vol_pread_sums (v, buf, 512, 0, got), -EINVAL);
+
+  /* A wrong digest: stored, then caught by the read's check. */
+  sums[4 * 32] ^= 1;
+  cr_assert_eq (vol_pwrite_sums (v, data, sizeof data, 65536, sums, 0), 0);
+  cr_assert_eq (vol_pread (v, buf, 4096, 65536 + 4 * 4096), -EIO);
+  cr_assert_eq (vol_pread (v, buf, 4096, 65536 + 5 * 4096), 0);
+  cr_assert_eq (vol_pwrite (v, data, sizeof data, 65536, 0), 0);
+  vol_close (v);
+  vol_close (w);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "pwrite_sums");
   dev_close (dev);
 }
 
