@@ -495,7 +495,9 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   uint64_t birth = pool_open_gen (pool);
   struct piece { uint64_t start, len; } *piece = NULL;
   size_t npieces = 0, cap = 0;
-  uint8_t *shas = malloc (n * SHA256_LEN);
+  /* The digests: the caller's, or computed into own. */
+  uint8_t *own = sums ? NULL : malloc (n * SHA256_LEN);
+  const uint8_t *shas = sums ? sums : own;
   uint64_t got = 0;
   int r = 0;
 
@@ -506,7 +508,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
                                 __atomic_load_n (&vs->held, __ATOMIC_RELAXED));
 
     if ((used + n) * BLOCK_SIZE > vs->quota) {
-      free (shas);
+      free (own);
       return cairn_fail (-ENOSPC, "volume '%s' would pass its quota of %" PRIu64
                          " bytes (it holds %" PRIu64 " with its snapshots): "
                          "delete snapshots or raise the quota", vs->name,
@@ -545,10 +547,8 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     got += len;
   }
   if (r == 0) {
-    if (sums)
-      memcpy (shas, sums, n * SHA256_LEN);
-    else
-      sha256_blocks (data, n, shas);
+    if (own)
+      sha256_blocks (data, n, own);
     txn_note_data (pool, n * BLOCK_SIZE);
   }
   got = 0;
@@ -561,7 +561,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     for (size_t i = 0; i < npieces; i++)
       space_free (sp, piece[i].start, piece[i].len, birth);
     free (piece);
-    free (shas);
+    free (own);
     return r;
   }
 
@@ -579,7 +579,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
   }
   free (piece);
-  free (shas);
+  free (own);
   return r;
 }
 
