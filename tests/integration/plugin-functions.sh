@@ -43,6 +43,18 @@ j = json.loads(sys.argv[1])
 assert eval(sys.argv[2]), j' "$json" "$expr" || fail "cairn $* --json: not ($expr): $json"
 }
 
+# The running server's NBD export list (nbdinfo --list) must be exactly the
+# names given, in name order (python3 required).
+expect_exports () {
+  local json
+  json=$(nbdinfo --list --json "nbd+unix:///?socket=$SOCK") ||
+    fail "nbdinfo --list failed"
+  python3 -c 'import json, sys
+names = sorted(e["export-name"] for e in json.loads(sys.argv[1])["exports"])
+assert names == sys.argv[2:], names' "$json" "$@" ||
+    fail "the export list is not $*"
+}
+
 # Run the fixture on the stopped pool: testctl create VOL SIZE, ...
 testctl () {
   local cmd=$1

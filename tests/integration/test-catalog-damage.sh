@@ -103,13 +103,7 @@ check_listings --socket "$CTL"
 
 # The NBD export list leaves out the damaged snapshot only; the rest serve.
 if command -v nbdinfo >/dev/null 2>&1; then
-  nbdinfo --list --json "nbd+unix:///?socket=$SOCK" >"$TMPDIR_TEST/list.json" ||
-    fail "nbdinfo --list failed with a damaged record"
-  python3 - "$TMPDIR_TEST/list.json" <<'EOF' || fail "the export list is wrong"
-import json, sys
-names = sorted(e["export-name"] for e in json.load(open(sys.argv[1]))["exports"])
-assert names == ["a", "a@s1", "a@s3", "b", "b@s1"], names
-EOF
+  expect_exports a a@s1 a@s3 b b@s1
   grep -q "leaving out a@s2: corrupt snapshot record" "$NBDKIT_LOG" ||
     fail "the server did not log the damaged record"
   nbdinfo --size "$(uri a@s3)" >/dev/null || fail "a@s3 does not serve"

@@ -116,13 +116,7 @@ check_volume_damage --socket "$CTL"
 # The NBD export list leaves out a and its snapshot; b serves its data and
 # takes writes.
 if command -v nbdinfo >/dev/null 2>&1; then
-  nbdinfo --list --json "nbd+unix:///?socket=$SOCK" >"$TMPDIR_TEST/list.json" ||
-    fail "nbdinfo --list failed with a damaged volume record"
-  python3 - "$TMPDIR_TEST/list.json" <<'PY' || fail "the export list is wrong"
-import json, sys
-names = sorted(e["export-name"] for e in json.load(open(sys.argv[1]))["exports"])
-assert names == ["b", "b@s1", "c", "d"], names
-PY
+  expect_exports b b@s1 c d
   grep -q "leaving out volume a and its snapshots: corrupt volume record" "$NBDKIT_LOG" ||
     fail "the server did not log the damaged record"
   nbdinfo --size "$(uri a)" >/dev/null 2>&1 && fail "a serves with a damaged record"

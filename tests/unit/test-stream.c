@@ -1490,12 +1490,31 @@ Test (stream, overhead)
 /* The example of cairn-stream(5), byte for byte (its SHA-256s are printed
  * there too).
  */
+/* cairn-stream(5)'s example stream with header h, into s: 4 KiB of 'C'
+ * at 4096, then 8 KiB of zeros; its digest.
+ */
+static void
+encode_example (const struct stream_header *h, struct sbuf *s,
+                uint8_t digest[32])
+{
+  struct stream_enc *enc;
+  uint8_t data[4096];
+
+  memset (data, 'C', sizeof data);
+  cr_assert_eq (stream_enc_new (h, NULL, sbuf_sink, s, &enc), 0);
+  cr_assert_eq (stream_enc_begin (enc), 0);
+  cr_assert_eq (stream_enc_write (enc, 4096, data, 4096), 0);
+  cr_assert_eq (stream_enc_zero (enc, 8192, 8192), 0);
+  cr_assert_eq (stream_enc_end (enc), 0);
+  stream_enc_digest (enc, digest);
+  stream_enc_free (enc);
+}
+
 Test (stream, man_page_example)
 {
   struct stream_header h;
-  struct stream_enc *enc;
   struct sbuf s = { 0 };
-  uint8_t data[4096], digest[32], whole[32];
+  uint8_t digest[32], whole[32];
   char hex[65];
   struct model m;
 
@@ -1510,14 +1529,7 @@ Test (stream, man_page_example)
   h.ctime = 1764547200;
   strcpy (h.vol_name, "vm1");
   strcpy (h.snap_name, "s1");
-  memset (data, 'C', sizeof data);
-  cr_assert_eq (stream_enc_new (&h, NULL, sbuf_sink, &s, &enc), 0);
-  cr_assert_eq (stream_enc_begin (enc), 0);
-  cr_assert_eq (stream_enc_write (enc, 4096, data, 4096), 0);
-  cr_assert_eq (stream_enc_zero (enc, 8192, 8192), 0);
-  cr_assert_eq (stream_enc_end (enc), 0);
-  stream_enc_digest (enc, digest);
-  stream_enc_free (enc);
+  encode_example (&h, &s, digest);
 
   if (getenv ("CAIRN_STREAM_EXAMPLE")) {
     FILE *f = fopen (getenv ("CAIRN_STREAM_EXAMPLE"), "w");
@@ -1543,13 +1555,7 @@ Test (stream, man_page_example)
    */
   memset (&s, 0, sizeof s);
   h.incompat = STREAM_INCOMPAT_BLOCKSUMS;
-  cr_assert_eq (stream_enc_new (&h, NULL, sbuf_sink, &s, &enc), 0);
-  cr_assert_eq (stream_enc_begin (enc), 0);
-  cr_assert_eq (stream_enc_write (enc, 4096, data, 4096), 0);
-  cr_assert_eq (stream_enc_zero (enc, 8192, 8192), 0);
-  cr_assert_eq (stream_enc_end (enc), 0);
-  stream_enc_digest (enc, digest);
-  stream_enc_free (enc);
+  encode_example (&h, &s, digest);
   cr_assert_eq (s.len, 4437);
   sha256_hex (s.p + 0x75, hex);
   cr_assert_str_eq (hex, "98ecd2fe047971c4bba038b092045e44"
