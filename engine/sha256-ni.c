@@ -21,7 +21,7 @@
  *
  * The layout of the state (ABEF/CDGH) and the round structure follow Intel's
  * SHA extensions white paper (Gulley et al., 2013).  The round constants and
- * initial hash value are FIPS 180-4's (cube and square roots of primes).
+ * initial hash value are FIPS 180-4's (sha256_k and sha256_h, in sha256.c).
  */
 #include <config.h>
 
@@ -33,29 +33,6 @@
 #include <immintrin.h>
 
 #define TARGET __attribute__ ((target ("sha,sse4.1,ssse3")))
-
-static const uint32_t K256[64] __attribute__ ((aligned (16))) = {
-  0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u,
-  0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
-  0xd807aa98u, 0x12835b01u, 0x243185beu, 0x550c7dc3u,
-  0x72be5d74u, 0x80deb1feu, 0x9bdc06a7u, 0xc19bf174u,
-  0xe49b69c1u, 0xefbe4786u, 0x0fc19dc6u, 0x240ca1ccu,
-  0x2de92c6fu, 0x4a7484aau, 0x5cb0a9dcu, 0x76f988dau,
-  0x983e5152u, 0xa831c66du, 0xb00327c8u, 0xbf597fc7u,
-  0xc6e00bf3u, 0xd5a79147u, 0x06ca6351u, 0x14292967u,
-  0x27b70a85u, 0x2e1b2138u, 0x4d2c6dfcu, 0x53380d13u,
-  0x650a7354u, 0x766a0abbu, 0x81c2c92eu, 0x92722c85u,
-  0xa2bfe8a1u, 0xa81a664bu, 0xc24b8b70u, 0xc76c51a3u,
-  0xd192e819u, 0xd6990624u, 0xf40e3585u, 0x106aa070u,
-  0x19a4c116u, 0x1e376c08u, 0x2748774cu, 0x34b0bcb5u,
-  0x391c0cb3u, 0x4ed8aa4au, 0x5b9cca4fu, 0x682e6ff3u,
-  0x748f82eeu, 0x78a5636fu, 0x84c87814u, 0x8cc70208u,
-  0x90befffau, 0xa4506cebu, 0xbef9a3f7u, 0xc67178f2u
-};
-static const uint32_t H256[8] __attribute__ ((aligned (16))) = {
-  0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
-  0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u
-};
 
 /* The last 64-byte block of every 4096-byte message: 0x80, zeros, and the
  * length in bits (32768) big-endian.
@@ -70,7 +47,7 @@ static const uint8_t pad4k[64] = { [0] = 0x80, [62] = 0x80 };
 
 /* Four rounds of group g with message words w on state (s0, s1). */
 #define ROUNDS4(s0, s1, w, g) do {                                      \
-    __m128i m_ = _mm_add_epi32 ((w), LOAD4 (K256, 4 * (g)));            \
+    __m128i m_ = _mm_add_epi32 ((w), LOAD4 (sha256_k, 4 * (g)));        \
     s1 = _mm_sha256rnds2_epu32 (s1, s0, m_);                            \
     m_ = _mm_shuffle_epi32 (m_, 0x0E);                                  \
     s0 = _mm_sha256rnds2_epu32 (s0, s1, m_);                            \
@@ -89,8 +66,8 @@ static const uint8_t pad4k[64] = { [0] = 0x80, [62] = 0x80 };
 TARGET static inline void
 init_state (__m128i *s0, __m128i *s1)
 {
-  __m128i t = _mm_shuffle_epi32 (LOAD4 (H256, 0), 0xB1);
-  __m128i u = _mm_shuffle_epi32 (LOAD4 (H256, 4), 0x1B);
+  __m128i t = _mm_shuffle_epi32 (LOAD4 (sha256_h, 0), 0xB1);
+  __m128i u = _mm_shuffle_epi32 (LOAD4 (sha256_h, 4), 0x1B);
 
   *s0 = _mm_alignr_epi8 (t, u, 8);
   *s1 = _mm_blend_epi16 (u, t, 0xF0);

@@ -77,22 +77,30 @@ Test (sha256, one_bit_changes_digest)
   cr_assert (memcmp (a, b, SHA256_LEN) != 0);
 }
 
-/* Data blocks: sha256_blocks gives OpenSSL's digest of every 4 KiB block,
- * with the CPU's SHA extensions and without, for even and odd counts (the
- * accelerated code hashes two blocks at a time and the last one alone);
+/* Data blocks: sha256_blocks gives OpenSSL's digest of every 4 KiB block
+ * with each implementation the CPU has (AVX-512 sixteen at a time, the SHA
+ * extensions two at a time, OpenSSL), for counts on both sides of sixteen
+ * and two (the rest of a group goes to the next implementation down);
  * sha256_blocks_check finds the first block that does not match.
  */
 Test (sha256, data_blocks_match_openssl)
 {
-  static const size_t counts[] = { 1, 2, 3, 7, 32, 33, 64, 65 };
+  static const size_t counts[] = { 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 48, 64, 65 };
+  static const enum sha256_blocks_level levels[] = {
+    SHA256_BLOCKS_X16, SHA256_BLOCKS_NI, SHA256_BLOCKS_OPENSSL
+  };
   struct rng r = { test_seed ("sha256.data_blocks_match_openssl", 180) };
   size_t max = 65;
   uint8_t *data = malloc (max * SHA256_DATA_BLOCK);
   uint8_t *got = malloc (max * SHA256_LEN), *want = malloc (max * SHA256_LEN);
 
   cr_assert (data && got && want);
-  for (int accel = 1; accel >= 0; accel--) {
-    sha256_blocks_accel (accel);
+  for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+    if (!sha256_blocks_limit (levels[l])) {
+      fprintf (stderr, "sha256_blocks: level %d skipped: not on this CPU\n",
+               (int) levels[l]);
+      continue;
+    }
     fprintf (stderr, "sha256_blocks: %s\n", sha256_blocks_impl ());
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
       size_t n = counts[c];
@@ -117,7 +125,7 @@ Test (sha256, data_blocks_match_openssl)
                     flip, n);
     }
   }
-  sha256_blocks_accel (true);
+  sha256_blocks_limit (SHA256_BLOCKS_BEST);
   free (data);
   free (got);
   free (want);
