@@ -680,6 +680,28 @@ merge_child (struct btree *t, struct node *parent, uint32_t i, struct node *chil
   return 0;
 }
 
+/* Take an emptied child out of its parent (BT-5).  merge_child cannot
+ * always do it: a lone child has no sibling, and sequential inserts leave
+ * a new internal node with one child beside a full one, too full to merge
+ * with.  Item 0 keeps its empty key (BT-2): when child 0 goes, child 1's
+ * pointer moves into item 0.  The parent may be left empty in turn; its
+ * own parent, or btree_delete for the root, takes it out.
+ */
+static void
+remove_child (struct btree *t, struct node *parent, uint32_t i,
+              struct node *child)
+{
+  if (i == 0 && node_nitems (parent) > 1) {
+    struct blkptr bp;
+
+    node_get_child (parent, 1, &bp);
+    node_set_child (parent, 0, &bp);
+    i = 1;
+  }
+  node_delete_at (parent, i);
+  drop_node (t, child);
+}
+
 /* Delete from a dirty subtree. */
 static int
 delete_rec (struct btree *t, struct node *n, const uint8_t *key, size_t klen)
@@ -707,7 +729,9 @@ delete_rec (struct btree *t, struct node *n, const uint8_t *key, size_t klen)
     node_set_child (n, i, &bp);
     r = delete_rec (t, c, key, klen);
   }
-  if (r == 0 && c->used < node_capacity (t->cache->node_size) / 4)
+  if (r == 0 && node_nitems (c) == 0)
+    remove_child (t, n, i, c);
+  else if (r == 0 && c->used < node_capacity (t->cache->node_size) / 4)
     r = merge_child (t, n, i, c);
   cache_put (t->cache, c);
   return r;

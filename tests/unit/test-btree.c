@@ -520,3 +520,45 @@ Test (btree, model_million_ops, .timeout = 600)
   dev_close (e.dev);
   free (m);
 }
+
+/* Sequential inserts leave every node but the last of each level full (the
+ * append policy) and start each new internal node with one child.  Keys
+ * deleted from the end then empty such a lone child while its parent's
+ * only sibling is full: the two cannot merge, and the empty child used to
+ * stay in the tree, so the next descent there failed with "is empty"
+ * (BT-5).  After every delete the last key left must be found and the
+ * deleted one not; fsck checks the pool at the end.
+ */
+Test (btree, deletes_from_the_end_of_a_sequential_tree)
+{
+  enum { KEYS = 40000 };
+  uint8_t k[8], v[8];
+  struct env e;
+
+  env_open (&e, 64 << 20, 4096, 4 << 20);
+  for (uint64_t i = 0; i < KEYS; i++) {
+    k64 (k, i);
+    cr_assert_eq (put (&e, k, 8, k, 8, 0), 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (pool_commit (e.pool), 0, "%s", cairn_errmsg ());
+  for (uint64_t i = KEYS; i-- > 1;) {
+    size_t vl;
+    int rc;
+
+    k64 (k, i);
+    cr_assert_eq (del (&e, k, 8), 0, "delete %" PRIu64 ": %s", i,
+                  cairn_errmsg ());
+    rc = get (&e, k, 8, v, sizeof v, &vl);
+    cr_assert_eq (rc, -ENOENT, "lookup of deleted %" PRIu64 ": %d %s", i, rc,
+                  cairn_errmsg ());
+    k64 (k, i - 1);
+    rc = get (&e, k, 8, v, sizeof v, &vl);
+    cr_assert_eq (rc, 0, "lookup of %" PRIu64 ": %d %s", i - 1, rc,
+                  cairn_errmsg ());
+    if (i % 5000 == 0)
+      cr_assert_eq (pool_commit (e.pool), 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (pool_close (e.pool), 0);
+  assert_fsck_clean (e.dev);
+  dev_close (e.dev);
+}
