@@ -414,6 +414,7 @@ info_text (const char *path, const struct pool_info *info, const char *uuid)
   info_blocks_line ("used", info->space.allocated);
   info_blocks_line ("free", info->space.free);
   printf ("%-11s %" PRIu64 "\n", "free runs", info->space.extents);
+  info_blocks_line ("high water", info->space.touched);
   info_blocks_line ("reserve", info->space.reserve);
 }
 
@@ -427,7 +428,7 @@ info_json (const struct cli *cli, const char *path,
   int r;
 
   obj = json_pack ("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                   "s:I, s:I, s:I, s:I, s:I}",
+                   "s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                    "path", path,
                    "uuid", uuid,
                    "generation", (json_int_t) info->generation,
@@ -442,7 +443,9 @@ info_json (const struct cli *cli, const char *path,
                    "used_blocks", (json_int_t) sp->allocated,
                    "free_blocks", (json_int_t) sp->free,
                    "reserve_blocks", (json_int_t) sp->reserve,
-                   "free_runs", (json_int_t) sp->extents);
+                   "free_runs", (json_int_t) sp->extents,
+                   "high_water", (json_int_t) (sp->touched * BLOCK_SIZE),
+                   "high_water_blocks", (json_int_t) sp->touched);
   if (obj == NULL)
     return cli_error (cli, EXIT_FAIL, "out of memory building the JSON "
                       "output");

@@ -408,6 +408,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   field_size ("used", res, "used");
   field_size ("free", res, "free");
   field ("free runs", free_runs (res, buf, sizeof buf));
+  field_size ("high water", res, "high_water");
   field_size ("reserve", res, "reserve");
   hits = jnum (cache, "hits");
   misses = jnum (cache, "misses");

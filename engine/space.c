@@ -39,10 +39,22 @@
  * and running out of memory for a tree node there aborts too (merging
  * deferred frees reuses their nodes and never allocates).
  *
- * Allocation policy: first fit at or after the hint, then from base.  There
- * is no next-fit cursor: a hint outside [base, end) (0, typically) means
- * base, so results depend only on the state and the arguments.  Callers
- * that want locality pass the end of their previous allocation.
+ * Allocation policy: space that has been written before comes first.
+ * touched (the high water) is the end of the highest block allocated
+ * since the map was loaded, or of the highest one loaded as allocated
+ * (written_end); blocks at or above it have not been written since.  An
+ * allocation takes the first fit at or after the hint that ends at or
+ * below touched, then the first such fit from base, and only then space
+ * above touched (first fit from the hint, then from base).
+ * Reusing freed space before growing keeps a rewritten pool's working set
+ * (its page-cache pages, the blocks a sparse file or a thin device has
+ * backed) the size of its data rather than of its whole history: a large
+ * write that finds no run long enough at the hint, as after random writes
+ * that freed single blocks, goes to a freed run elsewhere instead of into
+ * space never written.  There is no next-fit cursor: a hint outside
+ * [base, end) (0, typically) means base, so results depend only on the
+ * state and the arguments.  Callers that want locality pass the end of
+ * their previous allocation.
  */
 #include <config.h>
 
@@ -65,6 +77,8 @@ struct space {
   pthread_mutex_t lock;
   uint64_t base, end;          /* the data area, in blocks */
   uint64_t reserve;            /* blocks kept for SPACE_RESERVE */
+  uint64_t touched;            /* end of the highest block ever allocated */
+  bool touched_known;          /* touched is up to date (not after a load) */
   uint64_t gen;                /* the open generation */
   struct rangeset free;        /* FREE blocks */
   struct rangeset alloc;       /* allocated in gen (net) */
@@ -215,6 +229,7 @@ space_load_alloc (struct space *sp, uint64_t start, uint64_t len)
                     "space map: range [%" PRIu64 ", %" PRIu64
                     ") is allocated but not all free (allocated twice?)",
                     start, start + len);
+  sp->touched_known = false;
   pthread_mutex_unlock (&sp->lock);
   return r;
 }
@@ -241,8 +256,29 @@ space_load_free (struct space *sp, uint64_t start, uint64_t len)
                     "space map: range [%" PRIu64 ", %" PRIu64
                     ") is freed but not all allocated (freed twice?)",
                     start, start + len);
+  sp->touched_known = false;
   pthread_mutex_unlock (&sp->lock);
   return r;
+}
+
+/* The end of the written part of the data area (caller holds the lock).
+ * Loading leaves it unknown: the map it loads says what is allocated, not
+ * what was ever written, so the end of the last allocated block stands for
+ * it (free blocks below that were written, or freed by a trim, or both).
+ */
+static uint64_t
+written_end (struct space *sp)
+{
+  uint64_t start, len;
+
+  if (!sp->touched_known) {
+    sp->touched = sp->end;
+    if (rangeset_next (&sp->free, sp->end - 1, &start, &len)
+        && start + len == sp->end)
+      sp->touched = start;
+    sp->touched_known = true;
+  }
+  return sp->touched;
 }
 
 /* Move [start, start + len) from FREE to ALLOCATED in the open generation
@@ -258,6 +294,7 @@ take (struct space *sp, uint64_t start, uint64_t len)
     return r;
   must (rangeset_remove (&sp->free, start, len), "space: taking free blocks");
   must (rangeset_add (&sp->alloc, start, len), "space: recording allocation");
+  sp->touched = MAX (written_end (sp), start + len);
   return 0;
 }
 
@@ -319,7 +356,26 @@ clamp_hint (const struct space *sp, uint64_t hint)
   return hint >= sp->base && hint < sp->end ? hint : sp->base;
 }
 
-/* Allocate exactly len contiguous blocks, first fit from hint. */
+/* The first run of len free blocks at or after from that ends at or below
+ * limit (caller holds the lock).  rangeset_find gives the first fit after
+ * from; if that one passes limit, no fit before it does.
+ */
+static bool
+find_below (const struct space *sp, uint64_t len, uint64_t from,
+            uint64_t limit, uint64_t *posp)
+{
+  uint64_t pos;
+
+  if (from >= limit || !rangeset_find (&sp->free, len, from, &pos)
+      || pos > limit || limit - pos < len)
+    return false;
+  *posp = pos;
+  return true;
+}
+
+/* Allocate exactly len contiguous blocks: written space first, first fit
+ * from hint, then from base (the policy above).
+ */
 int
 space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
              uint64_t *startp)
@@ -336,7 +392,9 @@ space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
     goto out;
   }
   hint = clamp_hint (sp, hint);
-  if (!rangeset_find (&sp->free, len, hint, &pos)
+  if (!find_below (sp, len, hint, written_end (sp), &pos)
+      && !find_below (sp, len, sp->base, sp->touched, &pos)
+      && !rangeset_find (&sp->free, len, hint, &pos)
       && !rangeset_find (&sp->free, len, sp->base, &pos)) {
     r = cairn_fail (
         -ENOSPC,
@@ -697,6 +755,7 @@ space_stats (struct space *sp, struct space_stats *st)
   st->allocated = st->total - st->free - pending;
   st->reserve = sp->reserve;
   st->extents = rangeset_count (&sp->free);
+  st->touched = written_end (sp) - sp->base;
   pthread_mutex_unlock (&sp->lock);
 }
 

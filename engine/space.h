@@ -68,12 +68,13 @@ void space_destroy (struct space *sp);
 int space_load_alloc (struct space *sp, uint64_t start, uint64_t len) CAIRN_WUR;
 int space_load_free (struct space *sp, uint64_t start, uint64_t len) CAIRN_WUR;
 
-/* Allocate exactly len contiguous blocks, first fit at or after hint (then
- * wrapping to base): the lowest start >= hint with len free blocks, else
- * the lowest start overall.  A hint outside [base, end), such as 0, means
- * base; there is no next-fit cursor, so pass the end of the previous
- * allocation for locality.  -ENOSPC when no run is long enough or the
- * reserve would be touched without SPACE_RESERVE; -EINVAL for len 0.
+/* Allocate exactly len contiguous blocks: space written before first (the
+ * lowest start >= hint, then the lowest start overall, of len free blocks
+ * below the high water, space_stats' touched), then space above it (the
+ * lowest start >= hint, then overall).  A hint outside [base, end), such
+ * as 0, means base; there is no next-fit cursor, so pass the end of the
+ * previous allocation for locality.  -ENOSPC when no run is long enough or
+ * the reserve would be touched without SPACE_RESERVE; -EINVAL for len 0.
  */
 int space_alloc (struct space *sp, uint64_t len, uint64_t hint,
                  unsigned flags, uint64_t *startp) CAIRN_WUR;
@@ -138,6 +139,9 @@ struct space_stats {
   uint64_t allocated;       /* total - free - pending */
   uint64_t reserve;
   uint64_t extents;         /* number of free runs (fragmentation) */
+  uint64_t touched;         /* blocks from base to the end of the highest
+                               ever allocated (since the map was loaded):
+                               the pool's written part */
   uint64_t map_bytes;       /* memory of the in-memory space map: every
                                run of free, pending and this generation's
                                allocated blocks takes a node */

@@ -605,8 +605,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
     return r;
   }
   *result = json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
-                       "s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:s?, s:o, "
-                       "s:o, s:o}",
+                       "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:s?, "
+                       "s:o, s:o, s:o}",
                        "uuid", uuid,
                        "generation", (json_int_t) pi.generation,
                        "open_generation", (json_int_t) pi.open_generation,
@@ -621,6 +621,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "reserve", (json_int_t) (pi.space.reserve * BLOCK_SIZE),
                        "free_runs", (json_int_t) pi.space.extents,
                        "space_map_bytes", (json_int_t) pi.space.map_bytes,
+                       "high_water", (json_int_t) (pi.space.touched * BLOCK_SIZE),
                        "volumes", (json_int_t) nvols,
                        "snapshots", (json_int_t) nsnaps,
                        "readonly", (int) pi.readonly,

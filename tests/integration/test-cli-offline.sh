@@ -43,6 +43,7 @@ grep -qE "^size +64M \(16384 blocks\)$" <<<"$out" || fail "no size in: $out"
 grep -qE "^(used|free|reserve) " <<<"$out" || fail "no space lines in: $out"
 # A new pool's free space is one run.
 grep -qE "^free runs +1$" <<<"$out" || fail "no 'free runs 1' in: $out"
+grep -qE "^high water +[^ ]+ \([0-9]+ blocks?\)$" <<<"$out" || fail "no high water in: $out"
 json=$("$CAIRN" info --json "$pool") || fail "info --json failed"
 python3 -c 'import json, sys; json.load(sys.stdin)' <<<"$json" || fail "info --json is not JSON: $json"
 [ "$(json_field "$json" uuid)" = "$uuid1" ] || fail "JSON uuid: $json"
@@ -57,6 +58,8 @@ assert 0 < j["reserve_blocks"] < j["free_blocks"], j
 assert j["used"] == j["used_blocks"] * j["block_size"], j
 assert j["total_blocks"] * j["block_size"] == j["size"], j
 assert j["free_runs"] == 1, j
+assert j["used_blocks"] <= j["high_water_blocks"] < j["data_blocks"], j
+assert j["high_water"] == j["high_water_blocks"] * j["block_size"], j
 EOF
 # The global --pool names the pool too.
 run --pool "$pool" info

@@ -275,8 +275,10 @@ grep -qE "^volumes +5$" <<<"$out" || fail "not 5 volumes: $out"
 grep -qE "^state +ok$" <<<"$out" || fail "not ok: $out"
 grep -qE "^free runs +[1-9][0-9]* \(space map: [0-9.]+[BKMG] of memory\)$" <<<"$out" ||
   fail "no free runs line: $out"
+grep -qE "^high water +[^ ]+ \([0-9]+ bytes\)$" <<<"$out" || fail "no high water line: $out"
 jcheck 'j["volumes"] == 5 and j["snapshots"] == 3 and j["failed"] is False and j["size"] == 256 << 20 and j["used"] > 0' status
 jcheck 'j["free_runs"] >= 1 and j["space_map_bytes"] >= 32 * j["free_runs"]' status
+jcheck 'j["used"] <= j["high_water"] <= j["data_size"]' status
 runp status extra
 expect 2 "unexpected argument 'extra'"
 

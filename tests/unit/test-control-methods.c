@@ -788,6 +788,10 @@ Test (methods, pool_status)
   cr_assert_geq (jint (res, "free_runs"), 1);
   cr_assert_geq (jint (res, "space_map_bytes"),
                  jint (res, "free_runs") * (json_int_t) (4 * sizeof (uint64_t)));
+  /* Every used or pending block lies below the high water. */
+  cr_assert_geq (jint (res, "high_water"),
+                 jint (res, "used") + jint (res, "pending"));
+  cr_assert_leq (jint (res, "high_water"), jint (res, "data_size"));
   cr_assert_eq (jint (res, "volumes"), 2);
   cr_assert_eq (jint (res, "snapshots"), 2);
   cr_assert_not (jbool (res, "failed"));

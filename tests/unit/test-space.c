@@ -652,19 +652,78 @@ Test (space, alloc_first_fit_and_wrap)
   struct space *sp = mk (100, 1100, 0, 1);
   struct space_stats st;
 
+  space_stats (sp, &st);
+  cr_assert_eq (st.touched, 0, "a new map has written nothing");
   alloc_at (sp, 10, 0, 0, 100); /* hint 0 is outside: base */
   alloc_at (sp, 10, 0, 0, 110);
+  /* Nothing free below the high water (120): first fit from the hint. */
   alloc_at (sp, 10, 500, 0, 500);
-  alloc_at (sp, 5, 505, 0, 510);    /* hint inside an allocation */
-  alloc_at (sp, 100, 1050, 0, 120); /* 50 left at the end: wraps */
-  alloc_at (sp, 50, 1050, 0, 1050);
-  alloc_at (sp, 1, 1099, 0, 220); /* end full: wraps */
-  alloc_at (sp, 1, 5000, 0, 221); /* hint past end: base */
+  /* No room at the hint below the high water (510): the first fit below
+   * it from base, before space never written.
+   */
+  alloc_at (sp, 5, 505, 0, 120);
+  alloc_at (sp, 5, 130, 0, 130);    /* hint inside a free run below it */
+  alloc_at (sp, 100, 1050, 0, 135); /* hint above it: below it first */
+  alloc_at (sp, 50, 1050, 0, 235);
+  alloc_at (sp, 1, 1099, 0, 125);
+  alloc_at (sp, 1, 5000, 0, 126);   /* hint past end: base */
   space_stats (sp, &st);
+  cr_assert_eq (st.touched, 410, "high water %" PRIu64, st.touched);
+  /* No run below the high water is long enough: above it, from the hint
+   * and then from base (wrapping).
+   */
+  alloc_at (sp, 250, 600, 0, 600);
+  alloc_at (sp, 240, 1050, 0, 850);
+  space_stats (sp, &st);
+  cr_assert_eq (st.touched, 990);
   cr_assert_eq (st.total, 1000);
   cr_assert_eq (st.reserve, 0);
-  cr_assert_eq (st.allocated, 10 + 10 + 10 + 5 + 100 + 50 + 2);
+  cr_assert_eq (st.allocated, 10 + 10 + 10 + 5 + 5 + 100 + 50 + 2 + 250 + 240);
   cr_assert_eq (space_alloc (sp, 0, 0, 0, &st.free), -EINVAL);
+  space_destroy (sp);
+}
+
+/* What the high water is for: after random overwrites released single
+ * blocks, the reuse hint points at them; a large write that finds no run
+ * there takes a freed run elsewhere rather than space never written (whose
+ * page-cache pages, or a sparse file's blocks, are new).  After a load the
+ * high water is the end of the last allocated block.
+ */
+Test (space, large_allocations_reuse_before_growing)
+{
+  struct space *sp = mk (0, 10000, 0, 1);
+  struct space_stats st;
+  uint64_t start;
+
+  alloc_at (sp, 1000, 0, 0, 0);          /* a prefill */
+  space_delta_free (freeze (sp));        /* gen 2 open */
+  space_free (sp, 100, 256, 1);          /* a sequential overwrite ... */
+  space_delta_free (freeze (sp));        /* gen 3 open */
+  space_gen_durable (sp, 2);
+  space_free (sp, 600, 1, 1);            /* ... then random ones */
+  space_free (sp, 700, 1, 1);
+  space_delta_free (freeze (sp));        /* gen 4 open */
+  space_gen_durable (sp, 3);
+  space_reuse_hint (sp, &start);
+  cr_assert_eq (start, 600, "the last release's lowest block: %" PRIu64, start);
+  alloc_at (sp, 256, start, 0, 100);
+  alloc_at (sp, 1, start, 0, 600);
+  alloc_at (sp, 256, 601, 0, 1000);      /* nothing left below: grow */
+  space_stats (sp, &st);
+  cr_assert_eq (st.touched, 1256);
+  space_destroy (sp);
+
+  sp = mk (0, 10000, 0, 1);
+  cr_assert_eq (space_load_alloc (sp, 0, 10000), 0);
+  cr_assert_eq (space_load_free (sp, 100, 256), 0);
+  cr_assert_eq (space_load_free (sp, 5000, 5000), 0);
+  space_stats (sp, &st);
+  cr_assert_eq (st.touched, 5000, "high water after a load %" PRIu64,
+                st.touched);
+  alloc_at (sp, 256, 6000, 0, 100);
+  alloc_at (sp, 256, 6000, 0, 6000);
+  space_stats (sp, &st);
+  cr_assert_eq (st.touched, 6256);
   space_destroy (sp);
 }
 
@@ -769,8 +828,8 @@ Test (space, alloc_upto_placement)
   struct space *sp = mk (0, 100, 0, 1);
   uint64_t start, len;
 
-  alloc_at (sp, 10, 10, 0, 10); /* free: [0,10) [20,100) */
-  alloc_at (sp, 10, 40, 0, 40); /* free: [0,10) [20,40) [50,100) */
+  alloc_at (sp, 10, 40, 0, 40); /* free: [0,40) [50,100) */
+  alloc_at (sp, 10, 10, 0, 10); /* free: [0,10) [20,40) [50,100) */
   cr_assert_eq (space_alloc_upto (sp, 100, 15, 0, &start, &len), 0);
   cr_assert (start == 20 && len == 20, "got [%" PRIu64 ", +%" PRIu64 ")", start,
              len);
@@ -1188,15 +1247,18 @@ struct mblock {
 #define M_ALLOC 1
 #define M_DEFER 2
 
-/* The model's answer for space_alloc. */
+/* The model's answer for space_alloc: the first fit from hint, then from
+ * base, that ends at or below the high water touched; then the same two
+ * without that limit.
+ */
 static bool
 model_alloc (const struct mblock *m, uint64_t base, uint64_t end, uint64_t len,
-             uint64_t hint, uint64_t *posp)
+             uint64_t hint, uint64_t touched, uint64_t *posp)
 {
-  for (int pass = 0; pass < 2; pass++) {
-    uint64_t run = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    uint64_t run = 0, limit = pass < 2 ? touched : end;
 
-    for (uint64_t p = pass ? base : hint; p < end; p++) {
+    for (uint64_t p = pass % 2 ? base : hint; p < limit; p++) {
       run = m[p - base].state == M_FREE ? run + 1 : 0;
       if (run == len) {
         *posp = p + 1 - len;
@@ -1318,7 +1380,7 @@ Test (space, random_against_model, .timeout = 120)
   struct rng r = { .s = seed };
   struct mblock *m = calloc (END - BASE, sizeof *m);
   struct space *sp = mk (BASE, END, RESERVE, 1);
-  uint64_t gen = 1, durable = 0, nfree = END - BASE;
+  uint64_t gen = 1, durable = 0, nfree = END - BASE, touched = BASE;
   uint64_t nenospc = 0, nreserve = 0;
 
   cr_assert_not_null (m);
@@ -1343,7 +1405,8 @@ Test (space, random_against_model, .timeout = 120)
 
     if (kind < 30) { /* exact alloc */
       uint64_t want = 0;
-      bool ok = usable >= len && model_alloc (m, BASE, END, len, h, &want);
+      bool ok = usable >= len && model_alloc (m, BASE, END, len, h, touched,
+                                                &want);
 
       ret = space_alloc (sp, len, hint, flags, &start);
       cr_assert_eq (ret, ok ? 0 : -ENOSPC,
@@ -1453,6 +1516,8 @@ Test (space, random_against_model, .timeout = 120)
       m[q - BASE].gen = gen;
     }
     nfree -= got;
+    if (got > 0)
+      touched = MAX (touched, start + got);
 
     if (op % 500 == 0)
       model_compare (sp, m, BASE, END, seed, op);
