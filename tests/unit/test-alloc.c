@@ -3,7 +3,9 @@
  * the next data is written there, not into space never written.  So a
  * volume rewritten again and again keeps to about twice its size on the
  * device, whatever the pool's size, and random overwrites do not leave
- * single free blocks piling up in the free set.
+ * single free blocks piling up in the free set.  A large write that finds
+ * no room where the last release was takes freed space elsewhere before
+ * space never written (the high water, space.c).
  */
 #include <config.h>
 
@@ -146,6 +148,62 @@ Test (alloc, random_overwrites_fill_the_holes_they_leave)
                 pi.space.extents);
   fixture_free (&f);
   free (buf);
+}
+
+/* Write len bytes of a fresh pattern at off, keeping model in step. */
+static void
+write_fresh (struct fixture *f, struct rng *rng, uint8_t *model, size_t len,
+             size_t off)
+{
+  fill_pattern (model + off, len, rng_next (rng));
+  cr_assert_eq (vol_pwrite (f->v, model + off, len, off, 0), 0, "%s",
+                cairn_errmsg ());
+}
+
+/* Commit twice: the second makes the first's frees allocatable. */
+static void
+commit_twice (struct fixture *f)
+{
+  cr_assert_eq (pool_commit (f->pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_commit (f->pool), 0, "%s", cairn_errmsg ());
+}
+
+Test (alloc, large_writes_reuse_freed_runs_before_growing)
+{
+  struct rng rng = { test_seed ("alloc.large_writes_reuse_freed_runs", 4) };
+  const size_t size = 16 * MIB;
+  struct fixture f = fixture_new (size);
+  uint8_t *model = malloc (size), *back = malloc (MIB);
+  struct pool_info before, after;
+
+  for (size_t off = 0; off < size; off += MIB)        /* a prefill */
+    write_fresh (&f, &rng, model, MIB, off);
+  commit_twice (&f);
+  /* Rewrite the first quarter: its old blocks come back as one run. */
+  for (size_t off = 0; off < 4 * MIB; off += MIB)
+    write_fresh (&f, &rng, model, MIB, off);
+  commit_twice (&f);
+  /* Random overwrites in the last quarter: what they free comes back as
+   * single blocks, and the reuse hint points there.
+   */
+  for (int i = 0; i < 200; i++)
+    write_fresh (&f, &rng, model, BLK,
+                 size - 4 * MIB + rng_below (&rng, MIB / BLK * 4) * BLK);
+  commit_twice (&f);
+  pool_info (f.pool, &before);
+  write_fresh (&f, &rng, model, MIB, 8 * MIB);
+  pool_info (f.pool, &after);
+  /* The 1 MiB went into what the first quarter's rewrite freed, not past
+   * the high water.
+   */
+  cr_assert_eq (after.space.touched, before.space.touched,
+                "a 1 MiB write moved the high water from %" PRIu64 " to %"
+                PRIu64 " blocks", before.space.touched, after.space.touched);
+  cr_assert_eq (vol_pread (f.v, back, MIB, 8 * MIB), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (back, model + 8 * MIB, MIB);
+  fixture_free (&f);
+  free (model);
+  free (back);
 }
 
 /* The durable generation of the pool, after waiting up to ms for it to
