@@ -16,6 +16,9 @@
  *        open generation (the same walk the diff layer uses, DESIGN §2.5).
  *  BT-5  No non-root node is empty; an internal root has at least two
  *        children after any deletion (the tree shrinks in height instead).
+ *        Other internal nodes may have one child: an append starts a new
+ *        internal node with one, and a lone child beside a full sibling
+ *        cannot merge with it; once emptied it leaves (remove_child).
  *  BT-6  A modification that has started cannot fail for lack of space: it
  *        first pre-allocates the worst case of new nodes (resv_fill) and
  *        returns -ENOSPC before touching anything.
@@ -26,7 +29,9 @@
  *
  * Deletion merges an underfull node (less than a quarter full) with a
  * sibling when the two fit in one node and otherwise leaves it as it is:
- * occupancy is a matter of efficiency, not correctness.
+ * occupancy is a matter of efficiency, not correctness.  An empty node is
+ * a matter of correctness (BT-5): it leaves its parent whether or not it
+ * could merge.
  */
 #include <config.h>
 
