@@ -398,9 +398,22 @@ do_rollback (struct world *w, struct state *s)
     return;
   snprintf (vol, sizeof vol, "%s", v->vol);
   snprintf (snap, sizeof snap, "%s", strchr (s->name, '@') + 1);
-  snprintf (keep, sizeof keep, "v%u", w->next_vol++);
   vol_close (v->h);
   v->h = NULL;
+  /* A client of a snapshot of it deleted while open (a zombie) still has
+   * the volume open: the rollback is refused and changes nothing.
+   */
+  for (unsigned i = 0; i < MAXSTATES; i++)
+    if (w->st[i].used && w->st[i].h && strcmp (w->st[i].vol, vol) == 0) {
+      cr_assert_eq (vol_rollback (w->pool, vol, snap, "unused"), -EBUSY,
+                    "rollback of %s while %s is open", vol, w->st[i].name);
+      cr_assert (strstr (cairn_errmsg (), "is open by 1 client") != NULL,
+                 "%s", cairn_errmsg ());
+      cr_assert_eq (vol_open (w->pool, v->name, &v->h), 0, "%s",
+                    cairn_errmsg ());
+      return;
+    }
+  snprintf (keep, sizeof keep, "v%u", w->next_vol++);
   cr_assert_eq (vol_rollback (w->pool, vol, snap, keep), 0, "rollback %s@%s: %s",
                 vol, snap, cairn_errmsg ());
   /* The old lineage, renamed. */
