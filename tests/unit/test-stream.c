@@ -384,6 +384,8 @@ rechain (uint8_t *p, size_t len, bool fix)
   uint64_t index = 0;
   bool blocksums = false;
 
+  if (len < pos)                /* cut inside the magic: nothing to chain */
+    return false;
   while (len - pos >= STREAM_OVERHEAD) {
     uint32_t blen = get_le32 (p + pos + 4);
     uint8_t *b = p + pos + STREAM_FRAME_LEN, type = p[pos];
