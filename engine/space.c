@@ -380,7 +380,7 @@ int
 space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
              uint64_t *startp)
 {
-  uint64_t pos;
+  uint64_t pos, top;
   int r;
 
   if (len == 0)
@@ -392,8 +392,9 @@ space_alloc (struct space *sp, uint64_t len, uint64_t hint, unsigned flags,
     goto out;
   }
   hint = clamp_hint (sp, hint);
-  if (!find_below (sp, len, hint, written_end (sp), &pos)
-      && !find_below (sp, len, sp->base, sp->touched, &pos)
+  top = written_end (sp);
+  if (!find_below (sp, len, hint, top, &pos)
+      && !find_below (sp, len, sp->base, top, &pos)
       && !rangeset_find (&sp->free, len, hint, &pos)
       && !rangeset_find (&sp->free, len, sp->base, &pos)) {
     r = cairn_fail (
