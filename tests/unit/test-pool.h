@@ -6,6 +6,8 @@
 #define CAIRN_TEST_POOL_H
 
 #include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -22,10 +24,13 @@ static inline void
 note_problem (void *opaque, const char *msg)
 {
   struct problems *p = opaque;
+  size_t len = strlen (p->text);
 
+  /* Keep what fits: past it, the size below would wrap around. */
   p->n++;
-  strncat (p->text, msg, sizeof p->text - strlen (p->text) - 2);
-  strcat (p->text, "\n");
+  if (len + 2 < sizeof p->text)
+    snprintf (p->text + len, sizeof p->text - len, "%.*s\n",
+              (int) (sizeof p->text - len - 2), msg);
 }
 
 /* Run fsck, collecting problems. */
