@@ -22,6 +22,13 @@
  *  BT-6  A modification that has started cannot fail for lack of space: it
  *        first pre-allocates the worst case of new nodes (resv_fill) and
  *        returns -ENOSPC before touching anything.
+ *  BT-7  A node whose key range changes is born in the open generation.
+ *        Splits and merges rewrite the nodes they change anyway; when an
+ *        emptied child leaves its parent (remove_child), the sibling that
+ *        takes over its range is copied down to the leaf at the edge that
+ *        grows.  With BT-4, a walk since generation g (the diff) then meets
+ *        every key range whose mapping changed after g, even where every
+ *        item of it went.
  *
  * State of a node: clean (on disk, immutable) -> cow -> dirty (open
  * generation, edited in place) -> btree_freeze -> clean and pinned in a
@@ -233,7 +240,11 @@ resv_fill (struct btree *t, unsigned want, unsigned flags)
   return 0;
 }
 
-/* Nodes a modification may create: a copy and a split per level, a root. */
+/* Nodes a modification may create: a copy and a split per level, a root.
+ * A delete copies its path, and per level above that either a sibling it
+ * merges with or, once, the edge of the sibling that takes over an emptied
+ * child's range (BT-7), which is as long as the levels below: within it.
+ */
 static unsigned
 resv_need (const struct btree *t)
 {
@@ -685,17 +696,55 @@ merge_child (struct btree *t, struct node *parent, uint32_t i, struct node *chil
   return 0;
 }
 
+/* Copy child i of a dirty parent, and below it the first (or, with last,
+ * the last) child of each level down to a leaf, into the open generation
+ * (BT-7).
+ */
+static int
+cow_edge (struct btree *t, struct node *parent, uint32_t i, bool last)
+{
+  struct node *n = parent, *c;
+  struct blkptr bp;
+  int r;
+
+  for (;;) {
+    r = btree_child (t, n, i, &c);
+    if (r == 0) {
+      r = cow (t, &c);
+      if (r < 0)
+        cache_put (t->cache, c);
+    }
+    if (r < 0)
+      break;
+    dirty_ptr (c, &bp);
+    node_set_child (n, i, &bp);
+    if (n != parent)
+      cache_put (t->cache, n);
+    n = c;
+    if (node_level (n) == 0)
+      break;
+    i = last ? node_nitems (n) - 1 : 0;
+  }
+  if (n != parent)
+    cache_put (t->cache, n);
+  return r;
+}
+
 /* Take an emptied child out of its parent (BT-5).  merge_child cannot
  * always do it: a lone child has no sibling, and sequential inserts leave
  * a new internal node with one child beside a full one, too full to merge
  * with.  Item 0 keeps its empty key (BT-2): when child 0 goes, child 1's
- * pointer moves into item 0.  The parent may be left empty in turn; its
+ * pointer moves into item 0.  The sibling whose key range grows over the
+ * child's, the left one (or for child 0 the right one), is copied along
+ * the edge that grows (BT-7).  The parent may be left empty in turn; its
  * own parent, or btree_delete for the root, takes it out.
  */
-static void
+static int
 remove_child (struct btree *t, struct node *parent, uint32_t i,
               struct node *child)
 {
+  bool first = i == 0;
+
   if (i == 0 && node_nitems (parent) > 1) {
     struct blkptr bp;
 
@@ -705,6 +754,10 @@ remove_child (struct btree *t, struct node *parent, uint32_t i,
   }
   node_delete_at (parent, i);
   drop_node (t, child);
+  if (node_nitems (parent) == 0)
+    return 0;
+  return first ? cow_edge (t, parent, 0, false)
+               : cow_edge (t, parent, i - 1, true);
 }
 
 /* Delete from a dirty subtree. */
@@ -735,7 +788,7 @@ delete_rec (struct btree *t, struct node *n, const uint8_t *key, size_t klen)
     r = delete_rec (t, c, key, klen);
   }
   if (r == 0 && node_nitems (c) == 0)
-    remove_child (t, n, i, c);
+    r = remove_child (t, n, i, c);
   else if (r == 0 && c->used < node_capacity (t->cache->node_size) / 4)
     r = merge_child (t, n, i, c);
   cache_put (t->cache, c);

@@ -374,6 +374,9 @@ int reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
                             struct volstate *to) CAIRN_WUR;
 /* Count the blocks on a volume's deadlist into vs->held. */
 int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
+/* The end of the deaths a free record from lo_d may still free (RC-3). */
+int reclaim_record_end (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                        uint64_t hi_d, uint64_t *endp) CAIRN_WUR;
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;

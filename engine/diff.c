@@ -90,7 +90,9 @@ holes_in (struct diff_state *d, uint64_t from, uint64_t to)
 /* A changed leaf of the new state, keyed lo <= lbn < hi.  Its own extents
  * born after the old state are new data.  Holes can only be where the
  * leaf maps nothing in its range: only those gaps (none in a fully
- * written volume) are looked up in both states.
+ * written volume) are looked up in both states.  The range ends the
+ * longest extent past hi: an extent keyed here may have reached into the
+ * next leaf's range, which need not have changed when it was cut short.
  */
 static int
 on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
@@ -123,6 +125,7 @@ on_changed_leaf (void *opaque, const uint8_t *lo, size_t lolen,
       r = holes_in (d, pos, MIN (s, to));
     pos = MAX (pos, s + len);
   }
+  to = MIN (to + d->maxe, d->nblocks);
   if (r == 0 && pos < to)
     r = holes_in (d, pos, to);
   return r;

@@ -476,6 +476,7 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (s->is_free) {
     const struct freerec *f = &s->fr;
     struct volstate *vs;
+    uint64_t hi_d;
     size_t removed;
 
     /* A record dropped since the step was gathered (RP-6) is done. */
@@ -486,9 +487,11 @@ reaper_apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
     pthread_mutex_lock (&cat->tlock);
     vs = cat_find_id_locked (cat, f->id);
     pthread_mutex_unlock (&cat->tlock);
-    r = reclaim_free_entries (cat, f->id, vs ? &vs->held : NULL, f->lo_d,
-                              f->hi_d, f->lo_b, f->hi_b, 0,
-                              cat->reaper->budget, &removed);
+    r = reclaim_record_end (cat, f->id, f->lo_d, f->hi_d, &hi_d);
+    if (r == 0)
+      r = reclaim_free_entries (cat, f->id, vs ? &vs->held : NULL, f->lo_d,
+                                hi_d, f->lo_b, f->hi_b, 0,
+                                cat->reaper->budget, &removed);
     if (r == 0 && removed < cat->reaper->budget)
       r = cat_root_del (cat, key, 25);
     /* Only this freeze frees now: the difference is this step's. */

@@ -11,10 +11,13 @@
  *        D: if some pin p of S has B <= p (p < D always holds, pins being
  *        frozen generations), the block goes on S's deadlist as (D, B);
  *        otherwise it is freed.  Only the newest pin matters for the test.
- *  RC-3  When the last reason for pin p of S goes, with neighbouring pins
- *        p- < p < p+ (p- = O when none, p+ = infinity when none), exactly
- *        the deadlist entries with p- < B <= p and p < D <= p+ are freed.
- *        Entries with B <= p- stay: p- still needs them.
+ *  RC-3  When the last reason for pin p of S goes, in generation G, with
+ *        neighbouring pins p- < p < p+ (p- = O when none, p+ = G when
+ *        none), exactly the deadlist entries with p- < B <= p and
+ *        p < D <= p+ are freed.  Entries with B <= p- stay: p- still needs
+ *        them.  p+ is G, not infinity: a pin made later (a snapshot, a
+ *        clone) is newer than G and keeps what dies after it, born in
+ *        (p-, p] or not, on the deadlist for itself.
  *  RC-4  Deleting a volume with no pins frees every block of its tree born
  *        after O, walking only pointers born after O: the cost is the
  *        volume's own data, not its size.  It runs in the background, a
@@ -176,6 +179,23 @@ pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
   return r;
 }
 
+/* The end of the deaths a free record of volume id starting at lo_d may
+ * still free: hi_d, or the oldest pin above lo_d if that is older (RC-3).
+ * Records written before RC-3 bounded them by the generation of the
+ * removal have hi_d UINT64_MAX, and a pin made since then keeps what died
+ * after it; this keeps those records from freeing it.
+ */
+int
+reclaim_record_end (struct catalog *cat, uint64_t id, uint64_t lo_d,
+                    uint64_t hi_d, uint64_t *endp)
+{
+  uint64_t below, above;
+  int r = pin_neighbours (cat, id, lo_d, &below, &above);
+
+  *endp = MIN (hi_d, above);
+  return r;
+}
+
 /* The newest pin of a volume. */
 int
 reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
@@ -284,15 +304,21 @@ reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
     return r;
   if (below < vs->origin_gen)
     below = vs->origin_gen;
+  /* Nothing has died after now yet; what dies later belongs to the pins
+   * made later (RC-3), so the range a free record keeps must not reach
+   * past now.
+   */
+  if (above == UINT64_MAX)
+    above = pool_open_gen (cat->pool);
   return reclaim_free_range (cat, vs, gen, above, below, gen);
 }
 
 /* Free the deadlist entries of volume id with D in (lo_d, hi_d] and B in
  * (lo_b, hi_b]: up to a step's worth now, the rest in the background
  * (reaper.c), so that deleting a snapshot that held much is as quick as
- * one that held little.  No entry can join the range later (a block born
- * in it and dying after it has no pin to keep it: RC-2), and ranges of
- * different pins never overlap (RC-3), so the rest can wait.
+ * one that held little.  No entry can join the range later (hi_d is not
+ * in the future, RC-3), and ranges of different pins never overlap, so
+ * the rest can wait.
  */
 int
 reclaim_free_range (struct catalog *cat, struct volstate *vs, uint64_t lo_d,
