@@ -1,6 +1,7 @@
 /* Unit tests for the copy-on-write B-tree (engine/btree*.c) on a real pool
  * in memory: operations, cursors, limits, corruption detection, and a
  * randomised model test of a million operations with commits and reopens.
+ * test-btree-shapes.c has the histories that build tree shapes in bulk.
  */
 #include <config.h>
 
@@ -8,112 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "fsck.h"
-#include "pool.h"
-#include "test-util.h"
-
-struct env {
-  struct cairn_dev *dev;
-  struct cairn_pool *pool;
-  struct btree *t;
-  uint64_t id;
-  uint64_t cache;
-};
-
-/* A pool on a memory device with one empty user tree. */
-static void
-env_open (struct env *e, uint64_t size, uint32_t node_size, uint64_t cache)
-{
-  struct pool_format_opts fo = { .node_size = node_size };
-  struct pool_open_opts oo = { .cache_bytes = cache };
-
-  memset (e, 0, sizeof *e);
-  e->cache = cache;
-  cr_assert_eq (dev_mem_create (size, &e->dev), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (pool_format (e->dev, &fo, NULL), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (pool_open (e->dev, &oo, &e->pool), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (txn_begin (e->pool), 0);
-  cr_assert_eq (pool_tree_create (e->pool, &e->id, &e->t), 0, "%s", cairn_errmsg ());
-  txn_end (e->pool);
-}
-
-/* Close and reopen the pool, then the tree. */
-static void
-env_reopen (struct env *e)
-{
-  struct pool_open_opts oo = { .cache_bytes = e->cache };
-
-  cr_assert_eq (pool_close (e->pool), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (pool_open (e->dev, &oo, &e->pool), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (pool_tree_open (e->pool, e->id, &e->t), 0, "%s", cairn_errmsg ());
-}
-
-static void
-env_close (struct env *e)
-{
-  cr_assert_eq (pool_close (e->pool), 0, "%s", cairn_errmsg ());
-  dev_close (e->dev);
-}
-
-/* Insert under the proper locks. */
-static int
-put (struct env *e, const void *k, size_t kl, const void *v, size_t vl,
-     unsigned flags)
-{
-  int r = txn_begin (e->pool);
-
-  if (r < 0)
-    return r;
-  btree_wrlock (e->t);
-  r = btree_insert (e->t, k, kl, v, vl, flags);
-  btree_unlock (e->t);
-  txn_end (e->pool);
-  return r;
-}
-
-static int
-del (struct env *e, const void *k, size_t kl)
-{
-  int r = txn_begin (e->pool);
-
-  if (r < 0)
-    return r;
-  btree_wrlock (e->t);
-  r = btree_delete (e->t, k, kl);
-  btree_unlock (e->t);
-  txn_end (e->pool);
-  return r;
-}
-
-static int
-get (struct env *e, const void *k, size_t kl, void *v, size_t vmax, size_t *vl)
-{
-  int r;
-
-  btree_rdlock (e->t);
-  r = btree_lookup (e->t, k, kl, v, vmax, vl);
-  btree_unlock (e->t);
-  return r;
-}
-
-/* An 8-byte big-endian key. */
-static void
-k64 (uint8_t k[8], uint64_t v)
-{
-  put_be64 (k, v);
-}
-
-/* fsck must find the pool clean. */
-static void
-assert_fsck_clean (struct cairn_dev *dev)
-{
-  struct fsck_report rep;
-
-  cr_assert_eq (fsck_pool (dev, NULL, &rep), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (rep.errors, 0, "fsck found %" PRIu64 " problems (leaked %"
-                PRIu64 ", free but used %" PRIu64 ")", rep.errors,
-                rep.blocks_leaked, rep.blocks_free_but_used);
-}
+#include "test-btree.h"
 
 Test (btree, empty_tree)
 {
@@ -516,7 +412,7 @@ Test (btree, model_million_ops, .timeout = 600)
   fprintf (stderr, "btree.model_million_ops: %" PRIu64 " inserts, %" PRIu64
            " deletes, %" PRIu64 " lookups\n", inserts, deletes, lookups);
   cr_assert_eq (pool_close (e.pool), 0);
-  assert_fsck_clean (e.dev);
+  assert_fsck_clean (e.dev, "after a million operations");
   dev_close (e.dev);
   free (m);
 }
@@ -559,6 +455,6 @@ Test (btree, deletes_from_the_end_of_a_sequential_tree)
       cr_assert_eq (pool_commit (e.pool), 0, "%s", cairn_errmsg ());
   }
   cr_assert_eq (pool_close (e.pool), 0);
-  assert_fsck_clean (e.dev);
+  assert_fsck_clean (e.dev, "after the deletes from the end");
   dev_close (e.dev);
 }

@@ -1,4 +1,4 @@
-/* Helpers shared by the unit tests: seeds and a small PRNG.
+/* Helpers shared by the unit tests: seeds, scale and a small PRNG.
  *
  * Randomised tests take their seed from CAIRN_TEST_SEED (a number, or
  * "random" for a fresh one), else a fixed default so that CI is
@@ -28,6 +28,18 @@ test_seed (const char *name, uint64_t fallback)
   fprintf (stderr, "%s: seed %" PRIu64 " (replay with CAIRN_TEST_SEED=%" PRIu64
            ")\n", name, seed, seed);
   return seed;
+}
+
+/* The work multiplier of long randomised tests: CAIRN_TEST_SCALE (a
+ * positive integer, default 1), for bug hunts far longer than CI's runs.
+ */
+static inline unsigned
+test_scale (void)
+{
+  const char *s = getenv ("CAIRN_TEST_SCALE");
+  unsigned long n = s && *s ? strtoul (s, NULL, 10) : 1;
+
+  return n >= 1 && n <= 100000 ? (unsigned) n : 1;
 }
 
 /* splitmix64: small, fast, seedable. */

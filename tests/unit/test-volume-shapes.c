@@ -88,16 +88,6 @@ struct world {
   unsigned n_commit, n_reclaim, n_unique;
 };
 
-/* The work multiplier from CAIRN_TEST_SCALE (default 1). */
-static unsigned
-test_scale (void)
-{
-  const char *s = getenv ("CAIRN_TEST_SCALE");
-  unsigned long n = s && *s ? strtoul (s, NULL, 10) : 1;
-
-  return n >= 1 && n <= 100000 ? (unsigned) n : 1;
-}
-
 /* The bytes of block b written with tag (never all zeros unless tag 0). */
 static void
 block_fill (uint8_t *p, uint32_t tag, uint64_t b)
