@@ -56,9 +56,24 @@ vol_resize (struct cairn_pool *pool, const char *name, uint64_t size, bool force
   struct cat_request req = { .kind = REQ_RESIZE, .name = name, .size = size,
                              .flag = force };
 
+  struct cairn_volume *v;
+
   if (size == 0 || size % 512)
     return cairn_fail (-EINVAL, "volume size %" PRIu64 " must be a positive "
                        "multiple of 512 bytes", size);
+  /* Growing from inside a block: first zero that block past the old end,
+   * which a shrink may have left as it was.  (A name that does not open
+   * gets its error from the request.)
+   */
+  if (vol_open (pool, name, &v) == 0) {
+    int r = 0;
+
+    if (vol_size (v) < size)
+      r = vol_zero_tail (v);
+    vol_close (v);
+    if (r < 0)
+      return r;
+  }
   return cat_submit (pool, &req);
 }
 

@@ -449,6 +449,37 @@ apply_partial_abort (struct catalog *cat, struct cat_request *req,
 
 /* ---------------------------------------------------------------- API: receiving */
 
+/* A partial cloned from a base whose size ends inside a block, and given
+ * a larger size: zero the rest of that block, which a shrink may have left
+ * as it was (vol_zero_tail), before the stream's data comes.  The stream
+ * carries the block only if it changed at the sender, whose own grow
+ * zeroed its copy; the two copies may differ there (a rollback receive's
+ * base is an older state of this side's).  Durable (FUA) like the
+ * partial itself.
+ */
+static int
+zero_base_tail (struct cairn_pool *pool, const char *name, const char *base,
+                uint64_t size)
+{
+  struct cairn_volume *v;
+  uint64_t from, to;
+  int r = vol_open (pool, base, &v);
+
+  if (r < 0)
+    return r;
+  from = vol_size (v);
+  vol_close (v);
+  to = MIN (DIV_ROUND_UP (from, BLOCK_SIZE) * BLOCK_SIZE, size);
+  if (from % BLOCK_SIZE == 0 || to <= from)
+    return 0;
+  r = vol_partial_open (pool, name, &v);
+  if (r < 0)
+    return r;
+  r = vol_zero (v, (uint32_t) (to - from), from, VOL_FUA);
+  vol_close (v);
+  return r;
+}
+
 int
 vol_partial_create (struct cairn_pool *pool, const char *name,
                     const char *base, uint64_t size, const char *state,
@@ -474,7 +505,11 @@ vol_partial_create (struct cairn_pool *pool, const char *name,
                       "of its snapshots, not '%s'", name, base);
     req.snap = base + nlen + 1;
   }
-  return r < 0 ? r : cat_submit (pool, &req);
+  if (r == 0)
+    r = cat_submit (pool, &req);
+  if (r == 0 && base)
+    r = zero_base_tail (pool, name, base, size);
+  return r;
 }
 
 int

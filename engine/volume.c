@@ -692,6 +692,39 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
   return r;
 }
 
+/* Zero the bytes of the last block past the end of a volume whose size is
+ * not a whole number of blocks (volume.h).  They are not part of the
+ * volume, so no client writes them meanwhile.
+ */
+int
+vol_zero_tail (struct cairn_volume *v)
+{
+  uint64_t size = vol_size (v), lbn = size / BLOCK_SIZE;
+  size_t keep = size % BLOCK_SIZE;
+  uint8_t *blk;
+  int r;
+
+  if (keep == 0)
+    return 0;
+  blk = malloc (BLOCK_SIZE);
+  if (blk == NULL)
+    return cairn_fail (-ENOMEM, "out of memory resizing '%s'", v->info.name);
+  pthread_mutex_lock (&v->vs->rmw_lock);
+  r = read_blocks (v, lbn, 1, blk);
+  if (r == 0) {
+    uint8_t *tail = blk + keep;
+
+    /* Rewrite the block only if its tail holds anything. */
+    if (tail[0] != 0 || memcmp (tail, tail + 1, BLOCK_SIZE - keep - 1) != 0) {
+      memset (tail, 0, BLOCK_SIZE - keep);
+      r = write_blocks (v, lbn, 1, blk, NULL);
+    }
+  }
+  pthread_mutex_unlock (&v->vs->rmw_lock);
+  free (blk);
+  return r;
+}
+
 int
 vol_pwrite (struct cairn_volume *v, const void *buf, uint32_t count,
             uint64_t off, unsigned flags)

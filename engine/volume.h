@@ -379,6 +379,12 @@ int vol_zero (struct cairn_volume *vol, uint32_t count, uint64_t off,
               unsigned flags) CAIRN_WUR;
 int vol_trim (struct cairn_volume *vol, uint32_t count, uint64_t off,
               unsigned flags) CAIRN_WUR;
+/* Zero the bytes past the end of a volume in its last block, when its size
+ * is not a whole number of blocks.  A shrink to such a size keeps that
+ * block whole; vol_resize calls this before it grows the volume, so that
+ * what a shrink discarded does not come back.
+ */
+int vol_zero_tail (struct cairn_volume *vol) CAIRN_WUR;
 /* Make every acknowledged write of the pool durable (a group commit). */
 int vol_flush (struct cairn_volume *vol) CAIRN_WUR;
 

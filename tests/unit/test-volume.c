@@ -385,6 +385,41 @@ Test (volume, shrink_in_the_generation_of_a_write)
   dev_close (dev);
 }
 
+/* A shrink to a size inside a block keeps that block whole; the bytes past
+ * the new end must not come back when the volume grows again (vol_resize
+ * zeroes them first).  Before, they read as the old data.
+ */
+Test (volume, shrink_inside_a_block_then_grow_reads_zeros)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct cairn_volume *v;
+  uint8_t buf[8192], back[8192], zero[2048] = { 0 };
+
+  fill_pattern (buf, sizeof buf, 7);
+  cr_assert_eq (vol_create (pool, "v", 16384, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pwrite (v, buf, sizeof buf, 0, 0), 0, "%s", cairn_errmsg ());
+  vol_close (v);
+  cr_assert_eq (snap_create (pool, "v", "whole"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_resize (pool, "v", 6144, true), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_resize (pool, "v", 16384, false), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &v), 0);
+  cr_assert_eq (vol_pread (v, back, sizeof back, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (back, buf, 6144, "the bytes before the shrink's end");
+  cr_assert_arr_eq (back + 6144, zero, 2048, "the bytes the shrink discarded "
+                    "came back");
+  vol_close (v);
+  /* The snapshot taken before still has them. */
+  cr_assert_eq (vol_open (pool, "v@whole", &v), 0);
+  cr_assert_eq (vol_pread (v, back, sizeof back, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_arr_eq (back, buf, sizeof buf);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after a shrink and a grow");
+  dev_close (dev);
+}
+
 /* Rollback keeps every later state valid. */
 /* vol_list_props callback: the value of "org:owner". */
 static int
