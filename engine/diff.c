@@ -8,6 +8,8 @@
  * new data, and what the old state mapped but the new one does not is now
  * a hole.  The range is widened by the longest extent, since an extent
  * keyed in one leaf may reach into the next; runs found twice are merged.
+ * A new state whose tree was emptied has no root to walk from: all that
+ * the old state mapped is a hole, and finding it costs what changed.
  */
 #include <config.h>
 
@@ -191,7 +193,14 @@ diff_runs (struct cairn_pool *pool, struct cairn_volume *a,
   d->maxe = max_ext_blocks (cat);
   btree_rdlock (d->b);
   btree_get_root (d->b, &root);
-  r = btree_walk_since (pool_cache (pool), &root, d->since, on_changed_leaf, d);
+  /* A tree whose last item was deleted has no root (btree_delete), so no
+   * birth to walk by: whatever the old state mapped is a hole now.
+   */
+  if (root.bp.addr == 0)
+    r = holes_in (d, 0, d->nblocks);
+  else
+    r = btree_walk_since (pool_cache (pool), &root, d->since, on_changed_leaf,
+                          d);
   btree_unlock (d->b);
   if (r < 0) {
     free (d->runs);

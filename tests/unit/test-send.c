@@ -391,58 +391,6 @@ Test (send, chain_of_incrementals)
   dev_close (db);
 }
 
-/* An incremental stream carries the trim of a whole leaf.  Single-block
- * extents at every other block fill 4 KiB leaves of 56 items; trimming
- * one leaf's items empties it, its full sibling cannot take it in, and
- * the leaf leaves the tree.  The diff that makes the stream used to miss
- * those holes (the sibling whose range grew was not rewritten), and the
- * receiver kept the old data where the source reads zeros.
- */
-Test (send, incremental_carries_the_trim_of_a_whole_leaf)
-{
-  struct pool_format_opts fo = { .node_size = NODE_SIZE_MIN };
-  enum { BLOCKS = 12288, PER_LEAF = 56 };
-  const uint64_t lo = 2 * PER_LEAF * 91, hi = lo + 2 * PER_LEAF;
-  struct rng rng = { 1 };
-  struct cairn_dev *da, *db = mem_pool (128 * MIB, NULL);
-  struct cairn_pool *a, *b = pool_open_ok (db);
-  struct repl_recv_result res;
-  struct cairn_volume *v;
-  uint8_t data[4096];
-  struct buf s;
-
-  cr_assert_eq (dev_mem_create (256 * MIB, &da), 0);
-  cr_assert_eq (pool_format (da, &fo, NULL), 0, "%s", cairn_errmsg ());
-  a = pool_open_ok (da);
-  cr_assert_eq (vol_create (a, "v", (uint64_t) BLOCKS * 4096, NULL), 0, "%s",
-                cairn_errmsg ());
-  cr_assert_eq (vol_open (a, "v", &v), 0, "%s", cairn_errmsg ());
-  for (uint64_t i = 0; i < BLOCKS; i += 2) {
-    fill_pattern (data, sizeof data, i + 1);
-    cr_assert_eq (vol_pwrite (v, data, sizeof data, i * 4096, 0), 0, "%s",
-                  cairn_errmsg ());
-  }
-  cr_assert_eq (snap_create (a, "v", "s0"), 0, "%s", cairn_errmsg ());
-  s = send_to_buf (a, "v@s0", NULL, NULL);
-  cr_assert_eq (receive_buf (b, "v", s.p, s.len, &rng, NULL), 0, "%s",
-                cairn_errmsg ());
-  free (s.p);
-  cr_assert_eq (vol_trim (v, (uint32_t) ((hi - lo) * 4096), lo * 4096, 0), 0,
-                "%s", cairn_errmsg ());
-  vol_close (v);
-  cr_assert_eq (snap_create (a, "v", "s1"), 0, "%s", cairn_errmsg ());
-  s = send_to_buf (a, "v@s1", "s0", NULL);
-  cr_assert_eq (receive_buf (b, "v", s.p, s.len, &rng, &res), 0, "%s",
-                cairn_errmsg ());
-  free (s.p);
-  cr_assert (res.incremental);
-  assert_same (a, "v@s1", b, "v@s1");
-  cr_assert_eq (pool_close (a), 0);
-  cr_assert_eq (pool_close (b), 0);
-  dev_close (da);
-  dev_close (db);
-}
-
 /* ---------------------------------------------------------------- broken streams */
 
 void
