@@ -99,7 +99,11 @@ pace_until () {
   local pid=$1 sock=$2 want=$3
   for _ in $(seq 3000); do
     kill -STOP "$pid"
-    kill -0 "$CLIENT" 2>/dev/null || { kill -CONT "$pid"; fail "the transfer ended before byte $want"; }
+    if ! kill -0 "$CLIENT" 2>/dev/null; then
+      kill -CONT "$pid"
+      local rc=0; wait "$CLIENT" || rc=$?
+      fail "the transfer ended (exit status $rc) at byte $(job_done "$sock"), before byte $want"
+    fi
     [ "$(job_done "$sock")" -ge "$want" ] && return 0
     kill -CONT "$pid"
     sleep 0.02
