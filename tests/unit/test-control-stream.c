@@ -284,6 +284,19 @@ wait_no_jobs (void)
   control_client_close (c);
 }
 
+/* Wait until the receive into vol on B has made its partial (the server
+ * may take the frames that follow, a bad one say, before its job has
+ * read the first).
+ */
+static void
+wait_partial (const char *vol)
+{
+  for (int i = 0; vol_partial_get (pool_b, vol, NULL, NULL) != 0; i++) {
+    cr_assert (i < 500, "no partial for '%s' after 10 s", vol);
+    usleep (20000);
+  }
+}
+
 /* The token of v's interrupted receive on B (must exist). */
 static char *
 token_of (const char *vol)
@@ -588,6 +601,7 @@ Test (stream, bad_frame_closes_the_connection)
   control_frame_header (65536, hdr);
   cr_assert_eq (write (fd, hdr, 4), 4);
   cr_assert_eq (write (fd, full.p, 65536), 65536);
+  wait_partial ("v");
   memset (hdr, 0x7f, 4);
   cr_assert_eq (write (fd, hdr, 4), 4);
   /* The server closes: read until the end (any reply is the error). */
