@@ -55,7 +55,6 @@ vol_resize (struct cairn_pool *pool, const char *name, uint64_t size, bool force
 {
   struct cat_request req = { .kind = REQ_RESIZE, .name = name, .size = size,
                              .flag = force };
-
   struct cairn_volume *v;
 
   if (size == 0 || size % 512)

@@ -626,67 +626,72 @@ check_writable (struct cairn_volume *v)
   return 0;
 }
 
-/* Write bytes (a partial first or last block is read, merged, rewritten).
- * sums, for whole blocks only, are their digests.
+/* Write count bytes at off, of buf or zeros (a partial first or last block
+ * is read, merged, rewritten; one the request leaves as it was is not);
+ * sums, for whole blocks only, are their digests.  No check of the
+ * handle or the range.
  */
+static int
+merge_write (struct cairn_volume *v, const void *buf, uint32_t count,
+             uint64_t off, bool zero, const uint8_t *sums)
+{
+  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
+  size_t len = (end - lbn) * BLOCK_SIZE;
+  uint8_t *tmp;
+  int r;
+
+  if (off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0)
+    return write_blocks (v, lbn, end - lbn, zero ? NULL : buf, sums);
+  tmp = malloc (len);
+  if (tmp == NULL)
+    return cairn_fail (-ENOMEM, "out of memory writing '%s'", v->info.name);
+  /* Concurrent partial writes to one block would lose one another's
+   * bytes: serialise them.
+   */
+  pthread_mutex_lock (&v->vs->rmw_lock);
+  r = read_blocks (v, lbn, 1, tmp);
+  if (r == 0 && end - lbn > 1)
+    r = read_blocks (v, end - 1, 1, tmp + len - BLOCK_SIZE);
+  if (r == 0) {
+    uint8_t first[BLOCK_SIZE], last[BLOCK_SIZE];
+    uint64_t from = lbn, to = end;
+
+    memcpy (first, tmp, BLOCK_SIZE);
+    memcpy (last, tmp + len - BLOCK_SIZE, BLOCK_SIZE);
+    if (zero)
+      memset (tmp + off % BLOCK_SIZE, 0, count);
+    else
+      memcpy (tmp + off % BLOCK_SIZE, buf, count);
+    /* A partial edge block the request leaves as it was is not
+     * rewritten (zeroing bytes that are zero already, say): no new
+     * data, nothing for diffs and snapshots to carry.
+     */
+    if (memcmp (tmp, first, BLOCK_SIZE) == 0)
+      from++;
+    if (to > from && memcmp (tmp + len - BLOCK_SIZE, last, BLOCK_SIZE) == 0)
+      to--;
+    if (to > from)
+      r = write_blocks (v, from, to - from, tmp + (from - lbn) * BLOCK_SIZE,
+                        NULL);
+  }
+  pthread_mutex_unlock (&v->vs->rmw_lock);
+  free (tmp);
+  return r;
+}
+
+/* Write bytes through a handle: checked, counted, FUA honoured. */
 static int
 write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
              uint64_t off, unsigned flags, bool zero, const uint8_t *sums)
 {
-  uint64_t lbn = off / BLOCK_SIZE, end = DIV_ROUND_UP (off + count, BLOCK_SIZE);
-  bool aligned = off % BLOCK_SIZE == 0 && count % BLOCK_SIZE == 0;
-  uint8_t *tmp = NULL;
   int r = check_writable (v);
 
   if (r == 0)
     r = check_range (v, count, off);
-  if (r < 0 || count == 0)
-    goto out;
-  if (aligned)
-    r = write_blocks (v, lbn, end - lbn, zero ? NULL : buf, sums);
-  else {
-    size_t len = (end - lbn) * BLOCK_SIZE;
-
-    tmp = malloc (len);
-    if (tmp == NULL) {
-      r = cairn_fail (-ENOMEM, "out of memory writing '%s'", v->info.name);
-      goto out;
-    }
-    /* Concurrent partial writes to one block would lose one another's
-     * bytes: serialise them.
-     */
-    pthread_mutex_lock (&v->vs->rmw_lock);
-    r = read_blocks (v, lbn, 1, tmp);
-    if (r == 0 && end - lbn > 1)
-      r = read_blocks (v, end - 1, 1, tmp + len - BLOCK_SIZE);
-    if (r == 0) {
-      uint8_t first[BLOCK_SIZE], last[BLOCK_SIZE];
-      uint64_t from = lbn, to = end;
-
-      memcpy (first, tmp, BLOCK_SIZE);
-      memcpy (last, tmp + len - BLOCK_SIZE, BLOCK_SIZE);
-      if (zero)
-        memset (tmp + off % BLOCK_SIZE, 0, count);
-      else
-        memcpy (tmp + off % BLOCK_SIZE, buf, count);
-      /* A partial edge block the request leaves as it was is not
-       * rewritten (zeroing bytes that are zero already, say): no new
-       * data, nothing for diffs and snapshots to carry.
-       */
-      if (memcmp (tmp, first, BLOCK_SIZE) == 0)
-        from++;
-      if (to > from && memcmp (tmp + len - BLOCK_SIZE, last, BLOCK_SIZE) == 0)
-        to--;
-      if (to > from)
-        r = write_blocks (v, from, to - from, tmp + (from - lbn) * BLOCK_SIZE,
-                          NULL);
-    }
-    pthread_mutex_unlock (&v->vs->rmw_lock);
-  }
-  if (r == 0 && (flags & VOL_FUA))
+  if (r == 0 && count > 0)
+    r = merge_write (v, buf, count, off, zero, sums);
+  if (r == 0 && count > 0 && (flags & VOL_FUA))
     r = pool_commit (v->cat->pool);
- out:
-  free (tmp);
   if (r < 0)
     COUNT (v, errors, 1);
   return r;
@@ -694,35 +699,16 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
 
 /* Zero the bytes of the last block past the end of a volume whose size is
  * not a whole number of blocks (volume.h).  They are not part of the
- * volume, so no client writes them meanwhile.
+ * volume, so no client writes them meanwhile; merge_write leaves the block
+ * as it is when they are zeros already.
  */
 int
 vol_zero_tail (struct cairn_volume *v)
 {
-  uint64_t size = vol_size (v), lbn = size / BLOCK_SIZE;
-  size_t keep = size % BLOCK_SIZE;
-  uint8_t *blk;
-  int r;
+  uint64_t size = vol_size (v);
+  uint32_t keep = (uint32_t) (size % BLOCK_SIZE);
 
-  if (keep == 0)
-    return 0;
-  blk = malloc (BLOCK_SIZE);
-  if (blk == NULL)
-    return cairn_fail (-ENOMEM, "out of memory resizing '%s'", v->info.name);
-  pthread_mutex_lock (&v->vs->rmw_lock);
-  r = read_blocks (v, lbn, 1, blk);
-  if (r == 0) {
-    uint8_t *tail = blk + keep;
-
-    /* Rewrite the block only if its tail holds anything. */
-    if (tail[0] != 0 || memcmp (tail, tail + 1, BLOCK_SIZE - keep - 1) != 0) {
-      memset (tail, 0, BLOCK_SIZE - keep);
-      r = write_blocks (v, lbn, 1, blk, NULL);
-    }
-  }
-  pthread_mutex_unlock (&v->vs->rmw_lock);
-  free (blk);
-  return r;
+  return keep ? merge_write (v, NULL, BLOCK_SIZE - keep, size, true, NULL) : 0;
 }
 
 int
