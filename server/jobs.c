@@ -226,6 +226,8 @@ notify (struct control_ctx *ctx, const char *method, json_t *params)
     return;
 }
 
+static int stream_flush (struct control_ctx *ctx);
+
 void
 control_job_progress (struct control_ctx *ctx, uint64_t done, uint64_t total)
 {
@@ -244,8 +246,15 @@ control_job_progress (struct control_ctx *ctx, uint64_t done, uint64_t total)
     params = job_json (job);
   }
   pthread_mutex_unlock (&ctx->jobs->lock);
-  if (params)
-    notify (ctx, "job.progress", params);
+  if (params == NULL)
+    return;
+  /* The data that done counts goes first: a receiver that carries the
+   * figure on with its own count (a pull) must not count a byte twice.
+   * Fails only if the client left: nothing more to send then.
+   */
+  if (ctx->streaming && ctx->chan->mode == CHAN_SEND)
+    (void) stream_flush (ctx);
+  notify (ctx, "job.progress", params);
 }
 
 /* Queue the pending stream data as one frame. */

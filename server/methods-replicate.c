@@ -41,8 +41,10 @@
  * continues without resending what arrived: the snapshots of a chain that
  * arrived are the receiver's now, so the chain starts after them.
  *
- * Both are long-running jobs: progress is the sender's (data bytes of the
- * total), cancelling stops the stream (the receiver keeps what it has).
+ * Both are long-running jobs: progress counts data bytes of the total, as
+ * sent for a push (over the chain) and as arrived for a pull (per stream:
+ * the sender tells each stream's total), and cancelling stops the stream
+ * (the receiver keeps what it has).
  *
  * TLS (server/tls.c): the job connects with TLS when this server has
  * control TLS credentials (control-tls-certificates= or control-tls-psk=,
@@ -582,16 +584,51 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
 
 /* ---------------------------------------------------------------- pull */
 
+/* A pull's progress, per stream.  The sender's job.progress notifications
+ * (one every half second at most) give the stream's total and how far it
+ * stands, counting what a resumed stream skipped; the data bytes received
+ * since the last one carry it on between them.  So the job shows what has
+ * arrived here, not what the sender said up to half a second ago: the
+ * sender queues a notification after the data it counts (jobs.c), and
+ * both sides count the same WRITE record lengths.
+ */
+struct pull_progress {
+  struct control_ctx *ctx;
+  uint64_t done, total;       /* the sender's last figures (0, 0: none yet) */
+  uint64_t data, at;          /* data bytes received; data when done came */
+};
+
+static void
+pull_report (const struct pull_progress *pp)
+{
+  control_job_progress (pp->ctx, MIN (pp->done + (pp->data - pp->at),
+                                      pp->total), pp->total);
+}
+
 static void
 pull_notify (void *opaque, const char *method, json_t *params)
 {
-  struct control_ctx *ctx = opaque;
+  struct pull_progress *pp = opaque;
 
-  if (strcmp (method, "job.progress") == 0)
-    control_job_progress (ctx, (uint64_t) json_integer_value
-                          (json_object_get (params, "done")),
-                          (uint64_t) json_integer_value
-                          (json_object_get (params, "total")));
+  if (strcmp (method, "job.progress") != 0)
+    return;
+  pp->done = (uint64_t) json_integer_value (json_object_get (params, "done"));
+  pp->total = (uint64_t) json_integer_value (json_object_get (params,
+                                                              "total"));
+  pp->at = pp->data;
+  pull_report (pp);
+}
+
+/* The receiver's progress: data bytes written (its total is always 0). */
+static void
+pull_received (void *opaque, uint64_t data_bytes, uint64_t total)
+{
+  struct pull_progress *pp = opaque;
+
+  (void) total;
+  pp->data = data_bytes;
+  if (pp->total > 0)
+    pull_report (pp);
 }
 
 /* Receive the remote's snapshot vol@name (base: NULL or a snapshot name)
@@ -602,7 +639,10 @@ pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
              const char *name, const char *base, const char *guid,
              bool rollback, json_t **info)
 {
-  struct repl_recv_opts ro = { .rollback = rollback };
+  struct pull_progress pp = { .ctx = ctx };
+  struct repl_recv_opts ro = { .rollback = rollback,
+                               .progress = pull_received,
+                               .progress_opaque = &pp };
   struct cairn_pool *pool = ctx_pool (ctx);
   char snap[2 * VOL_NAME_MAX + 2], tok[STREAM_TOKEN_MAX], to[17];
   struct repl_recv_result res;
@@ -632,6 +672,7 @@ pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
   r = repl_recv_new (pool, vol, &ro, &rr);
   if (r < 0)
     goto out;
+  control_client_set_notify (rm->c, pull_notify, &pp);
   params = json_pack ("{s:s, s:s*, s:s*}", "snapshot", snap, "from", base,
                       "resume", resume);
   r = params ? control_client_stream_start (rm->c, "stream.send", params,
@@ -686,6 +727,7 @@ pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
                          "data_bytes", (json_int_t) res.data_bytes);
   }
  out:
+  control_client_set_notify (rm->c, NULL, NULL);
   repl_recv_free (rr);
   stream_recv_release (slot);
   json_decref (ready);
@@ -728,7 +770,6 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
     r = cairn_fail (-ENOMEM, "out of memory");
   if (r < 0)
     goto out;
-  control_client_set_notify (rm.c, pull_notify, ctx);
   n = json_array_size (rsnaps);
   if (n == 0) {
     r = cairn_fail (-ENOENT, "%s has no snapshot of '%s' (or no volume "
