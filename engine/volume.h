@@ -160,8 +160,18 @@ int vol_damage_error (const struct vol_damage *d) CAIRN_WUR;
 
 /* ---- catalog: snapshots and clones */
 
-/* Snapshot one volume: the state at the end of the open generation, which
- * the call ends; durable when it returns.
+/* Snapshot one volume: the state at the end of the generation that the
+ * call ends (the freeze of the next commit after any running one);
+ * durable when it returns.  So it holds every write acknowledged before
+ * the call, none started after it returned, and each write made during
+ * the call whole or not at all: writes keep flowing until the freeze, as
+ * in ZFS and btrfs.  DESIGN.md §2.3 says "every write after the request
+ * belongs to G+1"; holding writers of the volume out from the call to the
+ * freeze (up to a running commit's I/O) would give that, at the cost of
+ * stalling them; a client gains nothing it could rely on from it, since
+ * nothing orders a control request against NBD writes on other
+ * connections (tests/unit/test-volume-concurrent.c checks the bounds
+ * above).
  */
 int snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
   CAIRN_WUR;
