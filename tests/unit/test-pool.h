@@ -14,6 +14,18 @@
 #include "fsck.h"
 #include "pool.h"
 
+/* Blocks in use, leaving out the space map's own (its log grows with every
+ * commit): what deleting everything must bring a pool back to.
+ */
+static inline uint64_t
+pool_blocks_in_use (struct cairn_pool *pool)
+{
+  struct pool_info pi;
+
+  pool_info (pool, &pi);
+  return pi.space.allocated - pi.spacemap_blocks;
+}
+
 /* Collect fsck's problem lines. */
 struct problems {
   char text[8192];

@@ -97,16 +97,6 @@ read_matches (struct who *t, struct cairn_volume *h, const char *what,
                       off);
 }
 
-/* Blocks in use but the space map's own (whose log grows every commit). */
-static uint64_t
-blocks_in_use (struct cairn_pool *pool)
-{
-  struct pool_info pi;
-
-  pool_info (pool, &pi);
-  return pi.space.allocated - pi.spacemap_blocks;
-}
-
 /* Close the pool, check it with fsck and open it again. */
 static struct cairn_pool *
 reopen_pool (struct cairn_pool *pool, struct cairn_dev *dev, const char *when)
@@ -126,7 +116,7 @@ empty_base (struct cairn_pool **poolp, struct cairn_dev *dev)
   cr_assert_eq (vol_delete (*poolp, "probe", 0), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_reclaim_wait (*poolp, NULL, NULL), 0);
   *poolp = reopen_pool (*poolp, dev, "empty pool");
-  return blocks_in_use (*poolp);
+  return pool_blocks_in_use (*poolp);
 }
 
 /* Everything is deleted: reclaim it, across reopens, find the pool as it
@@ -141,9 +131,9 @@ assert_all_space_back (struct cairn_pool *pool, struct cairn_dev *dev,
                   cairn_errmsg ());
     pool = reopen_pool (pool, dev, "after deleting everything");
   }
-  cr_assert_eq (blocks_in_use (pool), base, "%s: %" PRIu64 " blocks in use "
+  cr_assert_eq (pool_blocks_in_use (pool), base, "%s: %" PRIu64 " blocks in use "
                 "after deleting everything, %" PRIu64 " in the empty pool",
-                test, blocks_in_use (pool), base);
+                test, pool_blocks_in_use (pool), base);
   cr_assert_eq (pool_close (pool), 0, "%s: %s", test, cairn_errmsg ());
   assert_fsck_clean (dev, test);
 }

@@ -28,18 +28,6 @@ open_pool_stepped (struct cairn_dev *dev)
   return pool;
 }
 
-/* Allocated blocks, leaving out the space map's own (its log grows with
- * every commit).
- */
-static uint64_t
-allocated (struct cairn_pool *pool)
-{
-  struct pool_info info;
-
-  pool_info (pool, &info);
-  return info.space.allocated - info.spacemap_blocks;
-}
-
 /* Reclaim everything deleted, a step at a time; returns the steps. */
 static unsigned
 reclaim_by_steps (struct cairn_pool *pool)
@@ -64,7 +52,7 @@ empty_pool_base (struct cairn_pool *pool)
   cr_assert_eq (vol_delete (pool, "probe", 0), 0);
   reclaim_by_steps (pool);
   cr_assert_eq (pool_commit (pool), 0);
-  return allocated (pool);
+  return pool_blocks_in_use (pool);
 }
 
 /* Deleting a volume takes effect at once; its space comes back in bounded
@@ -100,7 +88,7 @@ Test (volume, background_delete_resumes_after_restart)
   }
   vol_close (v);
   cr_assert_eq (pool_commit (pool), 0);
-  full = allocated (pool);
+  full = pool_blocks_in_use (pool);
 
   /* The delete is immediate: the name is free again at once. */
   cr_assert_eq (vol_delete (pool, "big", VOL_DELETE_RECURSIVE), 0, "%s", cairn_errmsg ());
@@ -114,12 +102,12 @@ Test (volume, background_delete_resumes_after_restart)
   cr_assert_eq (ri.volumes, 2);
 
   /* Step, restarting every few steps, until done. */
-  last = allocated (pool);
+  last = pool_blocks_in_use (pool);
   while (more || steps == 0) {
     cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
     steps++;
-    cr_assert_leq (allocated (pool), last, "a step never takes space");
-    last = allocated (pool);
+    cr_assert_leq (pool_blocks_in_use (pool), last, "a step never takes space");
+    last = pool_blocks_in_use (pool);
     if (more && rng_below (&r, 4) == 0) {
       char when[64];
 
@@ -137,7 +125,7 @@ Test (volume, background_delete_resumes_after_restart)
   cr_assert_gt (steps, 10, "small steps: the delete took several");
   cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
   cr_assert_eq (ri.volumes, 0);
-  cr_assert_eq (allocated (pool), base, "every block is back");
+  cr_assert_eq (pool_blocks_in_use (pool), base, "every block is back");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after reclaiming");
   dev_close (dev);
@@ -153,7 +141,7 @@ Test (volume, background_delete_runs_by_itself)
   uint8_t block[4096];
   uint64_t base;
 
-  base = allocated (pool);
+  base = pool_blocks_in_use (pool);
   cr_assert_eq (vol_create (pool, "v", 8 << 20, NULL), 0);
   cr_assert_eq (vol_open (pool, "v", &v), 0);
   fill_pattern (block, sizeof block, 9);
@@ -172,7 +160,7 @@ Test (volume, background_delete_runs_by_itself)
   cr_assert_eq (ri.volumes, 0, "the background finished within 10 s");
   cr_assert_eq (pool_commit (pool), 0);
   cr_assert_gt (ri.freed_bytes, 512 * 4096 - 1);
-  cr_assert_leq (allocated (pool), base + 64, "the space is back "
+  cr_assert_leq (pool_blocks_in_use (pool), base + 64, "the space is back "
                  "(the catalog's trees may have grown a node)");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after a background delete");
@@ -254,7 +242,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (vol_pread (hv, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, b, 4096);
   reclaim_by_steps (pool);
-  cr_assert_gt (allocated (pool), base, "the open volume keeps its data");
+  cr_assert_gt (pool_blocks_in_use (pool), base, "the open volume keeps its data");
 
   /* A crash with the handle still open: the next open finishes. */
   crashed = copy_dev (dev, size);
@@ -263,7 +251,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (vol_reclaim_status (pool, &ri), 0);
   cr_assert_eq (ri.volumes, 1, "closing the last handle started the delete");
   reclaim_by_steps (pool);
-  cr_assert_eq (allocated (pool), base, "every block is back");
+  cr_assert_eq (pool_blocks_in_use (pool), base, "every block is back");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after the handles closed");
   dev_close (dev);
@@ -273,7 +261,7 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (vol_open (pool, "v", &h), -ENOENT);
   cr_assert_eq (pool_commit (pool), 0);
   reclaim_by_steps (pool);
-  cr_assert_eq (allocated (pool), base, "the reopened pool finished the deletes");
+  cr_assert_eq (pool_blocks_in_use (pool), base, "the reopened pool finished the deletes");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (crashed, "after finishing the deletes");
   dev_close (crashed);
