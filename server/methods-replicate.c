@@ -41,10 +41,10 @@
  * continues without resending what arrived: the snapshots of a chain that
  * arrived are the receiver's now, so the chain starts after them.
  *
- * Both are long-running jobs: progress counts data bytes of the total, as
- * sent for a push (over the chain) and as arrived for a pull (per stream:
- * the sender tells each stream's total), and cancelling stops the stream
- * (the receiver keeps what it has).
+ * Both are long-running jobs: progress counts data bytes of the whole
+ * chain's total, as sent for a push and as arrived for a pull (whose
+ * remote tells each stream's data first, stream.size), and cancelling
+ * stops the stream (the receiver keeps what it has).
  *
  * TLS (server/tls.c): the job connects with TLS when this server has
  * control TLS credentials (control-tls-certificates= or control-tls-psk=,
@@ -584,16 +584,21 @@ replicate_push (struct control_ctx *ctx, json_t *params, json_t **result)
 
 /* ---------------------------------------------------------------- pull */
 
-/* A pull's progress, per stream.  The sender's job.progress notifications
- * (one every half second at most) give the stream's total and how far it
- * stands, counting what a resumed stream skipped; the data bytes received
- * since the last one carry it on between them.  So the job shows what has
+/* A pull's progress.  Over the chain, as a push's: the remote tells each
+ * stream's data first (stream.size), and the streams before this one
+ * count whole.  Within a stream, the sender's job.progress notifications
+ * (one every half second at most) give its total and how far it stands,
+ * counting what a resumed stream skipped; the data bytes received since
+ * the last one carry it on between them.  So the job shows what has
  * arrived here, not what the sender said up to half a second ago: the
  * sender queues a notification after the data it counts (jobs.c), and
- * both sides count the same WRITE record lengths.
+ * both sides count the same WRITE record lengths.  A remote without
+ * stream.size (an older server) gives progress per stream.
  */
 struct pull_progress {
   struct control_ctx *ctx;
+  uint64_t before, chain;     /* data of the streams before this one, of
+                                 all of them (0: not known) */
   uint64_t done, total;       /* the sender's last figures (0, 0: none yet) */
   uint64_t data, at;          /* data bytes received; data when done came */
 };
@@ -601,8 +606,46 @@ struct pull_progress {
 static void
 pull_report (const struct pull_progress *pp)
 {
-  control_job_progress (pp->ctx, MIN (pp->done + (pp->data - pp->at),
-                                      pp->total), pp->total);
+  /* As push_progress: never past the next stream's start, nor the total. */
+  control_job_progress (pp->ctx, pp->before +
+                        MIN (pp->done + (pp->data - pp->at), pp->total),
+                        MAX (pp->chain, pp->before + pp->total));
+}
+
+/* The data of each stream of the chain rsnaps[start..] (the first from
+ * base, NULL: whole), as the remote counts it, into sizes; all 0 when the
+ * remote does not know stream.size.
+ */
+static int
+pull_sizes (struct remote *rm, const char *vol, json_t *rsnaps, size_t start,
+            const char *base, uint64_t *sizes)
+{
+  char snap[2 * VOL_NAME_MAX + 2];
+  size_t n = json_array_size (rsnaps);
+
+  for (size_t i = start; i < n; i++) {
+    const char *name = jstr (json_array_get (rsnaps, i), "snapshot");
+    json_t *params, *res = NULL;
+    int r;
+
+    snprintf (snap, sizeof snap, "%s@%s", vol, name);
+    params = json_pack ("{s:s, s:s*}", "snapshot", snap, "from", base);
+    r = params ? control_client_call (rm->c, "stream.size", params, &res)
+               : cairn_fail (-ENOMEM, "out of memory");
+    json_decref (params);
+    if (r == -ENOSYS) {
+      memset (sizes, 0, (n - start) * sizeof *sizes);
+      cairn_error_clear ();
+      return 0;
+    }
+    if (r < 0)
+      return remote_fail (rm, r);
+    sizes[i - start] = (uint64_t) json_integer_value (json_object_get
+                                                      (res, "data_bytes"));
+    json_decref (res);
+    base = name;
+  }
+  return 0;
 }
 
 static void
@@ -635,14 +678,14 @@ pull_received (void *opaque, uint64_t data_bytes, uint64_t total)
  * into vol.
  */
 static int
-pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
+pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
              const char *name, const char *base, const char *guid,
              bool rollback, json_t **info)
 {
-  struct pull_progress pp = { .ctx = ctx };
+  struct control_ctx *ctx = pp->ctx;
   struct repl_recv_opts ro = { .rollback = rollback,
                                .progress = pull_received,
-                               .progress_opaque = &pp };
+                               .progress_opaque = pp };
   struct cairn_pool *pool = ctx_pool (ctx);
   char snap[2 * VOL_NAME_MAX + 2], tok[STREAM_TOKEN_MAX], to[17];
   struct repl_recv_result res;
@@ -672,7 +715,8 @@ pull_stream (struct control_ctx *ctx, struct remote *rm, const char *vol,
   r = repl_recv_new (pool, vol, &ro, &rr);
   if (r < 0)
     goto out;
-  control_client_set_notify (rm->c, pull_notify, &pp);
+  pp->done = pp->total = pp->data = pp->at = 0;
+  control_client_set_notify (rm->c, pull_notify, pp);
   params = json_pack ("{s:s, s:s*, s:s*}", "snapshot", snap, "from", base,
                       "resume", resume);
   r = params ? control_client_stream_start (rm->c, "stream.send", params,
@@ -742,6 +786,8 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
   struct remote rm = { NULL };
   json_t *lsnaps = NULL, *rsnaps = NULL, *received = NULL, *rb;
   const char *vol, *from, *base = NULL;
+  struct pull_progress pp = { .ctx = ctx };
+  uint64_t *sizes = NULL;
   size_t start = 0, n;
   bool rollback;
   int r;
@@ -795,14 +841,22 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
                     vol, rm.name, vol);
     goto out;
   }
-  for (; r == 0 && start < n; start++) {
-    json_t *s = json_array_get (rsnaps, start), *info = NULL;
+  sizes = start < n ? calloc (n - start, sizeof *sizes) : NULL;
+  if (start < n && sizes == NULL)
+    r = cairn_fail (-ENOMEM, "out of memory");
+  if (r == 0)
+    r = pull_sizes (&rm, vol, rsnaps, start, base, sizes);
+  for (size_t i = start; r == 0 && i < n; i++)
+    pp.chain += sizes[i - start];
+  for (size_t i = start; r == 0 && i < n; i++) {
+    json_t *s = json_array_get (rsnaps, i), *info = NULL;
 
-    r = pull_stream (ctx, &rm, vol, jstr (s, "snapshot"), base,
+    r = pull_stream (&pp, &rm, vol, jstr (s, "snapshot"), base,
                      jstr (s, "guid"), rollback, &info);
     if (r == 0 && json_array_append_new (received, info) == -1)
       r = cairn_fail (-ENOMEM, "out of memory");
     base = jstr (s, "snapshot");
+    pp.before += sizes[i - start];
   }
   if (r == 0) {
     *result = json_pack ("{s:O, s:s}", "received", received, "newest", base);
@@ -810,6 +864,7 @@ replicate_pull (struct control_ctx *ctx, json_t *params, json_t **result)
       r = cairn_fail (-ENOMEM, "out of memory");
   }
  out:
+  free (sizes);
   json_decref (received);
   json_decref (lsnaps);
   json_decref (rsnaps);

@@ -7,6 +7,10 @@
  *                     then {"snapshot", "incremental", "stream_bytes",
  *                     "data_bytes", "digest"}
  *                   (dry_run: no stream, the reply at once)
+ *   stream.size     {"snapshot": "v@s", "from"?: "s0"}
+ *                   → {"snapshot", "from", "data_bytes"}: the volume data
+ *                     that stream would carry, from the diff alone (a
+ *                     puller's progress over a chain, replicate.pull)
  *   stream.receive  {"volume": "v", "rollback"?: false}
  *                   → stream.ready {"job", "volume", "resume": null |
  *                     {"token", "from_guid", "to_guid", "next_offset"}},
@@ -195,6 +199,26 @@ stream_send (struct control_ctx *ctx, json_t *params, json_t **result)
                        "stream_bytes", (json_int_t) res.stream_bytes,
                        "data_bytes", (json_int_t) res.data_bytes,
                        "digest", digest);
+  return *result ? 0 : cairn_fail (-ENOMEM, "out of memory");
+}
+
+/* The data a stream would carry, without reading it (repl_send_data). */
+static int
+stream_size (struct control_ctx *ctx, json_t *params, json_t **result)
+{
+  static const char *const names[] = { "snapshot", "from", NULL };
+  uint64_t bytes;
+  int r = check_params (ctx, "stream.size", params, names, "ss", 1);
+
+  if (r < 0)
+    return r;
+  r = repl_send_data (ctx_pool (ctx), str (params, "snapshot"),
+                      str (params, "from"), &bytes);
+  if (r < 0)
+    return r;
+  *result = json_pack ("{s:s, s:s*, s:I}", "snapshot",
+                       str (params, "snapshot"), "from", str (params, "from"),
+                       "data_bytes", (json_int_t) bytes);
   return *result ? 0 : cairn_fail (-ENOMEM, "out of memory");
 }
 
@@ -420,6 +444,7 @@ static const struct control_method stream_methods[] = {
     .long_running = true },
   { .name = "stream.send", .handler = stream_send, .blocking = true,
     .long_running = true },
+  { .name = "stream.size", .handler = stream_size, .blocking = true },
   { .name = "stream.token", .handler = stream_token, .blocking = true },
 };
 

@@ -66,7 +66,8 @@ int repl_send (struct cairn_pool *pool, const char *snap,
                struct repl_send_result *res) CAIRN_WUR;
 
 /* The volume data bytes a stream of snap from base `from` (NULL: a full
- * stream; SNAP or VOL@SNAP) would carry, without making it.
+ * stream; SNAP or VOL@SNAP) would carry, from the diff alone; snap and the
+ * base are checked as repl_send checks them.
  */
 int repl_send_data (struct cairn_pool *pool, const char *snap,
                     const char *from, uint64_t *bytes) CAIRN_WUR;

@@ -291,6 +291,52 @@ send_extent (void *opaque, uint64_t off, uint64_t len, unsigned type)
   return send_run (opaque, off, len, VOL_DIFF_DATA);
 }
 
+/* Describe snapshot name, refusing what is not one. */
+static int
+stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,
+               struct vol_info *info)
+{
+  const char *at = strchr (name, '@');
+  int r;
+
+  if (at == NULL || at[1] == '#' || at[1] == '\0')
+    return cairn_fail (-EINVAL, "%s '%s' is not a snapshot: name one as "
+                       "VOL@SNAP (a stream carries a snapshot, which has a "
+                       "GUID that the receiver keeps)", what, name);
+  r = vol_stat (pool, name, info);
+  return r;
+}
+
+/* Describe the snapshot to send (to) and its base (from: NULL, SNAP of the
+ * same volume or VOL@SNAP; *base, named from_name), refusing a base that
+ * is not an older snapshot of the same volume.
+ */
+static int
+stat_stream (struct cairn_pool *pool, const char *snap, const char *from,
+             struct vol_info *to, struct vol_info *base,
+             char from_name[2 * VOL_NAME_MAX + 2])
+{
+  int r = stat_snapshot (pool, snap, "the snapshot to send", to);
+
+  if (r < 0 || from == NULL)
+    return r;
+  if (strchr (from, '@'))
+    snprintf (from_name, 2 * VOL_NAME_MAX + 2, "%s", from);
+  else
+    snprintf (from_name, 2 * VOL_NAME_MAX + 2, "%s@%s", to->name, from);
+  r = stat_snapshot (pool, from_name, "the base", base);
+  if (r < 0)
+    return r;
+  if (base->id != to->id)
+    return cairn_fail (-EINVAL, "the base '%s' is not a snapshot of volume "
+                       "'%s': an incremental stream goes from one snapshot "
+                       "of a volume to a newer one", from_name, to->name);
+  if (base->gen >= to->gen)
+    return cairn_fail (-EINVAL, "the base '%s' is not older than '%s'",
+                       from_name, snap);
+  return 0;
+}
+
 /* Add up the data of an incremental stream (for progress). */
 static int
 count_data (void *opaque, uint64_t off, uint64_t len, unsigned type)
@@ -309,35 +355,15 @@ repl_send_data (struct cairn_pool *pool, const char *snap, const char *from,
                 uint64_t *bytes)
 {
   char from_name[2 * VOL_NAME_MAX + 2];
-  struct vol_info to;
-  int r = vol_stat (pool, snap, &to);
+  struct vol_info to, base;
+  int r = stat_stream (pool, snap, from, &to, &base, from_name);
 
   *bytes = 0;
   if (r < 0 || from == NULL) {
     *bytes = r < 0 ? 0 : to.referenced;
     return r;
   }
-  if (strchr (from, '@'))
-    snprintf (from_name, sizeof from_name, "%s", from);
-  else
-    snprintf (from_name, sizeof from_name, "%s@%s", to.name, from);
   return vol_diff (pool, from_name, snap, count_data, bytes);
-}
-
-/* Describe snapshot name, refusing what is not one. */
-static int
-stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,
-               struct vol_info *info)
-{
-  const char *at = strchr (name, '@');
-  int r;
-
-  if (at == NULL || at[1] == '#' || at[1] == '\0')
-    return cairn_fail (-EINVAL, "%s '%s' is not a snapshot: name one as "
-                       "VOL@SNAP (a stream carries a snapshot, which has a "
-                       "GUID that the receiver keeps)", what, name);
-  r = vol_stat (pool, name, info);
-  return r;
 }
 
 /* Fill the header of the stream from `from` (NULL) to `to`. */
@@ -391,26 +417,9 @@ repl_send (struct cairn_pool *pool, const char *snap,
   int r;
 
   memset (res, 0, sizeof *res);
-  r = stat_snapshot (pool, snap, "the snapshot to send", &to);
+  r = stat_stream (pool, snap, opts->from, &to, &from, from_name);
   if (r < 0)
     return r;
-  if (opts->from) {
-    /* The base may be given as SNAP, for the same volume. */
-    if (strchr (opts->from, '@'))
-      snprintf (from_name, sizeof from_name, "%s", opts->from);
-    else
-      snprintf (from_name, sizeof from_name, "%s@%s", to.name, opts->from);
-    r = stat_snapshot (pool, from_name, "the base", &from);
-    if (r < 0)
-      return r;
-    if (from.id != to.id)
-      return cairn_fail (-EINVAL, "the base '%s' is not a snapshot of volume "
-                         "'%s': an incremental stream goes from one snapshot "
-                         "of a volume to a newer one", from_name, to.name);
-    if (from.gen >= to.gen)
-      return cairn_fail (-EINVAL, "the base '%s' is not older than '%s'",
-                         from_name, snap);
-  }
   fill_header (pool, opts->from ? &from : NULL, &to, &hdr);
   if (opts->resume) {
     r = stream_token_parse (opts->resume, &tok);

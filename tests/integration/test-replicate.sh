@@ -50,6 +50,20 @@ start_server () {
 ca () { "$CAIRN" --socket "$CTL_A" "$@"; }
 cb () { "$CAIRN" --socket "$CTL_B" "$@"; }
 
+# The last run's JSON progress covered a chain: one total for all of it,
+# more than $1 (the last stream's bytes), and done never went back.
+progress_covers_chain () {
+  python3 - "$out" "$1" <<'PY' || fail "progress does not cover the chain: $out"
+import json, sys
+ev = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
+prog = [e for e in ev if e.get("event") in ("progress", "done")]
+tot = {e.get("total") for e in prog}
+done = [e["done"] for e in prog]
+sys.exit(0 if prog and len(tot) == 1 and None not in tot
+         and min(tot) > int(sys.argv[2]) and done == sorted(done) else 1)
+PY
+}
+
 # The last run's transfer carried less than $1 MiB of data (it resumed
 # without resending what had arrived).
 less_than_mib () {
@@ -169,9 +183,13 @@ for s in s3 s4 s5; do
   scribble v "${s#s}3" $((64 * 1024 * 1024))
   ca snapshot create "v@$s" >/dev/null
 done
-run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --progress=json
 expect 0 "received v@s5 from 127.0.0.1:$PORT_A \(incremental"
 grep -q "received v@s3" <<<"$out" || fail "pull did not bring s3: $out"
+# Progress over the chain, as a push's: one total (more than the last
+# stream's data), and done never goes back.
+last=$(ca send v@s5 --from s4 --dry-run | sed -E 's/.*\(([0-9]+) bytes\).*/\1/')
+progress_covers_chain "$last"
 for s in s1 s2 s3 s4 s5; do same "v@$s"; done
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
 expect 0 "up to date"
@@ -238,17 +256,7 @@ for s in s8 s9; do
   grep -q "sent v@$s to" <<<"$out" || fail "the push did not send v@$s: $out"
 done
 last=$(ca send v@s10 --from s9 --dry-run | sed -E 's/.*\(([0-9]+) bytes\).*/\1/')
-python3 - "$out" "$last" <<'PY' || fail "progress does not cover the chain: $out"
-import json, sys
-ev = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
-prog = [e for e in ev if e.get("event") in ("progress", "done")]
-tot = {e.get("total") for e in prog}
-# One total for the whole chain (more than the last stream alone), and
-# done never goes back.
-done = [e["done"] for e in prog]
-sys.exit(0 if prog and len(tot) == 1 and None not in tot
-         and min(tot) > int(sys.argv[2]) and done == sorted(done) else 1)
-PY
+progress_covers_chain "$last"
 for s in s8 s9 s10; do same "v@$s"; done
 same v@s7
 

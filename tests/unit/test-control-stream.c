@@ -171,6 +171,23 @@ stream_of (const char *snap, const char *from, const char *resume)
   return stream_from (pool_a, snap, from, resume);
 }
 
+/* Give B A's snapshot snap (from base from, NULL: whole), in-process. */
+static void
+receive_in_b (const char *snap, const char *from)
+{
+  struct buf st = stream_of (snap, from, NULL);
+  struct repl_recv_result rres;
+  struct repl_recv *rr;
+  size_t used;
+
+  cr_assert_eq (repl_recv_new (pool_b, "v", NULL, &rr), 0);
+  cr_assert_eq (repl_recv_feed (rr, st.p, st.len, &used), 1, "%s: %s", snap,
+                cairn_errmsg ());
+  cr_assert_eq (repl_recv_finish (rr, &rres), 0, "%s", cairn_errmsg ());
+  repl_recv_free (rr);
+  free (st.p);
+}
+
 /* B's catalog as text, to compare before and after a failed receive. */
 static int
 list_line (void *opaque, const struct vol_info *vi)
@@ -349,20 +366,12 @@ TestSuite (stream, .init = setup, .fini = teardown, .timeout = 120);
 /* stream.send on B's server: B first gets v@s1 in-process from A. */
 Test (stream, send_matches_the_stream_made_in_process)
 {
-  struct buf ref = stream_of ("v@s1", NULL, NULL), got = { 0 };
-  struct repl_recv_result rres;
-  struct repl_recv *rr;
+  struct buf ref, got = { 0 };
   struct control_client *c;
   json_t *ready, *result, *params;
-  size_t used;
 
-  cr_assert_eq (repl_recv_new (pool_b, "v", NULL, &rr), 0);
-  cr_assert_eq (repl_recv_feed (rr, ref.p, ref.len, &used), 1, "%s",
-                cairn_errmsg ());
-  cr_assert_eq (repl_recv_finish (rr, &rres), 0);
-  repl_recv_free (rr);
+  receive_in_b ("v@s1", NULL);
   /* The reference is B's own stream (its header names B's pool). */
-  free (ref.p);
   ref = stream_from (pool_b, "v@s1", NULL, NULL);
 
   c = client ();
@@ -407,6 +416,65 @@ Test (stream, send_matches_the_stream_made_in_process)
   control_client_close (c);
   free (ref.p);
   free (got.p);
+}
+
+/* stream.size: the data of the stream that stream.send would make, counted
+ * without making it, and refused as stream.send refuses.
+ */
+Test (stream, size_counts_the_data_of_the_stream)
+{
+  static const struct { const char *snap, *from; uint64_t want; } ok[] = {
+    { "v@s1", NULL, 40 * MIB },
+    { "v@s2", "s1", 64 * 1024 },
+    { "v@s2", "v@s1", 64 * 1024 },
+    { "v@s2", NULL, 40 * MIB },
+  };
+  static const struct { const char *params; int err; } bad[] = {
+    { "{\"snapshot\": \"v\"}", -EINVAL },             /* not a snapshot */
+    { "{\"snapshot\": \"v@nope\"}", -ENOENT },
+    { "{\"snapshot\": \"v@s1\", \"from\": \"s2\"}", -EINVAL }, /* newer */
+    { "{\"snapshot\": \"v@s2\", \"from\": \"nope\"}", -ENOENT },
+    { "{\"snapshot\": \"v@s1\", \"resume\": \"x\"}", -EINVAL },
+    { "{\"snapshot\": 1}", -EINVAL },
+    { "{}", -EINVAL },
+  };
+  struct control_client *c;
+  json_t *res;
+
+  receive_in_b ("v@s1", NULL);
+  receive_in_b ("v@s2", "s1");
+  c = client ();
+  for (size_t i = 0; i < ARRAY_SIZE (ok); i++) {
+    struct buf b = { 0 };
+    struct repl_send_opts o = { .from = ok[i].from, .sink = buf_sink,
+                                .sink_opaque = &b };
+    struct repl_send_result sres;
+    uint64_t got;
+
+    cr_assert_eq (repl_send (pool_b, ok[i].snap, &o, &sres), 0, "%s",
+                  cairn_errmsg ());
+    cr_assert_eq (call (c, "stream.size",
+                        json_pack ("{s:s, s:s*}", "snapshot", ok[i].snap,
+                                   "from", ok[i].from), &res), 0,
+                  "%s from %s: %s", ok[i].snap, ok[i].from, cairn_errmsg ());
+    got = (uint64_t) json_integer_value (json_object_get (res,
+                                                          "data_bytes"));
+    cr_assert_eq (got, sres.data_bytes, "%s from %s: stream.size says %"
+                  PRIu64 " bytes, the stream carries %" PRIu64, ok[i].snap,
+                  ok[i].from, got, sres.data_bytes);
+    cr_assert_eq (got, ok[i].want, "%s from %s: %" PRIu64 " bytes, not %"
+                  PRIu64, ok[i].snap, ok[i].from, got, ok[i].want);
+    json_decref (res);
+    free (b.p);
+  }
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++) {
+    int r = call (c, "stream.size", json_loads (bad[i].params, 0, NULL),
+                  &res);
+
+    cr_assert_eq (r, bad[i].err, "stream.size %s gave %d (%s), not %d",
+                  bad[i].params, r, cairn_errmsg (), bad[i].err);
+  }
+  control_client_close (c);
 }
 
 /* ---------------------------------------------------------------- receive */
@@ -686,17 +754,12 @@ Test (stream, cancelled_send_ends_the_stream)
 {
   struct control_client *c = client (), *ctl = client ();
   struct buf full = stream_of ("v@s1", NULL, NULL);
-  struct repl_recv_result rres;
-  struct repl_recv *rr;
   json_t *ready, *res, *params;
   json_int_t id = 0;
-  size_t used, got = 0;
+  size_t got = 0;
 
   /* B needs the snapshot to send it. */
-  cr_assert_eq (repl_recv_new (pool_b, "v", NULL, &rr), 0);
-  cr_assert_eq (repl_recv_feed (rr, full.p, full.len, &used), 1);
-  cr_assert_eq (repl_recv_finish (rr, &rres), 0);
-  repl_recv_free (rr);
+  receive_in_b ("v@s1", NULL);
 
   params = json_pack ("{s:s}", "snapshot", "v@s1");
   cr_assert_eq (control_client_stream_start (c, "stream.send", params, &ready,
