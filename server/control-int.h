@@ -26,6 +26,7 @@ struct control_job {
   int64_t start_time;           /* wall clock (seconds since the epoch) */
   uint64_t done, total;         /* under the registry's lock */
   int64_t notified_ms;          /* last progress notification */
+  bool notified_all;            /* the one with done reaching total went */
   bool background;              /* a control_bg_job, not a request's */
   uint64_t bg_key;              /* with background: its key */
   const char *no_cancel;        /* with background: job.cancel's refusal */

@@ -241,8 +241,13 @@ control_job_progress (struct control_ctx *ctx, uint64_t done, uint64_t total)
   pthread_mutex_lock (&ctx->jobs->lock);
   job->done = done;
   job->total = total;
-  if (now - job->notified_ms >= PROGRESS_INTERVAL_MS) {
+  /* Every PROGRESS_INTERVAL_MS at most, and once when done reaches the
+   * total, so that the last figure a client shows is the whole.
+   */
+  if (now - job->notified_ms >= PROGRESS_INTERVAL_MS ||
+      (total > 0 && done >= total && !job->notified_all)) {
     job->notified_ms = now;
+    job->notified_all = total > 0 && done >= total;
     params = job_json (job);
   }
   pthread_mutex_unlock (&ctx->jobs->lock);

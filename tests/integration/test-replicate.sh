@@ -53,7 +53,7 @@ cb () { "$CAIRN" --socket "$CTL_B" "$@"; }
 # The last run's JSON progress covered the chain of A's volume v from
 # snapshot $1 through the rest ($2 ...): one total for all of it, more than
 # any one of its streams carries (so not a stream's own total, however few
-# events came), and done never went back.
+# events came), done never went back, and the last event has all of it.
 progress_covers_chain () {
   local base=$1 s most=0 n
   shift
@@ -70,7 +70,8 @@ prog = [e for e in ev if e.get("event") in ("progress", "done")]
 tot = {e.get("total") for e in prog}
 done = [e["done"] for e in prog]
 sys.exit(0 if prog and len(tot) == 1 and None not in tot
-         and min(tot) > int(sys.argv[2]) and done == sorted(done) else 1)
+         and min(tot) > int(sys.argv[2]) and done == sorted(done)
+         and prog[-1]["event"] == "done" and done[-1] == min(tot) else 1)
 PY
 }
 
