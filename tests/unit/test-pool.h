@@ -13,6 +13,7 @@
 
 #include "fsck.h"
 #include "pool.h"
+#include "volume.h"
 
 /* Blocks in use, leaving out the space map's own (its log grows with every
  * commit): what deleting everything must bring a pool back to.
@@ -113,6 +114,25 @@ new_tree (struct cairn_pool *pool, uint64_t *idp)
   cr_assert_eq (pool_tree_create (pool, idp, &t), 0, "%s", cairn_errmsg ());
   txn_end (pool);
   return t;
+}
+
+/* Blocks in use (pool_blocks_in_use) of the empty pool *poolp on dev,
+ * with the catalog's own trees in place (a volume made, deleted and
+ * reclaimed), after a close, a clean fsck and a reopen: what deleting
+ * everything must bring the pool back to.
+ */
+static inline uint64_t
+empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
+{
+  cr_assert_eq (vol_create (*poolp, "probe", 1 << 20, NULL), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_delete (*poolp, "probe", 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_wait (*poolp, NULL, NULL), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (pool_close (*poolp), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "the empty pool");
+  *poolp = pool_open_ok (dev);
+  return pool_blocks_in_use (*poolp);
 }
 
 #endif /* CAIRN_TEST_POOL_H */

@@ -54,10 +54,6 @@ int receive_opts (struct cairn_pool *pool, const char *target,
                   const uint8_t *p, size_t len, struct rng *rng,
                   const struct repl_recv_opts *opts,
                   struct repl_recv_result *res);
-/* Blocks allocated (besides the space map's) in the pool emptied of
- * everything, after a reopen: what deleting everything comes back to.
- */
-uint64_t empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp);
 /* Assert that two states (in two pools) read the same, byte for byte. */
 void assert_same (struct cairn_pool *pa, const char *a, struct cairn_pool *pb,
                   const char *b);

@@ -106,19 +106,6 @@ reopen_pool (struct cairn_pool *pool, struct cairn_dev *dev, const char *when)
   return pool_open_ok (dev);
 }
 
-/* The empty pool's blocks in use, with the catalog's own trees in place
- * (as test-volume-model.c measures it).
- */
-static uint64_t
-empty_base (struct cairn_pool **poolp, struct cairn_dev *dev)
-{
-  cr_assert_eq (vol_create (*poolp, "probe", 1 << 20, NULL), 0);
-  cr_assert_eq (vol_delete (*poolp, "probe", 0), 0, "%s", cairn_errmsg ());
-  cr_assert_eq (vol_reclaim_wait (*poolp, NULL, NULL), 0);
-  *poolp = reopen_pool (*poolp, dev, "empty pool");
-  return pool_blocks_in_use (*poolp);
-}
-
 /* Everything is deleted: reclaim it, across reopens, find the pool as it
  * was empty (base), close it and check it with fsck.
  */
@@ -126,14 +113,16 @@ static void
 assert_all_space_back (struct cairn_pool *pool, struct cairn_dev *dev,
                        uint64_t base, const char *test)
 {
+  uint64_t used;
+
   for (int i = 0; i < 2; i++) {
     cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s: %s", test,
                   cairn_errmsg ());
     pool = reopen_pool (pool, dev, "after deleting everything");
   }
-  cr_assert_eq (pool_blocks_in_use (pool), base, "%s: %" PRIu64 " blocks in use "
-                "after deleting everything, %" PRIu64 " in the empty pool",
-                test, pool_blocks_in_use (pool), base);
+  used = pool_blocks_in_use (pool);
+  cr_assert_eq (used, base, "%s: %" PRIu64 " blocks in use after deleting "
+                "everything, %" PRIu64 " in the empty pool", test, used, base);
   cr_assert_eq (pool_close (pool), 0, "%s: %s", test, cairn_errmsg ());
   assert_fsck_clean (dev, test);
 }
@@ -456,7 +445,7 @@ Test (volume_concurrent, own_volumes, .timeout = 600)
   pthread_t th[OWN_WRITERS];
   struct cairn_volume *h;
   int stop = 0;
-  uint64_t base = empty_base (&pool, dev);
+  uint64_t base = empty_pool_blocks (dev, &pool);
 
   cr_assert_eq (pool_start_committer (pool, 20), 0, "%s", cairn_errmsg ());
   vol_reclaim_set_budget (pool, 8 + rng_below (&r, 64));
@@ -776,7 +765,7 @@ Test (volume_concurrent, shared_volume_snapshot, .timeout = 600)
   sw->pool = pool_open_ok (dev);
   sw->running = SH_THREADS;
   sw->snapper = (struct who) { "snapshots", &sw->stop, "" };
-  base = empty_base (&sw->pool, dev);
+  base = empty_pool_blocks (dev, &sw->pool);
   cr_assert_eq (pool_start_committer (sw->pool, 20), 0, "%s",
                 cairn_errmsg ());
   cr_assert_eq (vol_create (sw->pool, "shared", SH_BLOCKS * BLOCK_SIZE,

@@ -106,7 +106,8 @@ Test (volume, background_delete_resumes_after_restart)
   while (more || steps == 0) {
     cr_assert_eq (vol_reclaim_step (pool, &more), 0, "%s", cairn_errmsg ());
     steps++;
-    cr_assert_leq (pool_blocks_in_use (pool), last, "a step never takes space");
+    cr_assert_leq (pool_blocks_in_use (pool), last,
+                   "a step never takes space");
     last = pool_blocks_in_use (pool);
     if (more && rng_below (&r, 4) == 0) {
       char when[64];
@@ -242,7 +243,8 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (vol_pread (hv, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, b, 4096);
   reclaim_by_steps (pool);
-  cr_assert_gt (pool_blocks_in_use (pool), base, "the open volume keeps its data");
+  cr_assert_gt (pool_blocks_in_use (pool), base,
+                "the open volume keeps its data");
 
   /* A crash with the handle still open: the next open finishes. */
   crashed = copy_dev (dev, size);
@@ -261,7 +263,8 @@ Test (volume, delete_while_open_waits_for_the_last_handle)
   cr_assert_eq (vol_open (pool, "v", &h), -ENOENT);
   cr_assert_eq (pool_commit (pool), 0);
   reclaim_by_steps (pool);
-  cr_assert_eq (pool_blocks_in_use (pool), base, "the reopened pool finished the deletes");
+  cr_assert_eq (pool_blocks_in_use (pool), base,
+                "the reopened pool finished the deletes");
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (crashed, "after finishing the deletes");
   dev_close (crashed);
