@@ -177,6 +177,20 @@ registry_add (struct cairn_pool *pool, uint64_t id, struct btree *t)
   return 0;
 }
 
+/* The commit lock: mutations shared, the freeze exclusive, and a freeze
+ * that waits keeps new mutations out (txn.c, TX-6).
+ */
+static void
+init_txn_lock (pthread_rwlock_t *lock)
+{
+  pthread_rwlockattr_t a;
+
+  pthread_rwlockattr_init (&a);
+  pthread_rwlockattr_setkind_np (&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init (lock, &a);
+  pthread_rwlockattr_destroy (&a);
+}
+
 /* Open the pool on dev. */
 int
 pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
@@ -190,7 +204,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pool = calloc (1, sizeof *pool);
   if (pool == NULL)
     return cairn_fail (-ENOMEM, "out of memory opening the pool");
-  pthread_rwlock_init (&pool->txn_lock, NULL);
+  init_txn_lock (&pool->txn_lock);
   pthread_mutex_init (&pool->commit_lock, NULL);
   pthread_cond_init (&pool->commit_cond, NULL);
   pthread_mutex_init (&pool->trees_lock, NULL);

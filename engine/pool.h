@@ -112,7 +112,10 @@ void pool_stop_committer (struct cairn_pool *pool);
 void txn_note_data (struct cairn_pool *pool, uint64_t bytes);
 
 /* Bracket a mutation of any tree of the pool: -EROFS on a read-only pool,
- * -EIO on a failed one (then txn_end must not be called).
+ * -EIO on a failed one (then txn_end must not be called).  Never nested,
+ * and never waiting inside for a thread that is about to call txn_begin:
+ * once a commit waits to freeze, new mutations wait behind it (TX-6 in
+ * txn.c), so either would deadlock.
  */
 int txn_begin (struct cairn_pool *pool) CAIRN_WUR;
 void txn_end (struct cairn_pool *pool);

@@ -21,6 +21,14 @@
  *  TX-5  Mutations run concurrently with a commit's I/O; only the freeze,
  *        which turns dirty nodes into checksummed buffers under txn_lock,
  *        holds them out.
+ *  TX-6  A freeze waits only for the mutations in progress when it asks:
+ *        txn_lock prefers its writer, so mutations that begin after the
+ *        freeze asked wait behind it.  With glibc's default (readers
+ *        first), writer threads that overlap without pause kept a commit
+ *        out for as long as they went on: 7 s of 1 MiB writes at queue
+ *        depth 8, and every flush and snapshot of the pool waited that
+ *        long.  The price: a mutation must never begin inside another one
+ *        (pool.h, txn_begin).
  *
  * The state machine of a generation G, and the function behind each step:
  *

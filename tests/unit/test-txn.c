@@ -606,6 +606,112 @@ Test (pool, writers_wait_for_a_slow_commit)
   dev_close (mem);
 }
 
+/* Two threads hand a mutation over to each other: each enters (txn_begin)
+ * while the other is still inside, so that the commit lock's count of
+ * mutations in progress never drops to zero while both keep going.  A
+ * thread inside waits for the other to enter after it, at most
+ * RELAY_WAIT_MS, then leaves; the relay ends when told to stop, or after
+ * RELAY_MAX handovers (some seconds).
+ */
+enum { RELAY_MAX = 500000, RELAY_WAIT_MS = 20 };
+
+struct relay {
+  struct cairn_pool *pool;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned entries;           /* under lock */
+  bool stop;                  /* under lock */
+  int err;                    /* under lock */
+};
+
+static void *
+relay_main (void *arg)
+{
+  struct relay *rl = arg;
+
+  for (;;) {
+    struct timespec until;
+    unsigned mine;
+    int r;
+
+    pthread_mutex_lock (&rl->lock);
+    if (rl->entries >= RELAY_MAX || rl->stop || rl->err) {
+      pthread_mutex_unlock (&rl->lock);
+      return NULL;
+    }
+    pthread_mutex_unlock (&rl->lock);
+    r = txn_begin (rl->pool);
+    pthread_mutex_lock (&rl->lock);
+    if (r < 0) {
+      rl->err = r;
+      pthread_mutex_unlock (&rl->lock);
+      return NULL;
+    }
+    mine = ++rl->entries;
+    pthread_cond_broadcast (&rl->cond);
+    clock_gettime (CLOCK_REALTIME, &until);
+    until.tv_nsec += RELAY_WAIT_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    while (rl->entries == mine && mine < RELAY_MAX &&
+           pthread_cond_timedwait (&rl->cond, &rl->lock, &until) == 0)
+      ;
+    pthread_mutex_unlock (&rl->lock);
+    txn_end (rl->pool);
+  }
+}
+
+/* TX-6: a commit waits for the mutations in progress, not for the load.
+ * Mutations that overlap without end (an NBD server's writer threads
+ * under load) must not keep the freeze out: once it waits, new mutations
+ * wait behind it.  Otherwise a flush or a snapshot waited for seconds
+ * while writes went on.
+ */
+Test (pool, overlapping_mutations_do_not_starve_a_commit)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct relay rl = { .pool = pool };
+  struct pool_info before, after;
+  unsigned at_start, at_commit;
+  pthread_t th[2];
+
+  pthread_mutex_init (&rl.lock, NULL);
+  pthread_cond_init (&rl.cond, NULL);
+  pool_info (pool, &before);
+  for (int i = 0; i < 2; i++)
+    pthread_create (&th[i], NULL, relay_main, &rl);
+  /* Wait until the relay runs (a few handovers). */
+  for (;;) {
+    pthread_mutex_lock (&rl.lock);
+    at_start = rl.entries;
+    pthread_mutex_unlock (&rl.lock);
+    if (at_start >= 10)
+      break;
+    usleep (1000);
+  }
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  pthread_mutex_lock (&rl.lock);
+  at_commit = rl.entries;
+  rl.stop = true;
+  pthread_mutex_unlock (&rl.lock);
+  for (int i = 0; i < 2; i++)
+    pthread_join (th[i], NULL);
+  cr_assert_eq (rl.err, 0, "%s", cairn_errmsg ());
+  cr_assert_lt (at_commit, RELAY_MAX, "the commit got in only when the "
+                "mutations stopped (%u handovers after it asked)",
+                at_commit - at_start);
+  pool_info (pool, &after);
+  cr_assert_gt (after.generation, before.generation);
+  pthread_cond_destroy (&rl.cond);
+  pthread_mutex_destroy (&rl.lock);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_clean (dev);
+  dev_close (dev);
+}
+
 /* ---------------------------------------------------------------- power cuts */
 
 #define PC_KEYS 400u
