@@ -171,7 +171,10 @@ int vol_damage_error (const struct vol_damage *d) CAIRN_WUR;
  * stalling them; a client gains nothing it could rely on from it, since
  * nothing orders a control request against NBD writes on other
  * connections (tests/unit/test-volume-concurrent.c checks the bounds
- * above).
+ * above, tests/integration/test-plugin-snapshot-load.sh through NBD).
+ * Since TX-6 (txn.c) the freeze waits only for the writes in progress, so
+ * the call lets in writes for as long as a running commit's I/O lasts,
+ * not for as long as writers keep coming.
  */
 int snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
   CAIRN_WUR;
