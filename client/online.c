@@ -381,6 +381,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   json_t *res, *cache;
   uint64_t hits, misses;
   size_t ndamaged;
+  bool failed;
   int r = parse_opts (cli, argc, argv, "", 0, 0, NULL, &o);
 
   if (r >= 0)
@@ -388,12 +389,15 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   r = cli_call (cli, false, "pool.status", json_object (), &res);
   if (r != EXIT_OK)
     return r;
-  /* Damaged records make the status fail, so that scripts notice. */
+  /* Damaged records and a failed pool make the status fail, so that
+   * scripts and monitoring notice.
+   */
   ndamaged = json_array_size (json_object_get (res, "damaged"));
+  failed = json_is_true (json_object_get (res, "failed"));
   if (o.json) {
     r = print_json (cli, res);
     json_decref (res);
-    return r == EXIT_OK && ndamaged ? EXIT_FAIL : r;
+    return r == EXIT_OK && (ndamaged || failed) ? EXIT_FAIL : r;
   }
   cache = json_object_get (res, "cache");
   field ("uuid", jstr (res, "uuid"));
@@ -442,7 +446,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     field ("io", buf);
   }
   field_damaged (res);
-  if (json_is_true (json_object_get (res, "failed"))) {
+  if (failed) {
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
            "the server); check the device");
     if (jstr (res, "failure"))
@@ -460,5 +464,5 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   else
     field ("state", "ok");
   json_decref (res);
-  return ndamaged ? EXIT_FAIL : EXIT_OK;
+  return ndamaged || failed ? EXIT_FAIL : EXIT_OK;
 }
