@@ -7,7 +7,9 @@
  * Discards always pass.  The rules are guarded by a mutex, so that faults
  * can be armed while other threads do I/O; the I/O itself runs outside it.
  * A kind of operation can also be held: its operations wait until it is
- * released (a slow disk, for tests of what runs meanwhile).
+ * released (a slow disk, for tests of what runs meanwhile), or delayed:
+ * each one sleeps first (a disk whose flushes take time, so that what
+ * overlaps them in the engine does overlap).
  */
 #include <config.h>
 
@@ -16,6 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "dev.h"
 
@@ -37,6 +40,7 @@ struct fault_dev {
   struct fault_rule rules[FAULT_NOPS];
   bool held[FAULT_NOPS];
   unsigned waiting[FAULT_NOPS];
+  unsigned delay_us[FAULT_NOPS];
 };
 
 static const char *const fault_op_names[FAULT_NOPS] = {
@@ -57,6 +61,7 @@ static int CAIRN_WUR
 fault_check (struct fault_dev *f, enum dev_fault_op op)
 {
   struct fault_rule *rule = &f->rules[op];
+  unsigned delay;
   int err = 0;
 
   pthread_mutex_lock (&f->lock);
@@ -70,7 +75,10 @@ fault_check (struct fault_dev *f, enum dev_fault_op op)
     err = rule->err;
     rule->firing = rule->sticky;
   }
+  delay = f->delay_us[op];
   pthread_mutex_unlock (&f->lock);
+  if (delay)
+    usleep (delay);
 
   if (err == 0)
     return 0;
@@ -216,6 +224,19 @@ dev_fault_hold (struct cairn_dev *dev, enum dev_fault_op op, bool hold)
   pthread_mutex_lock (&f->lock);
   f->held[op] = hold;
   pthread_cond_broadcast (&f->released);
+  pthread_mutex_unlock (&f->lock);
+}
+
+/* Delay every operation of kind op by us microseconds (0: none). */
+void
+dev_fault_delay (struct cairn_dev *dev, enum dev_fault_op op, unsigned us)
+{
+  struct fault_dev *f = to_fault_dev (dev);
+
+  assert (dev->ops == &fault_ops);
+  assert ((unsigned) op < FAULT_NOPS);
+  pthread_mutex_lock (&f->lock);
+  f->delay_us[op] = us;
   pthread_mutex_unlock (&f->lock);
 }
 

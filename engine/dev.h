@@ -126,6 +126,8 @@ void dev_fault_clear (struct cairn_dev *dev);
  */
 void dev_fault_hold (struct cairn_dev *dev, enum dev_fault_op op, bool hold);
 unsigned dev_fault_waiting (struct cairn_dev *dev, enum dev_fault_op op);
+/* Make every operation of kind op sleep us microseconds first (0: not). */
+void dev_fault_delay (struct cairn_dev *dev, enum dev_fault_op op, unsigned us);
 
 /* Power-cut device stacked on lower (which the caller keeps and closes).
  *

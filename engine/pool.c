@@ -222,6 +222,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
     (pool->sb.ro_compat & ~FEATURE_RO_COMPAT_SUPPORTED) != 0;
   pool->no_background = o.no_background;
   pool->durable_gen = pool->sb.generation;
+  pool->frozen_sb = pool->sb;
   pool->next_tree_id = pool->sb.next_tree_id;
   pool->open_gen = pool->sb.generation + 1;
 

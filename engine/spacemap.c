@@ -77,7 +77,8 @@
  *          --spacemap_prepare (condense)--> base built, old map freed
  *   reserved --spacemap_finish--------------> images, superblock fields
  *   images --spacemap_write (I/O, before the superblock)--> written
- *   written --spacemap_adopt (once G is durable)--> loaded (new lists)
+ *   (at the freeze, after spacemap_finish: spacemap_advance makes the
+ *    lists G's, so that G + 1 can freeze while G writes: txn.c, TX-7)
  *
  * Pools of the old format (no SPACELOG flag, a version-1 chain listing its
  * own blocks as free) open as before and are converted by their first
@@ -797,19 +798,23 @@ spacemap_write (struct cairn_dev *dev, const struct spacemap_write *w)
   return 0;
 }
 
-/* The commit is durable: the map now is what w wrote. */
-void
-spacemap_adopt (struct spacemap *sm, struct spacemap_write *w)
+/* The commit is frozen: the map now is what w writes. */
+int
+spacemap_advance (struct spacemap *sm, const struct spacemap_write *w)
 {
   if (w->condense) {
+    uint64_t *base = malloc (MAX (w->n, 1) * sizeof *base);
+
+    if (base == NULL)
+      return cairn_fail (-ENOMEM, "out of memory writing the space map");
+    memcpy (base, w->blocks, w->n * sizeof *base);
     free (sm->base);
-    sm->base = w->blocks;
+    sm->base = base;
     sm->nbase = w->n;
     sm->nlog = 0;
     sm->log_records = 0;
     sm->has_tail = false;
     sm->legacy = false;
-    w->blocks = NULL;
   }
   else if (w->n > 0) {
     /* reserve_log made the room; prepare allocated the tail buffer. */
@@ -821,5 +826,5 @@ spacemap_adopt (struct spacemap *sm, struct spacemap_write *w)
     memcpy (sm->tail, w->images + (w->n - 1) * BLOCK_SIZE, BLOCK_SIZE);
     sm->has_tail = true;
   }
-  spacemap_write_free (w);
+  return 0;
 }

@@ -126,8 +126,12 @@ int spacemap_finish (struct spacemap_write *w, const struct space_delta *d,
                      struct superblock *sb) CAIRN_WUR;
 int spacemap_write (struct cairn_dev *dev, const struct spacemap_write *w)
   CAIRN_WUR;
-/* The commit is durable: sm takes w's blocks; w is released. */
-void spacemap_adopt (struct spacemap *sm, struct spacemap_write *w);
+/* The commit is frozen: sm becomes the map its superblock points to, which
+ * the next commit builds on; w keeps its blocks and images for the
+ * writing.  -ENOMEM only.
+ */
+int spacemap_advance (struct spacemap *sm, const struct spacemap_write *w)
+  CAIRN_WUR;
 void spacemap_write_free (struct spacemap_write *w);
 void spacemap_free (struct spacemap *sm);
 
@@ -173,14 +177,18 @@ struct cairn_pool {
   int space_err;                  /* the load failed: -errno */
   char space_msg[400];            /* and why */
 
-  /* Group commit state, under commit_lock. */
+  /* Group commit state, under commit_lock (txn.c, TX-7). */
   pthread_mutex_t commit_lock;
   pthread_cond_t commit_cond;
-  bool committing;
+  bool freezing;                  /* a freeze runs */
   uint64_t durable_gen;
   uint64_t commits;
 
-  /* The space map the newest durable superblock points to. */
+  /* The superblock and space map of the newest frozen generation, which
+   * the next freeze builds on: ahead of sb while a commit writes.  Under
+   * txn_lock exclusive (the freeze).
+   */
+  struct superblock frozen_sb;
   struct spacemap sm;
 
   /* Tree registry, under trees_lock. */
@@ -206,9 +214,6 @@ struct cairn_pool {
   pthread_cond_t committer_cond;
 };
 
-
-/* The commit of the open generation (txn.c); commit_lock not held. */
-int txn_commit_now (struct cairn_pool *pool) CAIRN_WUR;
 
 /* Latch the pool failed (TX-4) for the reason msg, kept for every later
  * refusal and for pool_info; the first latch's reason stays.

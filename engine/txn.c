@@ -30,19 +30,32 @@
  *        long.  The price: a mutation must never begin inside another one
  *        (pool.h, txn_begin).
  *
+ *  TX-7  A freeze does not wait for the commit before it to be written:
+ *        at most two generations are between freeze and durable, one
+ *        writing and the next frozen, and their superblocks go out in
+ *        generation order.  So a snapshot (any catalog change) asked for
+ *        while a commit writes is frozen at once, with the writes made
+ *        before it, and only its writing waits (DESIGN.md §2.3).  A freeze
+ *        builds on the newest frozen superblock and space map (frozen_sb,
+ *        sm), not the durable ones; frees stay deferred until their own
+ *        generation is durable (TX-2), whatever is frozen after it.
+ *
  * The state machine of a generation G, and the function behind each step:
  *
  *   open ----(txn_begin..txn_end: trees change in memory)----> open
- *   open ----txn_commit_now: freeze under txn_lock-----------> frozen
+ *   open ----commit_freeze: under txn_lock--------------------> frozen
  *            (dirty trees -> root tree items -> root tree -> space map
- *             blocks allocated in G -> space delta of G; G+1 opens)
- *   frozen --txn_commit_now: nodebatch_write, space map, flush-> written
- *   written -txn_commit_now: superblock slot G % 4, flush----> durable
+ *             blocks allocated in G -> space delta of G; G+1 opens;
+ *             frozen_sb and sm become G's)
+ *   frozen --(G - 1 durable) commit_write: nodebatch_write, space map,
+ *             flush------------------------------------------> written
+ *   written -commit_write: superblock slot G % 4, flush------> durable
  *            (space_gen_durable(G) releases G's deferred frees)
  *   any I/O error ------------------------------------------> failed (TX-4)
  *
- * At most one commit runs at a time (pool_commit's group commit); callers
- * that arrive meanwhile wait and share the next one.
+ * pool_commit runs the steps for its callers (group commit): one freeze at
+ * a time, and callers that arrive meanwhile wait and share what is frozen
+ * or written next.
  */
 #include <config.h>
 
@@ -152,17 +165,35 @@ freeze_trees (struct cairn_pool *pool, uint64_t gen, struct nodebatch *batch,
   return r;
 }
 
-/* Commit the open generation (the caller makes sure only one runs). */
-int
-txn_commit_now (struct cairn_pool *pool)
-{
-  struct nodebatch batch = { NULL, 0, 0 };
-  struct spacemap_write smw = { 0 };
-  struct space_delta *delta = NULL;
+/* A generation between its freeze and its superblock. */
+struct commit_job {
+  uint64_t gen;                 /* 0: nothing was frozen */
+  struct nodebatch batch;
+  struct spacemap_write smw;
   struct superblock sb;
+};
+
+/* Release what a job holds (written or not). */
+static void
+commit_job_release (struct cairn_pool *pool, struct commit_job *job)
+{
+  nodebatch_release (pool->cache, &job->batch);
+  spacemap_write_free (&job->smw);
+}
+
+/* Freeze the open generation into job (job->gen 0 when it holds no
+ * change).  pool_commit makes sure only one freeze runs at a time; the
+ * commit before may still be writing (TX-7).
+ */
+static int
+commit_freeze (struct cairn_pool *pool, struct commit_job *job)
+{
+  struct space_delta *delta = NULL;
+  struct superblock *sb = &job->sb;
   uint64_t gen;
   int r;
 
+  memset (job, 0, sizeof *job);
   /* A commit frees and allocates: the space map must be there (pool.c),
    * even for a commit that only txn_mark_dirty asked for.
    */
@@ -178,17 +209,18 @@ txn_commit_now (struct cairn_pool *pool)
     return 0;
   }
 
-  /* Freeze generation gen.  The space map's blocks are allocated in gen
+  /* Freeze generation gen on top of the newest frozen superblock, which
+   * may not be durable yet.  The space map's blocks are allocated in gen
    * itself, after the trees and before the space freeze, so that gen's
    * delta records them (spacemap.c, SM-2).
    */
   gen = pool->open_gen;
-  sb = pool->sb;
-  r = freeze_trees (pool, gen, &batch, &sb.root);
+  *sb = pool->frozen_sb;
+  r = freeze_trees (pool, gen, &job->batch, &sb->root);
   if (r < 0)
     goto fail_locked;
-  r = spacemap_prepare (&pool->sm, pool->space, pool->sb.generation, gen,
-                        &smw);
+  r = spacemap_prepare (&pool->sm, pool->space, pool->frozen_sb.generation,
+                        gen, &job->smw);
   if (r < 0)
     goto fail_locked;
   r = space_freeze (pool->space, &delta);
@@ -198,50 +230,58 @@ txn_commit_now (struct cairn_pool *pool)
   nodecache_set_gen (pool->cache, gen + 1);
   __atomic_store_n (&pool->dirty, false, __ATOMIC_RELEASE);
   __atomic_store_n (&pool->data_written, 0, __ATOMIC_RELAXED);
-  r = spacemap_finish (&smw, delta, &sb);
+  r = spacemap_finish (&job->smw, delta, sb);
   space_delta_free (delta);
+  if (r == 0)
+    r = spacemap_advance (&pool->sm, &job->smw);
   if (r < 0)
     goto fail_locked;
-  sb.generation = gen;
-  sb.incompat |= pool->need_incompat;
-  sb.next_tree_id = pool->next_tree_id;
-  sb.slot = (uint32_t) (gen % SB_SLOTS);
-  sb.mtime = (uint64_t) time (NULL);
+  sb->generation = gen;
+  sb->incompat |= pool->need_incompat;
+  sb->next_tree_id = pool->next_tree_id;
+  sb->slot = (uint32_t) (gen % SB_SLOTS);
+  sb->mtime = (uint64_t) time (NULL);
+  pool->frozen_sb = *sb;
+  job->gen = gen;
   pthread_rwlock_unlock (&pool->txn_lock);
-
-  /* I/O: nodes and map, barrier, superblock, barrier (TX-1). */
-  r = nodebatch_write (pool->cache, &batch);
-  if (r == 0)
-    r = spacemap_write (pool->dev, &smw);
-  if (r == 0)
-    r = dev_flush (pool->dev);
-  if (r == 0)
-    r = sb_write (pool->dev, &sb);
-  if (r == 0)
-    r = dev_flush (pool->dev);
-  if (r < 0) {
-    r = commit_failed (pool, gen, -EIO);
-    goto out;
-  }
-  space_gen_durable (pool->space, gen);
-  pthread_mutex_lock (&pool->commit_lock);
-  pool->sb = sb;      /* pool_info and pool_uuid read it under commit_lock */
-  spacemap_adopt (&pool->sm, &smw);
-  pool->durable_gen = gen;
-  pool->commits++;
-  pthread_mutex_unlock (&pool->commit_lock);
-  goto out;
+  return 0;
 
  fail_locked:
   r = commit_failed (pool, gen, r);   /* latched before writers get in */
   pthread_rwlock_unlock (&pool->txn_lock);
- out:
-  nodebatch_release (pool->cache, &batch);
-  spacemap_write_free (&smw);
+  commit_job_release (pool, job);
   return r;
 }
 
-/* Group commit (TX-3). */
+/* Write a frozen generation and make it durable: nodes and map, barrier,
+ * superblock, barrier (TX-1).  The generation before it is durable.
+ */
+static int
+commit_write (struct cairn_pool *pool, struct commit_job *job)
+{
+  int r = nodebatch_write (pool->cache, &job->batch);
+
+  if (r == 0)
+    r = spacemap_write (pool->dev, &job->smw);
+  if (r == 0)
+    r = dev_flush (pool->dev);
+  if (r == 0)
+    r = sb_write (pool->dev, &job->sb);
+  if (r == 0)
+    r = dev_flush (pool->dev);
+  if (r < 0)
+    r = commit_failed (pool, job->gen, -EIO);
+  else
+    space_gen_durable (pool->space, job->gen);
+  return r;
+}
+
+/* Group commit (TX-3), pipelined (TX-7): a caller freezes the open
+ * generation unless another one is freezing or two generations are
+ * already between freeze and durable, then waits for the generation
+ * before its own to be durable and writes its own.  Callers that arrive
+ * meanwhile wait and share what is frozen or written next.
+ */
 int
 pool_commit (struct cairn_pool *pool)
 {
@@ -253,24 +293,58 @@ pool_commit (struct cairn_pool *pool)
   pthread_mutex_lock (&pool->commit_lock);
   target = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   for (;;) {
+    uint64_t open = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
+    struct commit_job job;
+
     if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
       r = refuse_failed (pool);
       break;
     }
     if (pool->durable_gen >= target)
       break;
-    if (pool->committing) {
+    if (open == target && !__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE) &&
+        pool->durable_gen + 1 >= target)
+      break;      /* nothing changed since the last durable generation */
+    /* Wait while target is frozen (or being frozen, or has nothing of its
+     * own) until its commit is durable, and while two generations are in
+     * flight.
+     */
+    if (open > target || pool->freezing ||
+        !__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE) ||
+        open - 1 - pool->durable_gen >= 2) {
       pthread_cond_wait (&pool->commit_cond, &pool->commit_lock);
       continue;
     }
-    if (!__atomic_load_n (&pool->dirty, __ATOMIC_ACQUIRE) &&
-        __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE) >= target)
-      break;      /* nothing changed since the last durable generation */
-    pool->committing = true;
+    pool->freezing = true;
     pthread_mutex_unlock (&pool->commit_lock);
-    r = txn_commit_now (pool);
+    r = commit_freeze (pool, &job);
     pthread_mutex_lock (&pool->commit_lock);
-    pool->committing = false;
+    pool->freezing = false;
+    pthread_cond_broadcast (&pool->commit_cond);
+    if (r < 0)
+      break;
+    if (job.gen == 0)
+      continue;
+    /* Superblocks go out in generation order. */
+    while (pool->durable_gen + 1 < job.gen &&
+           !__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE))
+      pthread_cond_wait (&pool->commit_cond, &pool->commit_lock);
+    if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
+      r = refuse_failed (pool);
+      pthread_mutex_unlock (&pool->commit_lock);
+      commit_job_release (pool, &job);
+      pthread_mutex_lock (&pool->commit_lock);
+      break;
+    }
+    pthread_mutex_unlock (&pool->commit_lock);
+    r = commit_write (pool, &job);
+    commit_job_release (pool, &job);
+    pthread_mutex_lock (&pool->commit_lock);
+    if (r == 0) {
+      pool->sb = job.sb;    /* pool_info and pool_uuid read it under commit_lock */
+      pool->durable_gen = job.gen;
+      pool->commits++;
+    }
     pthread_cond_broadcast (&pool->commit_cond);
     if (r < 0)
       break;

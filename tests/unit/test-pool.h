@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -133,6 +134,25 @@ empty_pool_blocks (struct cairn_dev *dev, struct cairn_pool **poolp)
   assert_fsck_clean (dev, "the empty pool");
   *poolp = pool_open_ok (dev);
   return pool_blocks_in_use (*poolp);
+}
+
+/* A copy of a device's bytes in a new memory device: what a crash would
+ * leave at this point, when nothing is being written.
+ */
+static inline struct cairn_dev *
+copy_dev (struct cairn_dev *dev, uint64_t size)
+{
+  struct cairn_dev *copy;
+  uint8_t *buf = malloc (1 << 20);
+
+  cr_assert_not_null (buf);
+  cr_assert_eq (dev_mem_create (size, &copy), 0);
+  for (uint64_t off = 0; off < size; off += 1 << 20) {
+    cr_assert_eq (dev_pread (dev, buf, 1 << 20, off), 0);
+    cr_assert_eq (dev_pwrite (copy, buf, 1 << 20, off), 0);
+  }
+  free (buf);
+  return copy;
 }
 
 #endif /* CAIRN_TEST_POOL_H */

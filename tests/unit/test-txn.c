@@ -2,8 +2,9 @@
  * (engine/pool.c, super.c, spacemap.c, txn.c) and for fsck: opening
  * refuses what it must, corruption is found and named, a full pool says
  * ENOSPC and recovers, failed I/O latches the pool, concurrent commits
- * group, and a thousand power cuts leave a pool at a durable generation
- * that equals the model and checks clean.
+ * group and pipeline (a freeze while the commit before writes), and a
+ * thousand power cuts (three hundred with commits overlapping) leave a pool
+ * at a durable generation that equals the model and checks clean.
  */
 #include <config.h>
 
@@ -606,6 +607,107 @@ Test (pool, writers_wait_for_a_slow_commit)
   dev_close (mem);
 }
 
+/* A thread that commits the pool once. */
+struct committer_arg {
+  struct cairn_pool *pool;
+  int r;
+};
+
+static void *
+commit_main (void *arg)
+{
+  struct committer_arg *a = arg;
+
+  a->r = pool_commit (a->pool);
+  return NULL;
+}
+
+/* TX-7: while a commit waits in its I/O, the next one freezes at once
+ * (the open generation moves on) and holds exactly what was written
+ * before it; only its own writing waits.  The pool then lands on the
+ * second commit's generation, without what was written after it froze.
+ */
+Test (pool, a_freeze_does_not_wait_for_the_commit_before)
+{
+  const uint64_t size = 64 << 20;
+  struct cairn_dev *mem = mem_pool (size, NULL), *dev, *copy;
+  struct committer_arg a, b;
+  struct cairn_pool *pool;
+  struct pool_info info;
+  struct btree *t;
+  pthread_t ta, tb;
+  uint64_t id, gen, v = 1;
+  uint8_t k[8], val[8];
+  size_t vl;
+  int waited;
+
+  cr_assert_eq (dev_fault_create (mem, &dev), 0);
+  pool = pool_open_ok (dev);
+  t = new_tree (pool, &id);
+  cr_assert_eq (put (pool, t, 1, &v, sizeof v), 0);
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, true);
+  a = (struct committer_arg) { pool, 0 };
+  pthread_create (&ta, NULL, commit_main, &a);
+  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, DEV_FAULT_FLUSH) == 0;
+       waited++)
+    usleep (10000);
+  cr_assert_gt (dev_fault_waiting (dev, DEV_FAULT_FLUSH), 0,
+                "the first commit did not reach its flush in 10 s");
+
+  /* The first commit froze gen - 1 and writes it; key 2 goes into gen. */
+  gen = pool_open_gen (pool);
+  v = 2;
+  cr_assert_eq (put (pool, t, 2, &v, sizeof v), 0);
+  b = (struct committer_arg) { pool, 0 };
+  pthread_create (&tb, NULL, commit_main, &b);
+  for (waited = 0; waited < 1000 && pool_open_gen (pool) == gen; waited++)
+    usleep (10000);
+  cr_assert_eq (pool_open_gen (pool), gen + 1, "the second commit did not "
+                "freeze while the first one waited in its I/O");
+  /* Key 3 goes into gen + 1, after the second freeze. */
+  v = 3;
+  cr_assert_eq (put (pool, t, 3, &v, sizeof v), 0);
+
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, false);
+  pthread_join (ta, NULL);
+  pthread_join (tb, NULL);
+  cr_assert_eq (a.r, 0, "%s", cairn_errmsg ());
+  cr_assert_eq (b.r, 0, "%s", cairn_errmsg ());
+  pool_info (pool, &info);
+  cr_assert_eq (info.generation, gen, "the pool is durable at the second "
+                "commit's generation");
+
+  /* What a power cut now would find: keys 1 and 2, not 3, and clean. */
+  copy = copy_dev (mem, size);
+  assert_clean (copy);
+  {
+    struct cairn_pool *p2 = pool_open_ok (copy);
+    struct btree *t2;
+
+    cr_assert_eq (pool_tree_open (p2, id, &t2), 0);
+    for (uint64_t key = 1; key <= 3; key++) {
+      put_be64 (k, key);
+      if (key < 3) {
+        uint64_t got;
+
+        cr_assert_eq (btree_lookup (t2, k, 8, val, sizeof val, &vl), 0,
+                      "key %" PRIu64 " is lost", key);
+        memcpy (&got, val, sizeof got);
+        cr_assert_eq (got, key);
+      }
+      else
+        cr_assert_eq (btree_lookup (t2, k, 8, val, sizeof val, &vl), -ENOENT,
+                      "key 3, written after the freeze, is in its generation");
+    }
+    cr_assert_eq (pool_close (p2), 0);
+  }
+  dev_close (copy);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+  assert_clean (mem);
+  dev_close (mem);
+}
+
 /* Two threads hand a mutation over to each other: each enters (txn_begin)
  * while the other is still inside, so that the commit lock's count of
  * mutations in progress never drops to zero while both keep going.  A
@@ -789,6 +891,53 @@ pc_workload (struct cairn_dev *dev, uint64_t wseed, struct pc_model *models,
   return acked;
 }
 
+/* Every key of tree t holds the version ver[key] gives (0: absent), after
+ * cut c at generation gen.
+ */
+static void
+assert_keys (struct btree *t, const uint64_t ver[PC_KEYS], unsigned c,
+             uint64_t gen)
+{
+  for (uint32_t key = 0; key < PC_KEYS; key++) {
+    uint8_t k[8], v[64], want[64];
+    size_t vl;
+    int rc;
+
+    put_be64 (k, key);
+    rc = btree_lookup (t, k, 8, v, sizeof v, &vl);
+    if (ver[key] == 0) {
+      cr_assert_eq (rc, -ENOENT, "cut %u gen %" PRIu64 ": key %" PRIu32
+                    " should be absent (%s)", c, gen, key, cairn_errmsg ());
+      continue;
+    }
+    cr_assert_eq (rc, 0, "cut %u gen %" PRIu64 ": key %" PRIu32 ": %s", c,
+                  gen, key, cairn_errmsg ());
+    cr_assert_eq (vl, 8 + ver[key] % 56);
+    fill_pattern (want, vl, ver[key]);
+    cr_assert_arr_eq (v, want, vl, "cut %u gen %" PRIu64 ": value of key %"
+                      PRIu32, c, gen, key);
+  }
+}
+
+/* Open the pool that cut c (at write cut_at) left: it must open, at a
+ * generation at least as new as the acknowledged one (TX-1, TX-3).
+ */
+static struct cairn_pool *
+open_after_cut (struct cairn_dev *lower, unsigned c, uint64_t cut_at,
+                uint64_t acked, struct pool_info *info)
+{
+  struct cairn_pool *pool;
+
+  if (pool_open (lower, NULL, &pool) < 0)
+    cr_assert_fail ("cut %u (at write %" PRIu64 "): pool does not open: %s",
+                    c, cut_at, cairn_errmsg ());
+  pool_info (pool, info);
+  cr_assert_geq (info->generation, acked, "cut %u: generation %" PRIu64
+                 " is older than the acknowledged %" PRIu64, c,
+                 info->generation, acked);
+  return pool;
+}
+
 /* After a cut the pool opens at a generation at least as new as the last
  * acknowledged commit (TX-1, TX-3), equal to the model of that generation,
  * and fsck is clean.
@@ -827,39 +976,13 @@ Test (pool, power_cut_thousand_points, .timeout = 900)
       dev_powercut_cut (pc, true);
     dev_close (pc);
 
-    if (pool_open (lower, NULL, &pool) < 0)
-      cr_assert_fail ("cut %u (at write %" PRIu64 "): pool does not open: %s",
-                      c, cut_at, cairn_errmsg ());
-    pool_info (pool, &info);
+    pool = open_after_cut (lower, c, cut_at, acked, &info);
     newer += info.generation > acked;
     at_acked += info.generation == acked;
     gens_total += info.generation;
     torn_open += id2 != 0;
-    cr_assert_geq (info.generation, acked, "cut %u: generation %" PRIu64
-                   " is older than the acknowledged %" PRIu64, c,
-                   info.generation, acked);
-    if (id2 != 0 && pool_tree_open (pool, id2, &t) == 0) {
-      const struct pc_model *m = &models[info.generation];
-      for (uint32_t key = 0; key < PC_KEYS; key++) {
-        uint8_t k[8], v[64], want[64];
-        size_t vl;
-        int rc;
-
-        put_be64 (k, key);
-        rc = btree_lookup (t, k, 8, v, sizeof v, &vl);
-        if (m->ver[key] == 0) {
-          cr_assert_eq (rc, -ENOENT, "cut %u gen %" PRIu64 ": key %" PRIu32
-                        " should be absent (%s)", c, info.generation, key,
-                        cairn_errmsg ());
-          continue;
-        }
-        cr_assert_eq (rc, 0, "cut %u gen %" PRIu64 ": key %" PRIu32 ": %s", c,
-                      info.generation, key, cairn_errmsg ());
-        cr_assert_eq (vl, 8 + m->ver[key] % 56);
-        fill_pattern (want, vl, m->ver[key]);
-        cr_assert_arr_eq (v, want, vl, "cut %u: value of key %" PRIu32, c, key);
-      }
-    }
+    if (id2 != 0 && pool_tree_open (pool, id2, &t) == 0)
+      assert_keys (t, models[info.generation].ver, c, info.generation);
     cr_assert_eq (pool_close (pool), 0);
     assert_clean (lower);
     dev_close (lower);
@@ -871,4 +994,218 @@ Test (pool, power_cut_thousand_points, .timeout = 900)
   cr_assert_gt (at_acked, 0);
   cr_assert_gt (newer, 0, "some cuts land after a superblock write");
   free (models);
+}
+
+/* ---------------------------------------------------------------- power cuts, pipelined */
+
+/* One change of the pipelined workload: key set to version ver (0:
+ * deleted) in generation gen.
+ */
+struct pc_op {
+  uint32_t key;
+  uint64_t ver, gen;
+};
+
+#define PC2_OPS 800u            /* per writer */
+
+/* One of the two writers of the pipelined workload: the keys k with
+ * k % 2 == w, versions w + 1, w + 3, ...; a commit every 10 changes.
+ */
+struct pc2_writer {
+  struct cairn_pool *pool;
+  struct btree *t;
+  unsigned w;
+  uint64_t seed;
+  struct pc_op *ops;
+  size_t nops;
+  uint64_t acked;
+};
+
+static void *
+pc2_writer_main (void *arg)
+{
+  struct pc2_writer *wr = arg;
+  struct rng r = { wr->seed + wr->w };
+  uint64_t ver = 1 + wr->w;
+  struct pool_info info;
+
+  for (unsigned op = 1; op <= PC2_OPS; op++) {
+    uint32_t key = (uint32_t) (rng_below (&r, PC_KEYS / 2) * 2 + wr->w);
+    uint8_t k[8], v[64];
+    uint64_t gen;
+    int rc;
+
+    put_be64 (k, key);
+    if (txn_begin (wr->pool) < 0)
+      break;
+    gen = pool_open_gen (wr->pool);
+    btree_wrlock (wr->t);
+    if (rng_below (&r, 4) == 0) {
+      rc = btree_delete (wr->t, k, 8);
+      if (rc == 0 || rc == -ENOENT) {
+        wr->ops[wr->nops++] = (struct pc_op) { key, 0, gen };
+        rc = 0;
+      }
+    }
+    else {
+      fill_pattern (v, 8 + ver % 56, ver);
+      rc = btree_insert (wr->t, k, 8, v, 8 + ver % 56, 0);
+      if (rc == 0) {
+        wr->ops[wr->nops++] = (struct pc_op) { key, ver, gen };
+        ver += 2;
+      }
+    }
+    btree_unlock (wr->t);
+    txn_end (wr->pool);
+    if (rc < 0)
+      break;
+    if (op % 10 == 0) {
+      if (pool_commit (wr->pool) < 0)
+        break;
+      pool_info (wr->pool, &info);
+      wr->acked = info.generation;
+    }
+  }
+  return NULL;
+}
+
+/* The workload of power_cut_pipelined_commits: two writers on one tree,
+ * each committing every 10 changes, and the commit thread every
+ * millisecond, so that one commit freezes while the one before it writes
+ * (TX-7).  Each change notes the generation it went into (stable inside
+ * txn_begin, since a freeze holds txn_lock exclusive).  Returns the newest
+ * generation a writer's pool_commit acknowledged.
+ */
+static uint64_t
+pc2_workload (struct cairn_dev *dev, uint64_t wseed, struct pc2_writer wr[2],
+              uint64_t *idp, uint64_t *tree_gen)
+{
+  struct pool_open_opts oo = { .dirty_limit_bytes = 1ull << 40,
+                               .spacemap_log_min = 40 };
+  struct cairn_pool *pool;
+  struct pool_info info;
+  struct btree *t;
+  pthread_t th[2];
+  uint64_t acked;
+
+  *tree_gen = UINT64_MAX;
+  for (unsigned w = 0; w < 2; w++)
+    wr[w].nops = 0;
+  if (pool_open (dev, &oo, &pool) < 0)
+    cr_assert_fail ("open before the cut: %s", cairn_errmsg ());
+  pool_info (pool, &info);
+  acked = info.generation;
+  if (txn_begin (pool) < 0)
+    goto out;
+  *tree_gen = pool_open_gen (pool);
+  if (pool_tree_create (pool, idp, &t) < 0) {
+    txn_end (pool);
+    goto out;
+  }
+  txn_end (pool);
+  if (pool_start_committer (pool, 1) < 0)
+    goto out;
+  for (unsigned w = 0; w < 2; w++) {
+    wr[w].pool = pool;
+    wr[w].t = t;
+    wr[w].w = w;
+    wr[w].seed = wseed;
+    wr[w].acked = acked;
+    pthread_create (&th[w], NULL, pc2_writer_main, &wr[w]);
+  }
+  for (unsigned w = 0; w < 2; w++) {
+    pthread_join (th[w], NULL);
+    acked = MAX (acked, wr[w].acked);
+  }
+ out:
+  pool_stop_committer (pool);
+  pool_close (pool);
+  return acked;
+}
+
+/* A device over dev whose writes take 20 us and flushes 300 us, as a
+ * disk's take time: without it a commit on a memory device is over before
+ * another can freeze, and the writes of two commits never interleave.
+ */
+static struct cairn_dev *
+slow_flushes (struct cairn_dev *dev)
+{
+  struct cairn_dev *slow;
+
+  cr_assert_eq (dev_fault_create (dev, &slow), 0);
+  dev_fault_delay (slow, DEV_FAULT_WRITE, 20);
+  dev_fault_delay (slow, DEV_FAULT_FLUSH, 300);
+  return slow;
+}
+
+/* As power_cut_thousand_points, with commits that overlap: after a cut at
+ * any write or flush the pool opens at a generation at least as new as
+ * the last acknowledged one, holding exactly the changes made in that
+ * generation and before it, and fsck is clean.  The cut points are spread
+ * over the dry run's writes; with two threads committing, each run's
+ * writes differ, so a cut lands where it lands.
+ */
+Test (pool, power_cut_pipelined_commits, .timeout = 900)
+{
+  uint64_t seed = test_seed ("pool.power_cut_pipelined_commits", 1204);
+  struct pc2_writer wr[2] = { { .ops = calloc (PC2_OPS, sizeof (struct pc_op)) },
+                              { .ops = calloc (PC2_OPS, sizeof (struct pc_op)) } };
+  struct cairn_dev *lower, *pc, *slow;
+  uint64_t writes, id, tree_gen;
+  const unsigned cuts = 300;
+  unsigned newer = 0;
+
+  cr_assert (wr[0].ops && wr[1].ops);
+  lower = mem_pool (32 << 20, NULL);
+  cr_assert_eq (dev_powercut_create (lower, seed, &pc), 0);
+  slow = slow_flushes (pc);
+  pc2_workload (slow, seed, wr, &id, &tree_gen);
+  writes = dev_powercut_ops (pc);
+  dev_close (slow);
+  dev_close (pc);
+  dev_close (lower);
+  cr_assert_eq (wr[0].nops + wr[1].nops, 2 * PC2_OPS);
+  cr_assert_gt (writes, 100, "the workload writes %" PRIu64 " times", writes);
+
+  for (unsigned c = 0; c < cuts; c++) {
+    uint64_t cut_at = 1 + (c * writes) / cuts, acked, id2 = 0;
+    uint64_t want[PC_KEYS] = { 0 };
+    struct cairn_pool *pool;
+    struct pool_info info;
+    struct btree *t;
+
+    lower = mem_pool (32 << 20, NULL);
+    cr_assert_eq (dev_powercut_create (lower, seed * 1000003 + c, &pc), 0);
+    dev_powercut_arm (pc, cut_at);
+    slow = slow_flushes (pc);
+    acked = pc2_workload (slow, seed, wr, &id2, &tree_gen);
+    if (!dev_powercut_is_cut (pc))
+      dev_powercut_cut (pc, true);
+    dev_close (slow);
+    dev_close (pc);
+
+    pool = open_after_cut (lower, c, cut_at, acked, &info);
+    newer += info.generation > acked;
+    for (unsigned w = 0; w < 2; w++)
+      for (size_t i = 0; i < wr[w].nops; i++)
+        if (wr[w].ops[i].gen <= info.generation)
+          want[wr[w].ops[i].key] = wr[w].ops[i].ver;
+    if (tree_gen > info.generation)
+      cr_assert (id2 == 0 || pool_tree_open (pool, id2, &t) < 0,
+                 "cut %u: the tree of generation %" PRIu64 " is there at %"
+                 PRIu64, c, tree_gen, info.generation);
+    else {
+      cr_assert_eq (pool_tree_open (pool, id2, &t), 0, "cut %u: %s", c,
+                    cairn_errmsg ());
+      assert_keys (t, want, c, info.generation);
+    }
+    cr_assert_eq (pool_close (pool), 0);
+    assert_clean (lower);
+    dev_close (lower);
+  }
+  fprintf (stderr, "pool.power_cut_pipelined_commits: %u cuts over about %"
+           PRIu64 " writes and flushes, %u at a newer generation than the "
+           "acknowledged one\n", cuts, writes, newer);
+  free (wr[0].ops);
+  free (wr[1].ops);
 }

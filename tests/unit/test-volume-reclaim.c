@@ -168,23 +168,6 @@ Test (volume, background_delete_runs_by_itself)
   dev_close (dev);
 }
 
-/* A copy of a device: what a crash at this point would leave. */
-static struct cairn_dev *
-copy_dev (struct cairn_dev *dev, uint64_t size)
-{
-  struct cairn_dev *copy;
-  uint8_t *buf = malloc (1 << 20);
-
-  cr_assert_not_null (buf);
-  cr_assert_eq (dev_mem_create (size, &copy), 0);
-  for (uint64_t off = 0; off < size; off += 1 << 20) {
-    cr_assert_eq (dev_pread (dev, buf, 1 << 20, off), 0);
-    cr_assert_eq (dev_pwrite (copy, buf, 1 << 20, off), 0);
-  }
-  free (buf);
-  return copy;
-}
-
 /* Deleting a snapshot or a volume that handles have open: the name goes at
  * once, the handles keep reading (and writing) the same data until they
  * close, and then what was unique to it is freed; after a crash with the
