@@ -185,8 +185,9 @@ struct cairn_pool {
   uint64_t commits;
 
   /* The superblock and space map of the newest frozen generation, which
-   * the next freeze builds on: ahead of sb while a commit writes.  Under
-   * txn_lock exclusive (the freeze).
+   * the next freeze builds on: ahead of sb while a commit writes.  Changed
+   * under txn_lock exclusive (the freeze), sm also under commit_lock
+   * (pool_info reads it).
    */
   struct superblock frozen_sb;
   struct spacemap sm;

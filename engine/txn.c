@@ -232,8 +232,11 @@ commit_freeze (struct cairn_pool *pool, struct commit_job *job)
   __atomic_store_n (&pool->data_written, 0, __ATOMIC_RELAXED);
   r = spacemap_finish (&job->smw, delta, sb);
   space_delta_free (delta);
-  if (r == 0)
+  if (r == 0) {
+    pthread_mutex_lock (&pool->commit_lock);   /* pool_info reads sm */
     r = spacemap_advance (&pool->sm, &job->smw);
+    pthread_mutex_unlock (&pool->commit_lock);
+  }
   if (r < 0)
     goto fail_locked;
   sb->generation = gen;
