@@ -84,19 +84,61 @@ vol_set_readonly (struct cairn_pool *pool, const char *name, bool ro)
   return cat_submit (pool, &req);
 }
 
+/* The ids of the volumes named, for the snapshot barrier (SB-1 in
+ * catalog-snap.c); a name that is no volume gets none (the request fails
+ * on it with the right message).
+ */
+static void
+barrier_ids (struct catalog *cat, const char *const *vols, size_t nvols,
+             uint64_t *ids, size_t *n)
+{
+  *n = 0;
+  pthread_mutex_lock (&cat->tlock);
+  for (size_t i = 0; i < nvols; i++) {
+    struct volstate *vs = cat_find_name (cat, vols[i]);
+
+    if (vs)
+      ids[(*n)++] = vs->id;
+  }
+  pthread_mutex_unlock (&cat->tlock);
+}
+
 int
 snap_create_many (struct cairn_pool *pool, const char *const *vols,
                   size_t nvols, const char *snap)
 {
   struct cat_request req = { .kind = REQ_SNAP, .vols = vols, .nvols = nvols,
                              .snap = snap };
+  struct catalog *cat;
+  size_t n;
   int r = vol_check_name (snap);
 
   if (r == 0 && strchr (snap, '/'))
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
   if (r == 0 && nvols == 0)
     r = cairn_fail (-EINVAL, "no volume to snapshot");
-  return r < 0 ? r : cat_submit (pool, &req);
+  if (r == 0)
+    r = catalog_get (pool, &cat);
+  if (r < 0)
+    return r;
+  /* Writes to the volumes that begin from now on wait for the freeze
+   * that takes the snapshot (SB-1).
+   */
+  req.barrier = malloc (nvols * sizeof *req.barrier);
+  if (req.barrier == NULL)
+    return cairn_fail (-ENOMEM, "out of memory taking a snapshot");
+  barrier_ids (cat, vols, nvols, req.barrier, &n);
+  r = snap_barrier_raise (cat, req.barrier, n);
+  if (r == 0) {
+    req.nbarrier = n;
+    r = cat_submit (pool, &req);
+    /* No freeze took the request: lower the barrier here. */
+    n = __atomic_exchange_n (&req.nbarrier, 0, __ATOMIC_ACQ_REL);
+    if (n)
+      snap_barrier_lower (cat, req.barrier, n);
+  }
+  free (req.barrier);
+  return r;
 }
 
 int

@@ -190,6 +190,11 @@ struct cat_request {
   uint64_t out_id;
   bool done;
   void *data;                 /* REQ_REAP: the step (reaper.c) */
+  /* REQ_SNAP: the volumes whose writers wait for the freeze (snapshot
+   * barrier, catalog-snap.c); the freeze that applies it lowers it.
+   */
+  uint64_t *barrier;
+  size_t nbarrier;
 };
 
 /* A pinned state (snapshot or generation) that a handle has open. */
@@ -235,9 +240,25 @@ struct catalog {
                                  the reaper at its end */
   struct xstats *xstats;      /* I/O statistics per export (volstats.c;
                                  the pointer under tlock) */
+  /* Snapshot barriers (catalog-snap.c): ids of volumes with a snapshot
+   * requested and not yet frozen, one entry per request.
+   */
+  pthread_mutex_t barrier_lock;
+  pthread_cond_t barrier_cond;
+  uint64_t *barrier_ids;      /* under barrier_lock */
+  size_t nbarrier, barrier_cap;
+  size_t barriers;            /* nbarrier, read unlocked (atomic) */
 };
 
 /* catalog.c and its parts (catalog-rec.c, catalog-snap.c) */
+/* Snapshot barriers (catalog-snap.c, SB-1): raise one for each of n
+ * volume ids (-ENOMEM only), lower them again, and wait, before a write to
+ * volume id, while one is raised for it.
+ */
+int snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
+  CAIRN_WUR;
+void snap_barrier_lower (struct catalog *cat, const uint64_t *ids, size_t n);
+void snap_barrier_wait (struct catalog *cat, uint64_t id);
 /* A handle closed on a hidden volume or a deferred pin: let the next
  * commit finish what its delete left (volume.c).
  */

@@ -570,3 +570,77 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
     r = cat_root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->name2), gv, 8);
   return r;
 }
+
+/* ---------------------------------------------------------------- barriers
+ *
+ * SB-1  A snapshot holds exactly the writes that began before it was
+ *       requested (DESIGN.md §2.3).  snap_create_many raises a barrier on
+ *       each of its volumes before it submits the request; a write to a
+ *       volume with a barrier waits (snap_barrier_wait, in write_bytes,
+ *       holding no lock) until the freeze that applies the request lowers
+ *       it, and then lands in the next generation.  Writes that began
+ *       before the barrier finish before the freeze (TX-6) and are in the
+ *       snapshot.  The wait is that freeze's: since TX-7 it does not wait
+ *       for a running commit's I/O, only for a freeze in progress (or, with
+ *       two generations in flight already, for the older one's I/O).
+ */
+
+int
+snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
+{
+  if (n == 0)
+    return 0;
+  pthread_mutex_lock (&cat->barrier_lock);
+  if (cat->nbarrier + n > cat->barrier_cap) {
+    size_t cap = MAX (2 * cat->barrier_cap, cat->nbarrier + n);
+    uint64_t *b = realloc (cat->barrier_ids, cap * sizeof *b);
+
+    if (b == NULL) {
+      pthread_mutex_unlock (&cat->barrier_lock);
+      return cairn_fail (-ENOMEM, "out of memory taking a snapshot");
+    }
+    cat->barrier_ids = b;
+    cat->barrier_cap = cap;
+  }
+  memcpy (cat->barrier_ids + cat->nbarrier, ids, n * sizeof *ids);
+  cat->nbarrier += n;
+  __atomic_store_n (&cat->barriers, cat->nbarrier, __ATOMIC_RELEASE);
+  pthread_mutex_unlock (&cat->barrier_lock);
+  return 0;
+}
+
+void
+snap_barrier_lower (struct catalog *cat, const uint64_t *ids, size_t n)
+{
+  pthread_mutex_lock (&cat->barrier_lock);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < cat->nbarrier; j++)
+      if (cat->barrier_ids[j] == ids[i]) {
+        cat->barrier_ids[j] = cat->barrier_ids[--cat->nbarrier];
+        break;
+      }
+  __atomic_store_n (&cat->barriers, cat->nbarrier, __ATOMIC_RELEASE);
+  pthread_cond_broadcast (&cat->barrier_cond);
+  pthread_mutex_unlock (&cat->barrier_lock);
+}
+
+/* Whether a barrier is raised for id (barrier_lock held). */
+static bool
+barrier_raised (const struct catalog *cat, uint64_t id)
+{
+  for (size_t j = 0; j < cat->nbarrier; j++)
+    if (cat->barrier_ids[j] == id)
+      return true;
+  return false;
+}
+
+void
+snap_barrier_wait (struct catalog *cat, uint64_t id)
+{
+  if (__atomic_load_n (&cat->barriers, __ATOMIC_ACQUIRE) == 0)
+    return;
+  pthread_mutex_lock (&cat->barrier_lock);
+  while (barrier_raised (cat, id))
+    pthread_cond_wait (&cat->barrier_cond, &cat->barrier_lock);
+  pthread_mutex_unlock (&cat->barrier_lock);
+}

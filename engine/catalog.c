@@ -183,6 +183,15 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
     if (req->result < 0 && nodecache_changes (pool_cache (pool)) != changes)
       r = req->result = freeze_fails ("a catalog change failed half-way");
   }
+  /* The snapshot is in this generation: its volumes' writers may go on,
+   * into the next one (they wait for txn_lock until this freeze ends).
+   */
+  if (req) {
+    size_t n = __atomic_exchange_n (&req->nbarrier, 0, __ATOMIC_ACQ_REL);
+
+    if (n)
+      snap_barrier_lower (cat, req->barrier, n);
+  }
   if (req) {
     if (req->result < 0)
       snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
@@ -281,6 +290,9 @@ catalog_destroy (void *opaque)
   xstats_free (cat->xstats);
   pthread_mutex_destroy (&cat->oplock);
   pthread_mutex_destroy (&cat->tlock);
+  pthread_mutex_destroy (&cat->barrier_lock);
+  pthread_cond_destroy (&cat->barrier_cond);
+  free (cat->barrier_ids);
   free (cat);
 }
 
@@ -319,6 +331,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   cat->pool = pool;
   pthread_mutex_init (&cat->oplock, NULL);
   pthread_mutex_init (&cat->tlock, NULL);
+  pthread_mutex_init (&cat->barrier_lock, NULL);
+  pthread_cond_init (&cat->barrier_cond, NULL);
   r = reaper_new (cat);
   if (r < 0) {
     pool_attach_unlock (pool);

@@ -688,6 +688,11 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
 
   if (r == 0)
     r = check_range (v, count, off);
+  /* A snapshot of the volume requested before this write holds it out
+   * (SB-1 in catalog-snap.c).
+   */
+  if (r == 0 && count > 0)
+    snap_barrier_wait (v->cat, v->vs->id);
   if (r == 0 && count > 0)
     r = merge_write (v, buf, count, off, zero, sums);
   if (r == 0 && count > 0 && (flags & VOL_FUA))

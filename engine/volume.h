@@ -161,20 +161,15 @@ int vol_damage_error (const struct vol_damage *d) CAIRN_WUR;
 /* ---- catalog: snapshots and clones */
 
 /* Snapshot one volume: the state at the end of the generation that the
- * call ends (the freeze of the next commit after any running one);
- * durable when it returns.  So it holds every write acknowledged before
- * the call, none started after it returned, and each write made during
- * the call whole or not at all: writes keep flowing until the freeze, as
- * in ZFS and btrfs.  DESIGN.md §2.3 says "every write after the request
- * belongs to G+1"; holding writers of the volume out from the call to the
- * freeze (up to a running commit's I/O) would give that, at the cost of
- * stalling them; a client gains nothing it could rely on from it, since
- * nothing orders a control request against NBD writes on other
- * connections (tests/unit/test-volume-concurrent.c checks the bounds
- * above, tests/integration/test-plugin-snapshot-load.sh through NBD).
- * Since TX-6 (txn.c) the freeze waits only for the writes in progress, so
- * the call lets in writes for as long as a running commit's I/O lasts,
- * not for as long as writers keep coming.
+ * call ends; durable when it returns.  It holds exactly the writes that
+ * began before the call (DESIGN.md §2.3): each write that began before it
+ * whole, none that began after it.  A write to the volume that begins
+ * during the call waits for the freeze that takes the snapshot (SB-1 in
+ * catalog-snap.c), which since TX-7 (txn.c) does not wait for a running
+ * commit's I/O: the wait is a freeze's, unless two generations are in
+ * flight already.  tests/unit/test-volume-concurrent.c checks both the
+ * bounds and the barrier, tests/integration/test-plugin-snapshot-load.sh
+ * the bounds through NBD.
  */
 int snap_create (struct cairn_pool *pool, const char *vol, const char *snap)
   CAIRN_WUR;

@@ -14,9 +14,11 @@
 # block's version V was sent no earlier than round V's start and
 # acknowledged no later than its end, and the checks use only those bounds.
 #
-# Writes sent while the command runs, before the commit that takes the
-# snapshot freezes, may be in it (engine/volume.h, snap_create, and
-# DESIGN.md §2.3): the test counts such blocks and prints them.
+# A snapshot holds exactly the writes that began before the server took
+# the request (engine/volume.h, snap_create; DESIGN.md §2.3), but a client
+# cannot tell when that was: writes sent after the command started and
+# before the server read it may be in it.  The test counts such blocks
+# and prints them.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require_nbdsh
 

@@ -17,6 +17,10 @@
  *   started before the call returned (a write in flight may or may not be
  *   in it), and a snapshot never changes.
  *
+ *   snapshot_holds_no_write_begun_after_it: with two commits in flight (a
+ *   flush held), a write that begins after a snapshot was requested waits
+ *   for the snapshot's freeze and is not in it (SB-1, DESIGN §2.3).
+ *
  * The pool is on the memory device, which takes no lock (dev-mem.c): the
  * engine's own locks are all that orders the threads, and the shared
  * machine's disk is spared.  Criterion asserts in the test's own thread
@@ -36,9 +40,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "catalog-int.h"
 #include "volume.h"
 #include "test-pool.h"
 #include "test-util.h"
@@ -819,4 +825,141 @@ Test (volume_concurrent, shared_volume_snapshot, .timeout = 600)
   free (sw);
   free (w);
   free (buf);
+}
+
+/* ---------------------------------------------------------------- the barrier */
+
+/* What one helper thread of snapshot_holds_no_write_begun_after_it does:
+ * commit the pool, snapshot "v" as "s", or write byte over block 0.
+ */
+struct sb_job {
+  struct cairn_pool *pool;
+  struct cairn_volume *h;
+  enum { SB_COMMIT, SB_SNAP, SB_WRITE } what;
+  uint8_t byte;
+  bool done;                  /* atomic */
+  int r;
+};
+
+static void *
+sb_main (void *arg)
+{
+  struct sb_job *j = arg;
+  uint8_t buf[BLOCK_SIZE];
+
+  switch (j->what) {
+  case SB_COMMIT:
+    j->r = pool_commit (j->pool);
+    break;
+  case SB_SNAP:
+    j->r = snap_create (j->pool, "v", "s");
+    break;
+  case SB_WRITE:
+    memset (buf, j->byte, sizeof buf);
+    j->r = vol_pwrite (j->h, buf, sizeof buf, 0, 0);
+    break;
+  }
+  __atomic_store_n (&j->done, true, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Write byte over block 0 of h. */
+static void
+sb_write (struct cairn_volume *h, uint8_t byte)
+{
+  uint8_t buf[BLOCK_SIZE];
+
+  memset (buf, byte, sizeof buf);
+  cr_assert_eq (vol_pwrite (h, buf, sizeof buf, 0, 0), 0, "%s",
+                cairn_errmsg ());
+}
+
+/* Block 0 of export name reads as byte. */
+static void
+sb_expect (struct cairn_pool *pool, const char *name, uint8_t byte)
+{
+  struct cairn_volume *h;
+  uint8_t buf[BLOCK_SIZE];
+
+  cr_assert_eq (vol_open (pool, name, &h), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (h, buf, sizeof buf, 0), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (buf[0], byte, "%s holds the write of 0x%02x, not 0x%02x",
+                name, buf[0], byte);
+  vol_close (h);
+}
+
+/* Wait (10 s at most) until cond holds. */
+#define SB_WAIT_FOR(cond, what)                                         \
+  do {                                                                  \
+    int waited_;                                                        \
+    for (waited_ = 0; waited_ < 1000 && !(cond); waited_++)             \
+      usleep (10000);                                                   \
+    cr_assert (cond, "%s did not happen in 10 s", what);                \
+  } while (0)
+
+/* SB-1: the snapshot's freeze must wait here (two generations are in
+ * flight, the older one stuck in its flush), and a write that begins
+ * meanwhile, after the request, waits for it and is not in the snapshot;
+ * the one before the request is.  Without the barrier the later write
+ * went into the generation the snapshot froze.
+ */
+Test (volume_concurrent, snapshot_holds_no_write_begun_after_it)
+{
+  struct cairn_dev *mem = mem_pool (64 << 20, NULL), *dev;
+  struct sb_job c1, c2, snap, late;
+  pthread_t t[4];
+  struct cairn_pool *pool;
+  struct cairn_volume *h;
+  struct catalog *cat;
+  uint64_t gen;
+
+  cr_assert_eq (dev_fault_create (mem, &dev), 0);
+  pool = pool_open_ok (dev);
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &h), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (catalog_get (pool, &cat), 0);
+  sb_write (h, 1);
+  cr_assert_eq (pool_commit (pool), 0);
+
+  /* Generation G writes and holds its flush; G + 1 is frozen behind it. */
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, true);
+  sb_write (h, 2);
+  c1 = (struct sb_job) { .pool = pool, .what = SB_COMMIT };
+  pthread_create (&t[0], NULL, sb_main, &c1);
+  SB_WAIT_FOR (dev_fault_waiting (dev, DEV_FAULT_FLUSH) > 0,
+               "the first commit's flush");
+  sb_write (h, 3);
+  gen = pool_open_gen (pool);
+  c2 = (struct sb_job) { .pool = pool, .what = SB_COMMIT };
+  pthread_create (&t[1], NULL, sb_main, &c2);
+  SB_WAIT_FOR (pool_open_gen (pool) > gen, "the second commit's freeze");
+
+  /* The last write before the request, the request, a write after it. */
+  sb_write (h, 4);
+  snap = (struct sb_job) { .pool = pool, .what = SB_SNAP };
+  pthread_create (&t[2], NULL, sb_main, &snap);
+  SB_WAIT_FOR (__atomic_load_n (&cat->barriers, __ATOMIC_ACQUIRE) > 0,
+               "the snapshot's barrier");
+  late = (struct sb_job) { .h = h, .what = SB_WRITE, .byte = 5 };
+  pthread_create (&t[3], NULL, sb_main, &late);
+  /* Time for the late write to go through, were nothing holding it. */
+  for (int i = 0; i < 50 && !__atomic_load_n (&late.done, __ATOMIC_ACQUIRE); i++)
+    usleep (10000);
+  cr_assert (!__atomic_load_n (&snap.done, __ATOMIC_ACQUIRE),
+             "the snapshot did not wait for the commits in flight");
+
+  dev_fault_hold (dev, DEV_FAULT_FLUSH, false);
+  for (int i = 0; i < 4; i++)
+    pthread_join (t[i], NULL);
+  cr_assert_eq (c1.r, 0);
+  cr_assert_eq (c2.r, 0);
+  cr_assert_eq (snap.r, 0, "snapshot: %s", cairn_errmsg ());
+  cr_assert_eq (late.r, 0);
+  sb_expect (pool, "v@s", 4);
+  sb_expect (pool, "v", 5);
+  vol_close (h);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+  assert_clean (mem);
+  dev_close (mem);
 }
