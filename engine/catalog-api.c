@@ -103,42 +103,52 @@ barrier_ids (struct catalog *cat, const char *const *vols, size_t nvols,
   pthread_mutex_unlock (&cat->tlock);
 }
 
+/* Submit req, a change that takes the state of the live volumes named
+ * (a snapshot, a clone of a live volume), behind a snapshot barrier on
+ * them: writes to them that begin from now on wait for the freeze that
+ * applies it (SB-1 in catalog-snap.c).
+ */
+static int
+submit_with_barrier (struct cairn_pool *pool, struct cat_request *req,
+                     const char *const *vols, size_t nvols)
+{
+  struct catalog *cat;
+  size_t n;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  req->barrier = malloc (nvols * sizeof *req->barrier);
+  if (req->barrier == NULL)
+    return cairn_fail (-ENOMEM, "out of memory taking a snapshot");
+  barrier_ids (cat, vols, nvols, req->barrier, &n);
+  r = snap_barrier_raise (cat, req->barrier, n);
+  if (r == 0) {
+    req->nbarrier = n;
+    r = cat_submit (pool, req);
+    /* No freeze took the request: lower the barrier here. */
+    n = __atomic_exchange_n (&req->nbarrier, 0, __ATOMIC_ACQ_REL);
+    if (n)
+      snap_barrier_lower (cat, req->barrier, n);
+  }
+  free (req->barrier);
+  req->barrier = NULL;
+  return r;
+}
+
 int
 snap_create_many (struct cairn_pool *pool, const char *const *vols,
                   size_t nvols, const char *snap)
 {
   struct cat_request req = { .kind = REQ_SNAP, .vols = vols, .nvols = nvols,
                              .snap = snap };
-  struct catalog *cat;
-  size_t n;
   int r = vol_check_name (snap);
 
   if (r == 0 && strchr (snap, '/'))
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);
   if (r == 0 && nvols == 0)
     r = cairn_fail (-EINVAL, "no volume to snapshot");
-  if (r == 0)
-    r = catalog_get (pool, &cat);
-  if (r < 0)
-    return r;
-  /* Writes to the volumes that begin from now on wait for the freeze
-   * that takes the snapshot (SB-1).
-   */
-  req.barrier = malloc (nvols * sizeof *req.barrier);
-  if (req.barrier == NULL)
-    return cairn_fail (-ENOMEM, "out of memory taking a snapshot");
-  barrier_ids (cat, vols, nvols, req.barrier, &n);
-  r = snap_barrier_raise (cat, req.barrier, n);
-  if (r == 0) {
-    req.nbarrier = n;
-    r = cat_submit (pool, &req);
-    /* No freeze took the request: lower the barrier here. */
-    n = __atomic_exchange_n (&req.nbarrier, 0, __ATOMIC_ACQ_REL);
-    if (n)
-      snap_barrier_lower (cat, req.barrier, n);
-  }
-  free (req.barrier);
-  return r;
+  return r < 0 ? r : submit_with_barrier (pool, &req, vols, nvols);
 }
 
 int
@@ -256,7 +266,11 @@ vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   struct cat_request req = { .kind = REQ_CLONE, .name = src, .name2 = newname };
   int r = vol_check_name (newname);
 
-  return r < 0 ? r : cat_submit (pool, &req);
+  if (r < 0)
+    return r;
+  /* A clone of the live volume takes its state as a snapshot does. */
+  return strchr (src, '@') ? cat_submit (pool, &req)
+                           : submit_with_barrier (pool, &req, &src, 1);
 }
 
 /* Check a property key. */

@@ -574,8 +574,9 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
 /* ---------------------------------------------------------------- barriers
  *
  * SB-1  A snapshot holds exactly the writes that began before it was
- *       requested (DESIGN.md §2.3).  snap_create_many raises a barrier on
- *       each of its volumes before it submits the request; a write to a
+ *       requested (DESIGN.md §2.3), and so does a clone of a live volume.
+ *       snap_create_many (vol_clone) raises a barrier on each of its
+ *       volumes before it submits the request; a write to a
  *       volume with a barrier waits (snap_barrier_wait, in write_bytes,
  *       holding no lock) until the freeze that applies the request lowers
  *       it, and then lands in the next generation.  Writes that began

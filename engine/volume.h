@@ -192,7 +192,10 @@ int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
 int vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
                   const char *keep_as) CAIRN_WUR;
 
-/* A writable clone named newname of src (VOL, VOL@SNAP or VOL@#GEN). */
+/* A writable clone named newname of src (VOL, VOL@SNAP or VOL@#GEN).  A
+ * clone of the live VOL holds exactly the writes that began before the
+ * call, as snap_create's snapshot does.
+ */
 int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   CAIRN_WUR;
 

@@ -17,9 +17,10 @@
  *   started before the call returned (a write in flight may or may not be
  *   in it), and a snapshot never changes.
  *
- *   snapshot_holds_no_write_begun_after_it: with two commits in flight (a
- *   flush held), a write that begins after a snapshot was requested waits
- *   for the snapshot's freeze and is not in it (SB-1, DESIGN §2.3).
+ *   snapshot_holds_no_write_begun_after_it (and live_clone_...): with two
+ *   commits in flight (a flush held), a write that begins after a snapshot
+ *   (a clone of the live volume) was requested waits for its freeze and is
+ *   not in it (SB-1, DESIGN §2.3).
  *
  * The pool is on the memory device, which takes no lock (dev-mem.c): the
  * engine's own locks are all that orders the threads, and the shared
@@ -829,13 +830,13 @@ Test (volume_concurrent, shared_volume_snapshot, .timeout = 600)
 
 /* ---------------------------------------------------------------- the barrier */
 
-/* What one helper thread of snapshot_holds_no_write_begun_after_it does:
- * commit the pool, snapshot "v" as "s", or write byte over block 0.
+/* What one helper thread of the barrier tests does: commit the pool,
+ * snapshot "v" as "v@s", clone it live as "c", or write byte over block 0.
  */
 struct sb_job {
   struct cairn_pool *pool;
   struct cairn_volume *h;
-  enum { SB_COMMIT, SB_SNAP, SB_WRITE } what;
+  enum { SB_COMMIT, SB_SNAP, SB_CLONE, SB_WRITE } what;
   uint8_t byte;
   bool done;                  /* atomic */
   int r;
@@ -853,6 +854,9 @@ sb_main (void *arg)
     break;
   case SB_SNAP:
     j->r = snap_create (j->pool, "v", "s");
+    break;
+  case SB_CLONE:
+    j->r = vol_clone (j->pool, "v", "c");
     break;
   case SB_WRITE:
     memset (buf, j->byte, sizeof buf);
@@ -897,13 +901,14 @@ sb_expect (struct cairn_pool *pool, const char *name, uint8_t byte)
     cr_assert (cond, "%s did not happen in 10 s", what);                \
   } while (0)
 
-/* SB-1: the snapshot's freeze must wait here (two generations are in
- * flight, the older one stuck in its flush), and a write that begins
- * meanwhile, after the request, waits for it and is not in the snapshot;
- * the one before the request is.  Without the barrier the later write
- * went into the generation the snapshot froze.
+/* SB-1: the snapshot's (clone's) freeze must wait here (two generations
+ * are in flight, the older one stuck in its flush), and a write that
+ * begins meanwhile, after the request, waits for it and is not in the
+ * snapshot (clone), named taken; the one before the request is.  Without
+ * the barrier the later write went into the generation it froze.
  */
-Test (volume_concurrent, snapshot_holds_no_write_begun_after_it)
+static void
+sb_check_barrier (int what, const char *taken)
 {
   struct cairn_dev *mem = mem_pool (64 << 20, NULL), *dev;
   struct sb_job c1, c2, snap, late;
@@ -936,7 +941,7 @@ Test (volume_concurrent, snapshot_holds_no_write_begun_after_it)
 
   /* The last write before the request, the request, a write after it. */
   sb_write (h, 4);
-  snap = (struct sb_job) { .pool = pool, .what = SB_SNAP };
+  snap = (struct sb_job) { .pool = pool, .what = what };
   pthread_create (&t[2], NULL, sb_main, &snap);
   SB_WAIT_FOR (__atomic_load_n (&cat->barriers, __ATOMIC_ACQUIRE) > 0,
                "the snapshot's barrier");
@@ -955,11 +960,21 @@ Test (volume_concurrent, snapshot_holds_no_write_begun_after_it)
   cr_assert_eq (c2.r, 0);
   cr_assert_eq (snap.r, 0, "snapshot: %s", cairn_errmsg ());
   cr_assert_eq (late.r, 0);
-  sb_expect (pool, "v@s", 4);
+  sb_expect (pool, taken, 4);
   sb_expect (pool, "v", 5);
   vol_close (h);
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
   assert_clean (mem);
   dev_close (mem);
+}
+
+Test (volume_concurrent, snapshot_holds_no_write_begun_after_it)
+{
+  sb_check_barrier (SB_SNAP, "v@s");
+}
+
+Test (volume_concurrent, live_clone_holds_no_write_begun_after_it)
+{
+  sb_check_barrier (SB_CLONE, "c");
 }
