@@ -2,9 +2,10 @@
  * (engine/pool.c, super.c, spacemap.c, txn.c) and for fsck: opening
  * refuses what it must, corruption is found and named, a full pool says
  * ENOSPC and recovers, failed I/O latches the pool, concurrent commits
- * group and pipeline (a freeze while the commit before writes), and a
- * thousand power cuts (three hundred with commits overlapping) leave a pool
- * at a durable generation that equals the model and checks clean.
+ * group and pipeline (a freeze while the commit before writes, whose
+ * superblock still goes first), and a thousand power cuts (three hundred
+ * with commits overlapping) leave a pool at a durable generation that
+ * equals the model and checks clean.
  */
 #include <config.h>
 
@@ -622,6 +623,40 @@ commit_main (void *arg)
   return NULL;
 }
 
+/* Two commits in flight: key 1 is in the pool's tree t; the first commit
+ * (thread *ta, result in a) is held at its first operation of kind held,
+ * key 2 is written, and the second commit (*tb, b) freezes meanwhile.
+ * Returns the second commit's generation.  The caller releases held.
+ */
+static uint64_t
+two_commits_in_flight (struct cairn_dev *dev, struct cairn_pool *pool,
+                       struct btree *t, enum dev_fault_op held,
+                       struct committer_arg *a, pthread_t *ta,
+                       struct committer_arg *b, pthread_t *tb)
+{
+  uint64_t gen, v = 2;
+  int waited;
+
+  dev_fault_hold (dev, held, true);
+  *a = (struct committer_arg) { pool, 0 };
+  pthread_create (ta, NULL, commit_main, a);
+  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, held) == 0;
+       waited++)
+    usleep (10000);
+  cr_assert_eq (dev_fault_waiting (dev, held), 1,
+                "the first commit was not held in its I/O within 10 s");
+  /* The first commit froze gen - 1 and writes it; key 2 goes into gen. */
+  gen = pool_open_gen (pool);
+  cr_assert_eq (put (pool, t, 2, &v, sizeof v), 0);
+  *b = (struct committer_arg) { pool, 0 };
+  pthread_create (tb, NULL, commit_main, b);
+  for (waited = 0; waited < 1000 && pool_open_gen (pool) == gen; waited++)
+    usleep (10000);
+  cr_assert_eq (pool_open_gen (pool), gen + 1, "the second commit did not "
+                "freeze while the first one waited in its I/O");
+  return gen;
+}
+
 /* TX-7: while a commit waits in its I/O, the next one freezes at once
  * (the open generation moves on) and holds exactly what was written
  * before it; only its own writing waits.  The pool then lands on the
@@ -639,31 +674,12 @@ Test (pool, a_freeze_does_not_wait_for_the_commit_before)
   uint64_t id, gen, v = 1;
   uint8_t k[8], val[8];
   size_t vl;
-  int waited;
 
   cr_assert_eq (dev_fault_create (mem, &dev), 0);
   pool = pool_open_ok (dev);
   t = new_tree (pool, &id);
   cr_assert_eq (put (pool, t, 1, &v, sizeof v), 0);
-  dev_fault_hold (dev, DEV_FAULT_FLUSH, true);
-  a = (struct committer_arg) { pool, 0 };
-  pthread_create (&ta, NULL, commit_main, &a);
-  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, DEV_FAULT_FLUSH) == 0;
-       waited++)
-    usleep (10000);
-  cr_assert_gt (dev_fault_waiting (dev, DEV_FAULT_FLUSH), 0,
-                "the first commit did not reach its flush in 10 s");
-
-  /* The first commit froze gen - 1 and writes it; key 2 goes into gen. */
-  gen = pool_open_gen (pool);
-  v = 2;
-  cr_assert_eq (put (pool, t, 2, &v, sizeof v), 0);
-  b = (struct committer_arg) { pool, 0 };
-  pthread_create (&tb, NULL, commit_main, &b);
-  for (waited = 0; waited < 1000 && pool_open_gen (pool) == gen; waited++)
-    usleep (10000);
-  cr_assert_eq (pool_open_gen (pool), gen + 1, "the second commit did not "
-                "freeze while the first one waited in its I/O");
+  gen = two_commits_in_flight (dev, pool, t, DEV_FAULT_FLUSH, &a, &ta, &b, &tb);
   /* Key 3 goes into gen + 1, after the second freeze. */
   v = 3;
   cr_assert_eq (put (pool, t, 3, &v, sizeof v), 0);
@@ -702,6 +718,43 @@ Test (pool, a_freeze_does_not_wait_for_the_commit_before)
     cr_assert_eq (pool_close (p2), 0);
   }
   dev_close (copy);
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+  assert_clean (mem);
+  dev_close (mem);
+}
+
+/* TX-7: a frozen generation writes nothing before the one before it is
+ * durable.  The first commit is held at its first write; the second
+ * freezes meanwhile and must not issue a write of its own (with writes
+ * held, one would show as a second waiter) until the first is done.
+ */
+Test (pool, a_frozen_commit_writes_after_the_one_before)
+{
+  struct cairn_dev *mem = mem_pool (64 << 20, NULL), *dev;
+  struct committer_arg a, b;
+  struct cairn_pool *pool;
+  struct pool_info info;
+  struct btree *t;
+  pthread_t ta, tb;
+  uint64_t id, gen, v = 1;
+
+  cr_assert_eq (dev_fault_create (mem, &dev), 0);
+  pool = pool_open_ok (dev);
+  t = new_tree (pool, &id);
+  cr_assert_eq (put (pool, t, 1, &v, sizeof v), 0);
+  gen = two_commits_in_flight (dev, pool, t, DEV_FAULT_WRITE, &a, &ta, &b, &tb);
+  /* Time for the second commit to issue a write, were it allowed to. */
+  usleep (200000);
+  cr_assert_eq (dev_fault_waiting (dev, DEV_FAULT_WRITE), 1, "the second "
+                "commit wrote before the first one was durable");
+  dev_fault_hold (dev, DEV_FAULT_WRITE, false);
+  pthread_join (ta, NULL);
+  pthread_join (tb, NULL);
+  cr_assert_eq (a.r, 0, "%s", cairn_errmsg ());
+  cr_assert_eq (b.r, 0, "%s", cairn_errmsg ());
+  pool_info (pool, &info);
+  cr_assert_eq (info.generation, gen);
   cr_assert_eq (pool_close (pool), 0);
   dev_close (dev);
   assert_clean (mem);
