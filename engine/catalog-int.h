@@ -190,8 +190,9 @@ struct cat_request {
   uint64_t out_id;
   bool done;
   void *data;                 /* REQ_REAP: the step (reaper.c) */
-  /* REQ_SNAP: the volumes whose writers wait for the freeze (snapshot
-   * barrier, catalog-snap.c); the freeze that applies it lowers it.
+  /* REQ_SNAP, and REQ_CLONE of a live volume: the volumes whose writers
+   * wait for the freeze (snapshot barrier, catalog-snap.c); the freeze
+   * that applies the request lowers it.
    */
   uint64_t *barrier;
   size_t nbarrier;
@@ -246,8 +247,9 @@ struct catalog {
   pthread_mutex_t barrier_lock;
   pthread_cond_t barrier_cond;
   uint64_t *barrier_ids;      /* under barrier_lock */
-  size_t nbarrier, barrier_cap;
-  size_t barriers;            /* nbarrier, read unlocked (atomic) */
+  size_t nbarrier;            /* changed under barrier_lock, read unlocked
+                                 (atomic) */
+  size_t barrier_cap;
 };
 
 /* catalog.c and its parts (catalog-rec.c, catalog-snap.c) */

@@ -604,8 +604,7 @@ snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
     cat->barrier_cap = cap;
   }
   memcpy (cat->barrier_ids + cat->nbarrier, ids, n * sizeof *ids);
-  cat->nbarrier += n;
-  __atomic_store_n (&cat->barriers, cat->nbarrier, __ATOMIC_RELEASE);
+  __atomic_store_n (&cat->nbarrier, cat->nbarrier + n, __ATOMIC_RELEASE);
   pthread_mutex_unlock (&cat->barrier_lock);
   return 0;
 }
@@ -613,14 +612,17 @@ snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
 void
 snap_barrier_lower (struct catalog *cat, const uint64_t *ids, size_t n)
 {
+  size_t left;
+
   pthread_mutex_lock (&cat->barrier_lock);
+  left = cat->nbarrier;
   for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < cat->nbarrier; j++)
+    for (size_t j = 0; j < left; j++)
       if (cat->barrier_ids[j] == ids[i]) {
-        cat->barrier_ids[j] = cat->barrier_ids[--cat->nbarrier];
+        cat->barrier_ids[j] = cat->barrier_ids[--left];
         break;
       }
-  __atomic_store_n (&cat->barriers, cat->nbarrier, __ATOMIC_RELEASE);
+  __atomic_store_n (&cat->nbarrier, left, __ATOMIC_RELEASE);
   pthread_cond_broadcast (&cat->barrier_cond);
   pthread_mutex_unlock (&cat->barrier_lock);
 }
@@ -638,7 +640,7 @@ barrier_raised (const struct catalog *cat, uint64_t id)
 void
 snap_barrier_wait (struct catalog *cat, uint64_t id)
 {
-  if (__atomic_load_n (&cat->barriers, __ATOMIC_ACQUIRE) == 0)
+  if (__atomic_load_n (&cat->nbarrier, __ATOMIC_ACQUIRE) == 0)
     return;
   pthread_mutex_lock (&cat->barrier_lock);
   while (barrier_raised (cat, id))

@@ -191,8 +191,6 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
 
     if (n)
       snap_barrier_lower (cat, req->barrier, n);
-  }
-  if (req) {
     if (req->result < 0)
       snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
     req->done = true;

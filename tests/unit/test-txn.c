@@ -575,9 +575,7 @@ Test (pool, writers_wait_for_a_slow_commit)
   pthread_create (&th, NULL, spreader_main, &w);
 
   /* A commit gets stuck in its flush, then the writer stops. */
-  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, DEV_FAULT_FLUSH) == 0;
-       waited++)
-    usleep (10000);
+  WAIT_UNTIL (dev_fault_waiting (dev, DEV_FAULT_FLUSH) > 0);
   cr_assert_gt (dev_fault_waiting (dev, DEV_FAULT_FLUSH), 0,
                 "no commit reached its flush in 10 s");
   last = __atomic_load_n (&w.done, __ATOMIC_ACQUIRE);
@@ -623,38 +621,76 @@ commit_main (void *arg)
   return NULL;
 }
 
-/* Two commits in flight: key 1 is in the pool's tree t; the first commit
- * (thread *ta, result in a) is held at its first operation of kind held,
- * key 2 is written, and the second commit (*tb, b) freezes meanwhile.
- * Returns the second commit's generation.  The caller releases held.
+/* Two commits in flight, for the TX-7 tests: on a fault device over mem,
+ * key 1 is in tree id; the first commit (thread ta, result in a) is held
+ * at its first operation of kind held, key 2 is written into generation
+ * gen, and the second commit (tb, b) freezes gen meanwhile.
  */
-static uint64_t
-two_commits_in_flight (struct cairn_dev *dev, struct cairn_pool *pool,
-                       struct btree *t, enum dev_fault_op held,
-                       struct committer_arg *a, pthread_t *ta,
-                       struct committer_arg *b, pthread_t *tb)
-{
-  uint64_t gen, v = 2;
-  int waited;
+struct two_commits {
+  struct cairn_dev *mem, *dev;
+  struct cairn_pool *pool;
+  struct btree *t;
+  uint64_t id, gen;
+  enum dev_fault_op held;
+  struct committer_arg a, b;
+  pthread_t ta, tb;
+};
 
-  dev_fault_hold (dev, held, true);
-  *a = (struct committer_arg) { pool, 0 };
-  pthread_create (ta, NULL, commit_main, a);
-  for (waited = 0; waited < 1000 && dev_fault_waiting (dev, held) == 0;
-       waited++)
-    usleep (10000);
-  cr_assert_eq (dev_fault_waiting (dev, held), 1,
+static void
+two_commits_start (struct two_commits *tc, uint64_t size,
+                   enum dev_fault_op held)
+{
+  uint64_t v = 1;
+
+  tc->mem = mem_pool (size, NULL);
+  tc->held = held;
+  cr_assert_eq (dev_fault_create (tc->mem, &tc->dev), 0);
+  tc->pool = pool_open_ok (tc->dev);
+  tc->t = new_tree (tc->pool, &tc->id);
+  cr_assert_eq (put (tc->pool, tc->t, 1, &v, sizeof v), 0);
+  dev_fault_hold (tc->dev, held, true);
+  tc->a = (struct committer_arg) { tc->pool, 0 };
+  pthread_create (&tc->ta, NULL, commit_main, &tc->a);
+  WAIT_UNTIL (dev_fault_waiting (tc->dev, held) > 0);
+  cr_assert_eq (dev_fault_waiting (tc->dev, held), 1,
                 "the first commit was not held in its I/O within 10 s");
   /* The first commit froze gen - 1 and writes it; key 2 goes into gen. */
-  gen = pool_open_gen (pool);
-  cr_assert_eq (put (pool, t, 2, &v, sizeof v), 0);
-  *b = (struct committer_arg) { pool, 0 };
-  pthread_create (tb, NULL, commit_main, b);
-  for (waited = 0; waited < 1000 && pool_open_gen (pool) == gen; waited++)
-    usleep (10000);
-  cr_assert_eq (pool_open_gen (pool), gen + 1, "the second commit did not "
-                "freeze while the first one waited in its I/O");
-  return gen;
+  tc->gen = pool_open_gen (tc->pool);
+  v = 2;
+  cr_assert_eq (put (tc->pool, tc->t, 2, &v, sizeof v), 0);
+  tc->b = (struct committer_arg) { tc->pool, 0 };
+  pthread_create (&tc->tb, NULL, commit_main, &tc->b);
+  WAIT_UNTIL (pool_open_gen (tc->pool) != tc->gen);
+  cr_assert_eq (pool_open_gen (tc->pool), tc->gen + 1, "the second commit "
+                "did not freeze while the first one waited in its I/O");
+}
+
+/* Let the held I/O go: both commits succeed, and the pool is durable at
+ * the second one's generation.
+ */
+static void
+two_commits_finish (struct two_commits *tc)
+{
+  struct pool_info info;
+
+  dev_fault_hold (tc->dev, tc->held, false);
+  pthread_join (tc->ta, NULL);
+  pthread_join (tc->tb, NULL);
+  cr_assert_eq (tc->a.r, 0, "%s", cairn_errmsg ());
+  cr_assert_eq (tc->b.r, 0, "%s", cairn_errmsg ());
+  pool_info (tc->pool, &info);
+  cr_assert_eq (info.generation, tc->gen, "the pool is durable at the "
+                "second commit's generation");
+}
+
+/* Close the pool and its devices; the pool checks clean. */
+static void
+two_commits_close (struct two_commits *tc)
+{
+  cr_assert_eq (pool_close (tc->pool), 0);
+  dev_close (tc->dev);
+  assert_clean (tc->mem);
+  dev_close (tc->mem);
 }
 
 /* TX-7: while a commit waits in its I/O, the next one freezes at once
@@ -665,42 +701,25 @@ two_commits_in_flight (struct cairn_dev *dev, struct cairn_pool *pool,
 Test (pool, a_freeze_does_not_wait_for_the_commit_before)
 {
   const uint64_t size = 64 << 20;
-  struct cairn_dev *mem = mem_pool (size, NULL), *dev, *copy;
-  struct committer_arg a, b;
-  struct cairn_pool *pool;
-  struct pool_info info;
-  struct btree *t;
-  pthread_t ta, tb;
-  uint64_t id, gen, v = 1;
+  struct two_commits tc;
+  struct cairn_dev *copy;
+  uint64_t v = 3;
   uint8_t k[8], val[8];
   size_t vl;
 
-  cr_assert_eq (dev_fault_create (mem, &dev), 0);
-  pool = pool_open_ok (dev);
-  t = new_tree (pool, &id);
-  cr_assert_eq (put (pool, t, 1, &v, sizeof v), 0);
-  gen = two_commits_in_flight (dev, pool, t, DEV_FAULT_FLUSH, &a, &ta, &b, &tb);
+  two_commits_start (&tc, size, DEV_FAULT_FLUSH);
   /* Key 3 goes into gen + 1, after the second freeze. */
-  v = 3;
-  cr_assert_eq (put (pool, t, 3, &v, sizeof v), 0);
-
-  dev_fault_hold (dev, DEV_FAULT_FLUSH, false);
-  pthread_join (ta, NULL);
-  pthread_join (tb, NULL);
-  cr_assert_eq (a.r, 0, "%s", cairn_errmsg ());
-  cr_assert_eq (b.r, 0, "%s", cairn_errmsg ());
-  pool_info (pool, &info);
-  cr_assert_eq (info.generation, gen, "the pool is durable at the second "
-                "commit's generation");
+  cr_assert_eq (put (tc.pool, tc.t, 3, &v, sizeof v), 0);
+  two_commits_finish (&tc);
 
   /* What a power cut now would find: keys 1 and 2, not 3, and clean. */
-  copy = copy_dev (mem, size);
+  copy = copy_dev (tc.mem, size);
   assert_clean (copy);
   {
     struct cairn_pool *p2 = pool_open_ok (copy);
     struct btree *t2;
 
-    cr_assert_eq (pool_tree_open (p2, id, &t2), 0);
+    cr_assert_eq (pool_tree_open (p2, tc.id, &t2), 0);
     for (uint64_t key = 1; key <= 3; key++) {
       put_be64 (k, key);
       if (key < 3) {
@@ -718,10 +737,7 @@ Test (pool, a_freeze_does_not_wait_for_the_commit_before)
     cr_assert_eq (pool_close (p2), 0);
   }
   dev_close (copy);
-  cr_assert_eq (pool_close (pool), 0);
-  dev_close (dev);
-  assert_clean (mem);
-  dev_close (mem);
+  two_commits_close (&tc);
 }
 
 /* TX-7: a frozen generation writes nothing before the one before it is
@@ -731,34 +747,15 @@ Test (pool, a_freeze_does_not_wait_for_the_commit_before)
  */
 Test (pool, a_frozen_commit_writes_after_the_one_before)
 {
-  struct cairn_dev *mem = mem_pool (64 << 20, NULL), *dev;
-  struct committer_arg a, b;
-  struct cairn_pool *pool;
-  struct pool_info info;
-  struct btree *t;
-  pthread_t ta, tb;
-  uint64_t id, gen, v = 1;
+  struct two_commits tc;
 
-  cr_assert_eq (dev_fault_create (mem, &dev), 0);
-  pool = pool_open_ok (dev);
-  t = new_tree (pool, &id);
-  cr_assert_eq (put (pool, t, 1, &v, sizeof v), 0);
-  gen = two_commits_in_flight (dev, pool, t, DEV_FAULT_WRITE, &a, &ta, &b, &tb);
+  two_commits_start (&tc, 64 << 20, DEV_FAULT_WRITE);
   /* Time for the second commit to issue a write, were it allowed to. */
   usleep (200000);
-  cr_assert_eq (dev_fault_waiting (dev, DEV_FAULT_WRITE), 1, "the second "
+  cr_assert_eq (dev_fault_waiting (tc.dev, DEV_FAULT_WRITE), 1, "the second "
                 "commit wrote before the first one was durable");
-  dev_fault_hold (dev, DEV_FAULT_WRITE, false);
-  pthread_join (ta, NULL);
-  pthread_join (tb, NULL);
-  cr_assert_eq (a.r, 0, "%s", cairn_errmsg ());
-  cr_assert_eq (b.r, 0, "%s", cairn_errmsg ());
-  pool_info (pool, &info);
-  cr_assert_eq (info.generation, gen);
-  cr_assert_eq (pool_close (pool), 0);
-  dev_close (dev);
-  assert_clean (mem);
-  dev_close (mem);
+  two_commits_finish (&tc);
+  two_commits_close (&tc);
 }
 
 /* Two threads hand a mutation over to each other: each enters (txn_begin)

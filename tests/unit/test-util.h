@@ -1,4 +1,5 @@
-/* Helpers shared by the unit tests: seeds, scale and a small PRNG.
+/* Helpers shared by the unit tests: seeds, scale, a small PRNG and a
+ * poll for a condition another thread makes true.
  *
  * Randomised tests take their seed from CAIRN_TEST_SEED (a number, or
  * "random" for a fresh one), else a fixed default so that CI is
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The seed for a randomised test, printed with the test's name. */
 static inline uint64_t
@@ -76,5 +78,12 @@ fill_pattern (void *buf, size_t len, uint64_t tag)
     memcpy (p + i, &v, len - i < 8 ? len - i : 8);
   }
 }
+
+/* Poll cond every 10 ms, for 10 s at most; the caller asserts it after. */
+#define WAIT_UNTIL(cond)                                                \
+  do {                                                                  \
+    for (int waited_ = 0; waited_ < 1000 && !(cond); waited_++)         \
+      usleep (10000);                                                   \
+  } while (0)
 
 #endif /* CAIRN_TEST_UTIL_H */

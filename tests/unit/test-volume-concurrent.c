@@ -892,15 +892,6 @@ sb_expect (struct cairn_pool *pool, const char *name, uint8_t byte)
   vol_close (h);
 }
 
-/* Wait (10 s at most) until cond holds. */
-#define SB_WAIT_FOR(cond, what)                                         \
-  do {                                                                  \
-    int waited_;                                                        \
-    for (waited_ = 0; waited_ < 1000 && !(cond); waited_++)             \
-      usleep (10000);                                                   \
-    cr_assert (cond, "%s did not happen in 10 s", what);                \
-  } while (0)
-
 /* SB-1: the snapshot's (clone's) freeze must wait here (two generations
  * are in flight, the older one stuck in its flush), and a write that
  * begins meanwhile, after the request, waits for it and is not in the
@@ -931,20 +922,24 @@ sb_check_barrier (int what, const char *taken)
   sb_write (h, 2);
   c1 = (struct sb_job) { .pool = pool, .what = SB_COMMIT };
   pthread_create (&t[0], NULL, sb_main, &c1);
-  SB_WAIT_FOR (dev_fault_waiting (dev, DEV_FAULT_FLUSH) > 0,
-               "the first commit's flush");
+  WAIT_UNTIL (dev_fault_waiting (dev, DEV_FAULT_FLUSH) > 0);
+  cr_assert_gt (dev_fault_waiting (dev, DEV_FAULT_FLUSH), 0,
+                "the first commit's flush did not happen in 10 s");
   sb_write (h, 3);
   gen = pool_open_gen (pool);
   c2 = (struct sb_job) { .pool = pool, .what = SB_COMMIT };
   pthread_create (&t[1], NULL, sb_main, &c2);
-  SB_WAIT_FOR (pool_open_gen (pool) > gen, "the second commit's freeze");
+  WAIT_UNTIL (pool_open_gen (pool) > gen);
+  cr_assert_gt (pool_open_gen (pool), gen,
+                "the second commit's freeze did not happen in 10 s");
 
   /* The last write before the request, the request, a write after it. */
   sb_write (h, 4);
   snap = (struct sb_job) { .pool = pool, .what = what };
   pthread_create (&t[2], NULL, sb_main, &snap);
-  SB_WAIT_FOR (__atomic_load_n (&cat->barriers, __ATOMIC_ACQUIRE) > 0,
-               "the snapshot's barrier");
+  WAIT_UNTIL (__atomic_load_n (&cat->nbarrier, __ATOMIC_ACQUIRE) > 0);
+  cr_assert_gt (__atomic_load_n (&cat->nbarrier, __ATOMIC_ACQUIRE), 0,
+                "the snapshot's barrier did not happen in 10 s");
   late = (struct sb_job) { .h = h, .what = SB_WRITE, .byte = 5 };
   pthread_create (&t[3], NULL, sb_main, &late);
   /* Time for the late write to go through, were nothing holding it. */
