@@ -31,7 +31,17 @@ struct cairn_dev_ops {
   /* Tell the device that a range holds no data (may do nothing). */
   int (*discard) (struct cairn_dev *dev, uint64_t off, uint64_t len);
   void (*close) (struct cairn_dev *dev);
+  /* Optional (NULL: the device cannot tell).  Read the longest prefix of
+   * [off, off + len) that the host's page cache holds, without I/O, into
+   * buf; its length to *gotp (0 when none).
+   */
+  int (*pread_cached) (struct cairn_dev *dev, void *buf, size_t len,
+                       uint64_t off, size_t *gotp);
+  /* Optional: bring nothing into the host's cache but what is read. */
+  void (*no_readahead) (struct cairn_dev *dev);
 };
+
+struct dev_trust;
 
 /* The common head of every device; backends embed it first. */
 struct cairn_dev {
@@ -40,6 +50,8 @@ struct cairn_dev {
   char name[256];             /* path or description, for messages */
   /* Counters, updated by the dev_* wrappers below (atomically). */
   uint64_t bytes_read, bytes_written, flushes;
+  uint64_t blocks_trusted;    /* read from the cache and not checked again */
+  struct dev_trust *trust;    /* dev_trust_enable; NULL: check every read */
 };
 
 /* Wrappers that check bounds, count and call the backend.  A read or
@@ -54,6 +66,94 @@ int dev_flush (struct cairn_dev *dev) CAIRN_WUR;
 int dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len) CAIRN_WUR;
 /* Close the device (and, for stacked devices, not the lower one). */
 void dev_close (struct cairn_dev *dev);
+
+/* Blocks whose copy in the host's cache has been checked (dev.c).
+ *
+ * A pool checks a data block against its SHA-256 when the block comes from
+ * the disk; a copy that the host's page cache holds and that was checked,
+ * or written from a buffer the engine hashed, is not checked again while
+ * it stays there.  That is what btrfs and ZFS do (btrfs checks at the end
+ * of a read bio, ZFS when a block enters the ARC); a file or block device
+ * under Cairn has the host's page cache for its ARC.  The device keeps a
+ * bounded table of such blocks, each entry bound to the block's address
+ * and its digest:
+ *
+ *  T1. A read may skip the check of a block only if the block came from
+ *      dev_pread_cached (the copy was in the cache and the call read
+ *      nothing from the disk: dev-file.c says how it knows) and, after
+ *      that read, the table holds the block with the digest the reader
+ *      expects.
+ *  T2. Every write and discard through the device marks the blocks it
+ *      covers busy before it starts (dev_pwrite, dev_discard), so a block
+ *      reused between a reader's mapping and its read is never trusted for
+ *      the reader's old digest: the reader checks, fails, and maps again.
+ *  T3. An entry is added (dev_trust_note) only after a check or a write
+ *      from hashed data, and only if the entry is what it was before that
+ *      read or write began (compare-and-swap), so a late reader cannot put
+ *      back what a write since then replaced.
+ *  T4. The device reads ahead nothing (no_readahead): a page enters the
+ *      cache only as the engine reads or writes it, so a block that left
+ *      the cache comes back through a read that checks it.
+ *  T5. A read that the cache could not serve claims the entries of the
+ *      blocks it reads from the disk (dev_trust_claim) before it reads
+ *      them, so that another thread's cached read of a page that this
+ *      read brings in is checked, not trusted, until this read has checked
+ *      it.  (The cached read that found the page missing has already asked
+ *      the kernel for it: a thread that finds that page in the cache in
+ *      the moment before the claim trusts it.  That takes two threads
+ *      reading the same block that has left the cache, the first
+ *      descheduled between its cached read and its claim for longer than
+ *      the disk takes to read, and a block that rotted since it was last
+ *      checked.)
+ *
+ * What the table cannot see is a page brought back by another process
+ * reading the pool file, or changed by one writing it: the pool file is
+ * locked against other Cairn processes, not against those.
+ *
+ * Memory is the table's (8 bytes an entry), never the pool's size: two
+ * blocks whose addresses share an entry evict each other, and the loser is
+ * checked again.  Devices that cannot tell a cached read (memory, the test
+ * devices) do not trust: every read is checked.
+ */
+#define DEV_TRUST_BLOCK 4096u
+#define DEV_TRUST_ENTRIES (1u << 21)   /* 16 MiB, 8 GiB of cached blocks */
+/* Start trusting checked copies, with a table of at most `entries` (a
+ * power of two; fewer for a smaller device).  -EOPNOTSUPP when the device
+ * cannot tell a cached read.  Not while I/O is in flight.
+ */
+int dev_trust_enable (struct cairn_dev *dev, size_t entries) CAIRN_WUR;
+void dev_trust_disable (struct cairn_dev *dev);
+static inline bool
+dev_trusting (const struct cairn_dev *dev)
+{
+  return dev->trust != NULL;
+}
+/* Read what the cache holds of [off, off + len) into buf, without I/O:
+ * the length read to *gotp, 0 when the device cannot tell (T1).
+ */
+int dev_pread_cached (struct cairn_dev *dev, void *buf, size_t len,
+                      uint64_t off, size_t *gotp) CAIRN_WUR;
+/* The entry for block blk (in DEV_TRUST_BLOCK units) as it is now: what
+ * dev_trust_note compares against (T3).
+ */
+uint64_t dev_trust_peek (struct cairn_dev *dev, uint64_t blk);
+/* Claim block blk's entry before reading it from the disk: the value to
+ * hand dev_trust_note once the block is checked (T5).
+ */
+uint64_t dev_trust_claim (struct cairn_dev *dev, uint64_t blk);
+/* Whether the table holds block blk with digest sha (T1). */
+bool dev_trust_holds (struct cairn_dev *dev, uint64_t blk,
+                      const uint8_t sha[32]);
+/* Add block blk, checked with digest sha, if its entry is still `seen`
+ * (from dev_trust_peek or dev_trust_claim) and no write held it (T3).
+ */
+void dev_trust_note (struct cairn_dev *dev, uint64_t blk,
+                     const uint8_t sha[32], uint64_t seen);
+/* Add block blk, just written through dev_pwrite from data whose digest is
+ * sha, if no other write has taken its entry since (T3).
+ */
+void dev_trust_written (struct cairn_dev *dev, uint64_t blk,
+                        const uint8_t sha[32]);
 
 /* File or block device backend.
  *

@@ -146,6 +146,8 @@ pool_free (struct cairn_pool *pool)
   nodecache_destroy (pool->cache);
   space_destroy (pool->space);
   spacemap_free (&pool->sm);
+  if (pool->dev)
+    dev_trust_disable (pool->dev);   /* the device stays the caller's */
   pthread_rwlock_destroy (&pool->txn_lock);
   pthread_mutex_destroy (&pool->commit_lock);
   pthread_cond_destroy (&pool->commit_cond);
@@ -258,6 +260,11 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   r = btree_lookup (pool->root, "", 0, NULL, 0, NULL);
   if (r < 0 && r != -ENOENT)
     goto fail;
+  if (!o.check_every_read && dev->ops->pread_cached) {
+    r = dev_trust_enable (dev, DEV_TRUST_ENTRIES);
+    if (r < 0)
+      goto fail;
+  }
   *poolp = pool;
   return 0;
 

@@ -64,7 +64,11 @@ struct pool_open_opts {
                                      deleted volumes): tests step it */
   uint64_t spacemap_log_min;      /* condense the space map log once it has
                                      at least this many records (and twice
-                                     as many as free runs); 0: 16,000 */
+                                     as many as free runs); 0: 16,000 */  bool check_every_read;          /* check every data block read against its
+                                     digest, even a checked copy that the
+                                     host's page cache still holds (dev.h,
+                                     "Blocks whose copy..."); false: only
+                                     what comes from the disk */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten). */

@@ -11,7 +11,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "volume-int.h"
@@ -117,19 +119,95 @@ map_range (struct cairn_volume *v, uint64_t lbn, uint64_t n, struct map_vec *mv,
 
 /* ---------------------------------------------------------------- reading */
 
+_Static_assert (BLOCK_SIZE == DEV_TRUST_BLOCK,
+                "the device trusts whole blocks of the volume");
+
+/* What a read keeps per block of the request (the stack holds a small
+ * request's; a large one's are allocated).
+ */
+struct read_scratch {
+  uint8_t *shas;              /* the digest each block must have */
+  uint64_t *seen;             /* its trust entry before the read (dev.h, T3) */
+  bool *trusted;              /* read from the cache and trusted (T1) */
+};
+
+/* Read blocks [addr, addr + len) of the device into buf: first what the
+ * host's cache holds of them, marking those the device trusts, then the
+ * rest from the disk.
+ */
+static int
+read_run (struct cairn_dev *dev, uint8_t *buf, uint64_t addr, uint64_t len,
+          const uint8_t *shas, uint64_t *seen, bool *trusted)
+{
+  size_t got = 0;
+  uint64_t k = 0, ntrusted = 0;
+  int r;
+
+  if (dev_trusting (dev)) {
+    for (uint64_t i = 0; i < len; i++)
+      seen[i] = dev_trust_peek (dev, addr + i);
+    r = dev_pread_cached (dev, buf, len * BLOCK_SIZE, addr * BLOCK_SIZE, &got);
+    if (r < 0)
+      return r;
+    k = got / BLOCK_SIZE;
+    for (uint64_t i = 0; i < k; i++) {
+      trusted[i] = dev_trust_holds (dev, addr + i, shas + i * SHA256_LEN);
+      ntrusted += trusted[i];
+    }
+    if (ntrusted)
+      __atomic_fetch_add (&dev->blocks_trusted, ntrusted, __ATOMIC_RELAXED);
+  }
+  memset (trusted + k, 0, (len - k) * sizeof *trusted);
+  if (k == len)
+    return 0;
+  for (uint64_t i = k; i < len && dev_trusting (dev); i++)
+    seen[i] = dev_trust_claim (dev, addr + i);
+  return dev_pread (dev, buf + k * BLOCK_SIZE, (len - k) * BLOCK_SIZE,
+                    (addr + k) * BLOCK_SIZE);
+}
+
+/* Check blocks [first, first + len) of the request that are not trusted;
+ * the first that does not match its digest, or UINT64_MAX.
+ */
+static uint64_t
+check_blocks (const uint8_t *buf, const struct read_scratch *rs, uint64_t first,
+              uint64_t len)
+{
+  uint64_t a = first, end = first + len;
+
+  while (a < end) {
+    uint64_t b;
+    size_t k;
+
+    if (rs->trusted[a]) {
+      a++;
+      continue;
+    }
+    for (b = a + 1; b < end && !rs->trusted[b]; b++)
+      ;
+    k = sha256_blocks_check (buf + a * BLOCK_SIZE, b - a,
+                             rs->shas + a * SHA256_LEN);
+    if (k < b - a)
+      return a + k;
+    a = b;
+  }
+  return UINT64_MAX;
+}
+
 /* Read whole blocks [lbn, lbn + n) into buf under one mapping, with their
- * digests into shas; return the first block (from lbn) whose data does not
- * match its digest, or UINT64_MAX.
+ * digests into rs->shas; return the first block (from lbn) whose data does
+ * not match its digest, or UINT64_MAX.
  *
  * One device read per run of mappings that follow each other both in the
  * volume and on the device (a sequential write's extents, split only by
  * the extent item's size, usually are), and the checks over runs
  * contiguous in the volume: sha256_blocks hashes two blocks at a time, so
- * a run should be as long as it can.
+ * a run should be as long as it can.  A block the device trusts (dev.h) is
+ * not checked; one that was checked is noted as trusted once all passed.
  */
 static int
 read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
-             uint8_t *shas, uint64_t *badp)
+             const struct read_scratch *rs, uint64_t *badp)
 {
   struct cairn_dev *dev = pool_dev (v->cat->pool);
   struct map_vec mv = { NULL, 0, 0 };
@@ -138,31 +216,38 @@ read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
   int r;
 
   *badp = UINT64_MAX;
-  r = map_range (v, lbn, n, &mv, shas);
+  r = map_range (v, lbn, n, &mv, rs->shas);
   for (i = 0; r == 0 && i < mv.n; i = j) {
     const struct mapping *m = &mv.m[i];
-    uint64_t len = m->n;
+    uint64_t len = m->n, at = m->lbn - lbn;
 
     for (j = i + 1; j < mv.n && mv.m[j].lbn == m->lbn + len &&
          mv.m[j].addr == m->addr + len; j++)
       len += mv.m[j].n;
     memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
-    r = dev_pread (dev, buf + (m->lbn - lbn) * BLOCK_SIZE, len * BLOCK_SIZE,
-                   m->addr * BLOCK_SIZE);
+    r = read_run (dev, buf + at * BLOCK_SIZE, m->addr, len,
+                  rs->shas + at * SHA256_LEN, rs->seen + at, rs->trusted + at);
     next = m->lbn + len;
   }
   if (r == 0)
     memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
   for (i = 0; r == 0 && i < mv.n && *badp == UINT64_MAX; i = j) {
     uint64_t first = mv.m[i].lbn - lbn, len = mv.m[i].n;
-    size_t k;
 
     for (j = i + 1; j < mv.n && mv.m[j].lbn == lbn + first + len; j++)
       len += mv.m[j].n;
-    k = sha256_blocks_check (buf + first * BLOCK_SIZE, len,
-                             shas + first * SHA256_LEN);
-    if (k < len)
-      *badp = first + k;
+    *badp = check_blocks (buf, rs, first, len);
+  }
+  for (i = 0; r == 0 && *badp == UINT64_MAX && dev_trusting (dev) && i < mv.n;
+       i++) {
+    const struct mapping *m = &mv.m[i];
+    uint64_t at = m->lbn - lbn;
+
+    for (uint64_t b = 0; b < m->n; b++) {
+      if (!rs->trusted[at + b])
+        dev_trust_note (dev, m->addr + b, rs->shas + (at + b) * SHA256_LEN,
+                        rs->seen[at + b]);
+    }
   }
   map_vec_free (&mv);
   return r;
@@ -186,8 +271,9 @@ fill_hole_sums (uint8_t *shas, uint64_t n)
     memcpy (shas + i * SHA256_LEN, zsha, SHA256_LEN);
 }
 
-/* Read whole blocks [lbn, lbn + n) into buf, checking every block; with
- * their digests into sums (holes' too) when it is not NULL.
+/* Read whole blocks [lbn, lbn + n) into buf, checking every block that
+ * the device does not trust; with their digests into sums (holes' too)
+ * when it is not NULL.
  */
 static int
 read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
@@ -195,22 +281,32 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
 {
   enum { STACK_BLOCKS = 16 };
   uint8_t stack_shas[STACK_BLOCKS * SHA256_LEN];
-  uint8_t *shas = sums ? sums : stack_shas;
+  uint64_t stack_seen[STACK_BLOCKS];
+  bool stack_trusted[STACK_BLOCKS];
+  struct read_scratch rs = { stack_shas, stack_seen, stack_trusted };
+  void *heap = NULL;
   uint64_t bad = UINT64_MAX;
   int r = 0;
 
-  if (sums == NULL && n > STACK_BLOCKS) {
-    shas = malloc (n * SHA256_LEN);
-    if (shas == NULL) {
+  if (n > STACK_BLOCKS) {
+    /* One allocation: digests (unless the caller's), entries, flags. */
+    heap = malloc (n * ((sums ? 0 : SHA256_LEN) + sizeof *rs.seen +
+                        sizeof *rs.trusted));
+    if (heap == NULL) {
       r = cairn_fail (-ENOMEM, "out of memory reading '%s'", v->info.name);
       goto out;
     }
+    rs.seen = heap;
+    rs.trusted = (bool *) (rs.seen + n);
+    rs.shas = (uint8_t *) (rs.trusted + n);
   }
+  if (sums)
+    rs.shas = sums;
   for (int attempt = 0; attempt < 2; attempt++) {
     /* Again on a retry: a block mapped the first time may be a hole now. */
     if (sums)
       fill_hole_sums (sums, n);
-    r = read_mapped (v, lbn, n, buf, shas, &bad);
+    r = read_mapped (v, lbn, n, buf, &rs, &bad);
     if (r < 0 || bad == UINT64_MAX)
       break;
     r = -EIO;
@@ -221,8 +317,7 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
                     PRIu64 ") of volume '%s': the data is damaged on disk",
                     blk, blk * BLOCK_SIZE, v->info.name);
   }
-  if (shas != stack_shas && shas != sums)
-    free (shas);
+  free (heap);
  out:
   if (r == -EIO)
     COUNT (v, csum_errors, 1);

@@ -94,6 +94,7 @@ static unsigned commit_interval_ms = 5000;
 static unsigned reclaim_step;          /* reclaim-step=, 0: the engine's */
 static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
+static bool check_every_read;   /* verify=always */
 static char *default_export;
 
 /* The pool, open from .get_ready to .cleanup.  Set before nbdkit serves
@@ -278,6 +279,18 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "verify") == 0) {
+    if (strcmp (value, "disk") == 0)
+      check_every_read = false;
+    else if (strcmp (value, "always") == 0)
+      check_every_read = true;
+    else {
+      nbdkit_error ("verify=%s: give 'disk' (check data as it comes from the "
+                    "disk, the default) or 'always' (check every read, even "
+                    "a copy in the host's page cache)", value);
+      return -1;
+    }
+  }
   else if (strcmp (key, "readonly") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1)
@@ -368,6 +381,8 @@ cairn_config_complete (void)
   "cache=<SIZE>            Node cache size (default 128M).\n" \
   "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
   "reclaim-step=<N>        Items a background reclaim step visits (32768).\n" \
+  "verify=disk|always      Check data that comes from the disk (default)\n" \
+  "                        or every read, cached copies too.\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "default-export=<NAME>   Export served for the empty export name."
 
@@ -389,6 +404,7 @@ cairn_get_ready (void)
   struct pool_open_opts opts = {
     .cache_bytes = (uint64_t) cache_bytes,
     .readonly = readonly_pool,
+    .check_every_read = check_every_read,
   };
   int r;
 
@@ -405,9 +421,11 @@ cairn_get_ready (void)
     return -1;
   }
   pool_readonly = readonly_pool || pool_is_readonly (pool);
-  nbdkit_debug ("cairn: opened pool %s at generation %" PRIu64 "%s",
-                pool_path, pool_open_gen (pool) - 1,
-                pool_readonly ? ", read-only" : "");
+  nbdkit_debug ("cairn: opened pool %s at generation %" PRIu64 "%s, "
+                "checking %s", pool_path, pool_open_gen (pool) - 1,
+                pool_readonly ? ", read-only" : "",
+                dev_trusting (dev) ? "what comes from the disk"
+                                   : "every read");
   if (pool_readonly && !readonly_pool)
     nbdkit_debug ("cairn: the engine opened the pool read-only "
                   "(a feature this version cannot write)");

@@ -21,6 +21,58 @@ require_nbdsh () {
   nbdsh -c pass 2>/dev/null || skip "nbdsh cannot import libnbd's Python module (python3-libnbd)"
 }
 
+# Damage the first block of the pool file at or after byte 1 MiB that holds
+# 4096 bytes $1 (a number): one byte of it changes, from outside the server.
+# The change is in the host's page cache; drop_page_cache puts it on the
+# disk alone, as when a disk rots a block.
+damage_pool_block () {
+  python3 - "$POOL" "$1" <<'PY' || fail "could not find a block of bytes $1 to damage in $POOL"
+import sys
+want = bytes([int(sys.argv[2])]) * 4096
+with open(sys.argv[1], "r+b") as f:
+    data = f.read()
+    off = data.find(want, 1 << 20)
+    assert off >= 0 and off % 4096 == 0, off
+    f.seek(off + 100)
+    f.write(bytes([int(sys.argv[2]) ^ 1]))
+PY
+}
+
+# Write back file $1 and drop its pages from the host's cache, until none
+# is left (mincore on a mapping, which brings nothing in): the kernel skips
+# a page that something holds for a moment, which on a busy machine
+# happens.  Nothing else may use the file meanwhile.
+drop_page_cache () {
+  python3 - "$1" <<'PY' || fail "could not drop the pages of $1 from the host's cache"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+vec = (ctypes.c_ubyte * ((size + 4095) // 4096))()
+left = -1
+for _ in range(200):
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    p = libc.mmap(None, size, 1, 1, fd, 0)   # PROT_READ, MAP_SHARED
+    if p is None or p == ctypes.c_void_p(-1).value:
+        sys.exit("mmap: %s" % os.strerror(ctypes.get_errno()))
+    rc = libc.mincore(p, size, vec)
+    libc.munmap(p, size)
+    if rc != 0:
+        sys.exit("mincore: %s" % os.strerror(ctypes.get_errno()))
+    left = sum(v & 1 for v in vec)
+    if left == 0:
+        sys.exit(0)
+    time.sleep(0.01)
+sys.exit("%d pages stay in the cache" % left)
+PY
+}
+
 # The NBD URI of export $1 on the test socket.
 uri () {
   echo "nbd+unix:///$1?socket=$SOCK"

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# verify=disk (the default) and verify=always through real nbdkit: a block
+# that rots on the disk fails the read with EIO once its page has left the
+# host's cache; with verify=always a block changed in the page cache itself
+# (a program writing the pool file behind the server's back) fails too; a
+# bad value is refused with a message that names the good ones; the log
+# says which mode the pool runs in.
+. "$top_srcdir/tests/integration/plugin-functions.sh"
+require python3
+require_nbdsh
+
+make_pool 128M
+testctl create v 16M
+NBDKIT_OPTS=(-v)
+
+# Write 1 MiB of byte $1 (a number) at byte 1 MiB, flush it, read it back
+# twice (from the cache: trusted with verify=disk, as written from hashed
+# data).
+write_data () {
+  nbdsh -u "$(uri v)" -c "h.pwrite(bytes([$1]) * (1 << 20), 1 << 20); h.flush()" ||
+    fail "writing the data failed"
+  for _ in 1 2; do
+    nbdsh -u "$(uri v)" -c "assert h.pread(1 << 20, 1 << 20) == bytes([$1]) * (1 << 20)" ||
+      fail "the data did not read back"
+  done
+}
+
+# Damage a block of bytes $1 in the pool file.  With $2 "disk", drop the
+# file's pages, so that the next read comes from the disk, as when a disk
+# rots a block; with "cache" the change stays in the page cache.
+damage () {
+  damage_pool_block "$1"
+  if [ "$2" = disk ]; then drop_page_cache "$POOL"; fi
+}
+
+# Reading the 1 MiB back must fail (EIO) and the log must name the damage.
+expect_eio () {
+  local err
+  if err=$(nbdsh -u "$(uri v)" -c 'h.pread(1 << 20, 1 << 20)' 2>&1); then
+    fail "$1: a damaged block was returned"
+  fi
+  grep -q "Input/output error" <<<"$err" || fail "$1: not EIO: $err"
+  grep -q "checksum mismatch reading block" "$NBDKIT_LOG" ||
+    fail "$1: the log does not name the damage"
+}
+
+# A bad value: refused, naming the good ones.
+if err=$(nbdkit_env "$NBDKIT" --run true "$PLUGIN" pool="$POOL" verify=sometimes 2>&1); then
+  fail "nbdkit accepted verify=sometimes"
+fi
+grep -q "verify=sometimes: give 'disk'.*or 'always'" <<<"$err" ||
+  fail "unhelpful message: $err"
+
+# ---------------------------------------------------------------- disk
+start_plugin
+grep -q "checking what comes from the disk" "$NBDKIT_LOG" ||
+  fail "the log does not say verify=disk is in force"
+write_data 90
+damage 90 disk
+expect_eio "verify=disk, damage on the disk"
+stop_plugin
+
+# ---------------------------------------------------------------- always
+: >"$NBDKIT_LOG"
+start_plugin verify=always
+grep -q "checking every read" "$NBDKIT_LOG" ||
+  fail "the log does not say verify=always is in force"
+write_data 107
+damage 107 cache
+expect_eio "verify=always, damage in the page cache"
+stop_plugin
+echo PASS

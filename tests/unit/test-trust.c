@@ -1,0 +1,562 @@
+/* Unit tests for the table of checked blocks (engine/dev.h, T1-T5) and the
+ * read path that uses it (engine/volume-read.c): a copy of a block that the
+ * host's page cache holds and that was checked, or written from hashed
+ * data, is not checked again; a block that comes from the disk always is.
+ *
+ * These tests need a real file in a real filesystem (the memory device has
+ * no page cache and checks every read).  "The page leaves the cache" is
+ * made with fsync and POSIX_FADV_DONTNEED on the whole file; "the disk rots
+ * a block" is a write through another descriptor followed by the same.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "dev.h"
+#include "sha256.h"
+#include "volume.h"
+#include "test-pool.h"
+#include "test-util.h"
+
+#define BLK 4096u
+#define VOL_SIZE (8u << 20)
+
+static char tmpdir[64];
+static char pool_path[128];
+
+static void
+make_tmpdir (void)
+{
+  strcpy (tmpdir, "/tmp/cairn-test-trust.XXXXXX");
+  cr_assert_not_null (mkdtemp (tmpdir), "mkdtemp: %s", strerror (errno));
+  snprintf (pool_path, sizeof pool_path, "%s/pool", tmpdir);
+}
+
+static void
+remove_tmpdir (void)
+{
+  unlink (pool_path);
+  rmdir (tmpdir);
+}
+
+TestSuite (trust, .init = make_tmpdir, .fini = remove_tmpdir);
+
+/* A new pool in a file of size bytes. */
+static struct cairn_dev *
+file_pool (uint64_t size)
+{
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE, size, &dev), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (pool_format (dev, NULL, NULL), 0, "%s", cairn_errmsg ());
+  return dev;
+}
+
+/* Write back the pool file and drop its pages from the cache. */
+static void
+evict (void)
+{
+  int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
+
+  cr_assert_geq (fd, 0, "%s: %s", pool_path, strerror (errno));
+  cr_assert_eq (fsync (fd), 0);
+  cr_assert_eq (posix_fadvise (fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  close (fd);
+}
+
+/* How many pages of the pool file are in the cache (mincore on a mapping,
+ * which brings nothing in).
+ */
+static size_t
+cached_pages (void)
+{
+  int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  unsigned char *vec;
+  size_t pages, n = 0;
+  void *p;
+
+  cr_assert_geq (fd, 0);
+  cr_assert_eq (fstat (fd, &st), 0);
+  pages = (size_t) (st.st_size + BLK - 1) / BLK;
+  vec = malloc (pages);
+  cr_assert_not_null (vec);
+  p = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  cr_assert_neq (p, MAP_FAILED, "mmap: %s", strerror (errno));
+  cr_assert_eq (mincore (p, (size_t) st.st_size, vec), 0, "mincore: %s",
+                strerror (errno));
+  for (size_t i = 0; i < pages; i++)
+    n += vec[i] & 1;
+  munmap (p, (size_t) st.st_size);
+  close (fd);
+  free (vec);
+  return n;
+}
+
+/* Evict until no page of the pool file is in the cache (nothing else may
+ * use the pool meanwhile): the kernel skips a page that something holds
+ * for a moment (reclaim, compaction), which on a busy machine happens.
+ */
+static void
+evict_all (void)
+{
+  size_t left = 0;
+
+  for (int i = 0; i < 200; i++) {
+    evict ();
+    left = cached_pages ();
+    if (left == 0)
+      return;
+    usleep (10000);
+  }
+  cr_assert_fail ("%zu pages of the pool file stay in the cache", left);
+}
+
+/* Flip one bit of the block at byte addr of the pool file, from outside
+ * the engine, and let the page leave the cache: what a rotting disk does.
+ */
+static void
+rot (uint64_t addr)
+{
+  uint8_t b[BLK];
+  int fd = open (pool_path, O_RDWR | O_CLOEXEC);
+
+  cr_assert_geq (fd, 0, "%s: %s", pool_path, strerror (errno));
+  cr_assert_eq (pread (fd, b, BLK, (off_t) addr), BLK);
+  b[100] ^= 0x10;
+  cr_assert_eq (pwrite (fd, b, BLK, (off_t) addr), BLK);
+  close (fd);
+  evict_all ();
+}
+
+/* The byte address of the block of the pool file holding data, or 0. */
+static uint64_t
+find_block (const uint8_t *data)
+{
+  uint8_t b[BLK];
+  uint64_t found = 0;
+  int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
+
+  cr_assert_geq (fd, 0);
+  for (uint64_t a = POOL_DATA_START; found == 0; a += BLK) {
+    ssize_t n = pread (fd, b, BLK, (off_t) a);
+    if (n != BLK)
+      break;
+    if (memcmp (b, data, BLK) == 0)
+      found = a;
+  }
+  close (fd);
+  return found;
+}
+
+static uint64_t
+trusted (struct cairn_dev *dev)
+{
+  return __atomic_load_n (&dev->blocks_trusted, __ATOMIC_RELAXED);
+}
+
+/* Read [off, off + len) and compare it with want. */
+static void
+read_equal (struct cairn_volume *v, const uint8_t *want, uint64_t off,
+            uint32_t len)
+{
+  uint8_t *buf = malloc (len);
+
+  cr_assert_not_null (buf);
+  cr_assert_eq (vol_pread (v, buf, len, off), 0, "%s", cairn_errmsg ());
+  cr_assert (memcmp (buf, want, len) == 0, "read at %" PRIu64 " differs", off);
+  free (buf);
+}
+
+/* ------------------------------------------------------ the table itself */
+
+Test (trust, memory_devices_check_every_read)
+{
+  struct cairn_dev *dev = mem_pool (64u << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+
+  cr_assert (!dev_trusting (dev));
+  cr_assert_eq (dev_trust_enable (dev, 64), -EOPNOTSUPP);
+  cr_assert (strstr (cairn_errmsg (), "cannot tell a cached read") != NULL,
+             "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (dev);
+}
+
+Test (trust, a_block_is_trusted_only_with_its_own_digest)
+{
+  struct cairn_dev *dev = file_pool (8u << 20);
+  uint8_t data[BLK], sha[SHA256_LEN], other[SHA256_LEN];
+
+  /* 16 entries: blocks 3 and 19 share one. */
+  cr_assert_eq (dev_trust_enable (dev, 16), 0, "%s", cairn_errmsg ());
+  fill_pattern (data, BLK, 1);
+  sha256 (data, BLK, sha);
+  fill_pattern (data, BLK, 2);
+  sha256 (data, BLK, other);
+
+  cr_assert (!dev_trust_holds (dev, 3, sha), "an empty table trusts nothing");
+  cr_assert_eq (dev_pwrite (dev, data, BLK, 3 * BLK), 0);
+  dev_trust_written (dev, 3, sha);
+  cr_assert (dev_trust_holds (dev, 3, sha));
+  cr_assert (!dev_trust_holds (dev, 3, other), "another digest matched");
+  cr_assert (!dev_trust_holds (dev, 19, sha), "another block matched");
+
+  /* The block that shares the entry takes it. */
+  cr_assert_eq (dev_pwrite (dev, data, BLK, 19 * BLK), 0);
+  dev_trust_written (dev, 19, other);
+  cr_assert (dev_trust_holds (dev, 19, other));
+  cr_assert (!dev_trust_holds (dev, 3, sha), "evicted entry still trusted");
+  dev_close (dev);
+}
+
+/* T2 and T3: a write or discard through the device ends the trust in a
+ * block, and a reader that looked before it cannot put it back.
+ */
+Test (trust, a_write_ends_trust_and_a_late_reader_cannot_restore_it)
+{
+  struct cairn_dev *dev = file_pool (8u << 20);
+  uint8_t data[BLK], sha[SHA256_LEN], sha2[SHA256_LEN];
+  uint64_t seen;
+
+  cr_assert_eq (dev_trust_enable (dev, DEV_TRUST_ENTRIES), 0);
+  fill_pattern (data, BLK, 1);
+  sha256 (data, BLK, sha);
+  cr_assert_eq (dev_pwrite (dev, data, BLK, 5 * BLK), 0);
+  dev_trust_written (dev, 5, sha);
+  seen = dev_trust_peek (dev, 5);       /* a reader looks ... */
+
+  fill_pattern (data, BLK, 2);          /* ... the block is reused ... */
+  sha256 (data, BLK, sha2);
+  cr_assert_eq (dev_pwrite (dev, data, BLK, 5 * BLK), 0);
+  cr_assert (!dev_trust_holds (dev, 5, sha), "trusted after a write");
+  cr_assert (!dev_trust_holds (dev, 5, sha2), "trusted before it was noted");
+  dev_trust_note (dev, 5, sha, seen);   /* ... the reader notes late */
+  cr_assert (!dev_trust_holds (dev, 5, sha), "a late note restored trust");
+  dev_trust_written (dev, 5, sha2);
+  cr_assert (dev_trust_holds (dev, 5, sha2));
+
+  /* A reader that looks while a write is under way notes nothing. */
+  cr_assert_eq (dev_discard (dev, 5 * BLK, BLK), 0);
+  seen = dev_trust_peek (dev, 5);
+  dev_trust_note (dev, 5, sha2, seen);
+  cr_assert (!dev_trust_holds (dev, 5, sha2), "noted over a busy entry");
+  dev_close (dev);
+}
+
+/* T5: a read from the disk claims the entry; a note made with what was
+ * seen before the claim fails, the claimer's own succeeds.
+ */
+Test (trust, a_claim_keeps_out_an_older_note)
+{
+  struct cairn_dev *dev = file_pool (8u << 20);
+  uint8_t data[BLK], sha[SHA256_LEN];
+  uint64_t before, claim;
+
+  cr_assert_eq (dev_trust_enable (dev, DEV_TRUST_ENTRIES), 0);
+  fill_pattern (data, BLK, 7);
+  sha256 (data, BLK, sha);
+  before = dev_trust_peek (dev, 9);
+  claim = dev_trust_claim (dev, 9);
+  cr_assert_neq (claim, before);
+  cr_assert_neq (dev_trust_claim (dev, 9), claim, "two claims were equal");
+  claim = dev_trust_peek (dev, 9);
+  dev_trust_note (dev, 9, sha, before);
+  cr_assert (!dev_trust_holds (dev, 9, sha), "a note older than the claim won");
+  dev_trust_note (dev, 9, sha, claim);
+  cr_assert (dev_trust_holds (dev, 9, sha));
+  dev_close (dev);
+}
+
+Test (trust, a_cached_read_returns_what_the_cache_holds)
+{
+  struct cairn_dev *dev = file_pool (8u << 20);
+  uint8_t data[4 * BLK], buf[4 * BLK];
+  size_t got;
+
+  fill_pattern (data, sizeof data, 3);
+  cr_assert_eq (dev_pwrite (dev, data, sizeof data, 64 * BLK), 0);
+  cr_assert_eq (dev_pread_cached (dev, buf, sizeof buf, 64 * BLK, &got), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_eq (got, sizeof buf, "a page just written was not in the cache");
+  cr_assert (memcmp (buf, data, sizeof data) == 0);
+  cr_assert_eq (dev_pread_cached (dev, buf, BLK, 8u << 20, &got), -EINVAL,
+                "a read beyond the end was not refused");
+  dev_close (dev);
+}
+
+/* ----------------------------------------------------- the read path */
+
+/* Open a volume "v" in a new pool in a file; check_every_read as given. */
+static void
+open_volume (bool check_every_read, struct cairn_dev **devp,
+             struct cairn_pool **poolp, struct cairn_volume **vp)
+{
+  struct pool_open_opts o = { .check_every_read = check_every_read };
+
+  *devp = file_pool (64u << 20);
+  cr_assert_eq (pool_open (*devp, &o, poolp), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (dev_trusting (*devp), !check_every_read);
+  cr_assert_eq (vol_create (*poolp, "v", VOL_SIZE, NULL), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_open (*poolp, "v", vp), 0, "%s", cairn_errmsg ());
+}
+
+/* open_volume, then n blocks of a pattern (tag) written at its start: the
+ * data, to free.
+ */
+static uint8_t *
+written_volume (bool check_every_read, size_t n, uint64_t tag,
+                struct cairn_dev **devp, struct cairn_pool **poolp,
+                struct cairn_volume **vp)
+{
+  uint8_t *data = malloc (n * BLK);
+
+  cr_assert_not_null (data);
+  open_volume (check_every_read, devp, poolp, vp);
+  fill_pattern (data, n * BLK, tag);
+  cr_assert_eq (vol_pwrite (*vp, data, (uint32_t) (n * BLK), 0, 0), 0, "%s",
+                cairn_errmsg ());
+  return data;
+}
+
+static void
+close_volume (struct cairn_dev *dev, struct cairn_pool *pool,
+              struct cairn_volume *v)
+{
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  cr_assert (!dev_trusting (dev), "the pool left the device trusting");
+  assert_clean (dev);
+  dev_close (dev);
+}
+
+Test (trust, a_cached_copy_is_checked_once)
+{
+  enum { N = 512 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data;
+  uint64_t t0;
+
+  data = written_volume (false, N, 11, &dev, &pool, &v);
+
+  /* Written from data the engine hashed: trusted while cached. */
+  t0 = trusted (dev);
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, N);
+
+  /* From the disk: all checked, none trusted; then cached and trusted. */
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  evict_all ();
+  t0 = trusted (dev);
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, 0, "blocks read from the disk were trusted");
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, N, "checked blocks were not trusted");
+  close_volume (dev, pool, v);
+  free (data);
+}
+
+Test (trust, damage_on_disk_is_found_once_the_page_left_the_cache)
+{
+  enum { N = 64 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  struct vol_stats st;
+  uint8_t *data, buf[BLK];
+  uint64_t addr;
+
+  data = written_volume (false, N, 12, &dev, &pool, &v);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  read_equal (v, data, 0, N * BLK);     /* trusted, cached */
+
+  addr = find_block (data + 17 * BLK);
+  cr_assert_neq (addr, 0, "block 17 is not in the pool file");
+  rot (addr);
+  cr_assert_eq (vol_pread (v, buf, BLK, 17 * BLK), -EIO,
+                "a block that rotted on the disk was returned");
+  cr_assert (strstr (cairn_errmsg (), "checksum mismatch reading block 17 ")
+             != NULL, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, buf, BLK, 17 * BLK), -EIO,
+                "the damaged copy was trusted once in the cache");
+  read_equal (v, data + 16 * BLK, 16 * BLK, BLK);
+  vol_stats (v, &st);
+  cr_assert_eq (st.csum_errors, 2);
+
+  /* Mended on the disk, it reads again. */
+  rot (addr);
+  read_equal (v, data, 0, N * BLK);
+  close_volume (dev, pool, v);
+  free (data);
+}
+
+/* verify=always: every read is checked, so damage made through the page
+ * cache (which the table cannot see) is found as well.
+ */
+Test (trust, check_every_read_finds_damage_in_the_cache)
+{
+  enum { N = 64 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data, buf[BLK], b[BLK];
+  uint64_t addr, t0;
+  int fd;
+
+  data = written_volume (true, N, 13, &dev, &pool, &v);
+  t0 = trusted (dev);
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev), t0, "a block was trusted with check_every_read");
+
+  addr = find_block (data + 5 * BLK);
+  cr_assert_neq (addr, 0);
+  fd = open (pool_path, O_RDWR | O_CLOEXEC);
+  cr_assert_geq (fd, 0);
+  memcpy (b, data + 5 * BLK, BLK);
+  b[9] ^= 1;
+  cr_assert_eq (pwrite (fd, b, BLK, (off_t) addr), BLK);   /* cache only */
+  close (fd);
+  cr_assert_eq (vol_pread (v, buf, BLK, 5 * BLK), -EIO,
+                "damage in the page cache was returned");
+  fd = open (pool_path, O_RDWR | O_CLOEXEC);
+  cr_assert_geq (fd, 0);
+  cr_assert_eq (pwrite (fd, data + 5 * BLK, BLK, (off_t) addr), BLK);
+  close (fd);
+  close_volume (dev, pool, v);
+  free (data);
+}
+
+/* ------------------------------------------- reuse under concurrent reads */
+
+/* Writers rewrite the blocks of a small volume while the commit thread
+ * makes what they free reusable at once; readers read them, half of the
+ * time after the pages were dropped, and check that every block they get
+ * is one version of that very block (its header names it).  A reader whose
+ * mapping went stale reads a reused block: it must check it, fail, and
+ * map again (T2, T3), never return another block's data.
+ */
+enum { RB = 64 };                       /* blocks in the volume */
+
+struct reuse {
+  struct cairn_volume *v;
+  struct cairn_pool *pool;
+  int stop;
+  uint64_t reads, eio;
+  int bad;                              /* a reader saw another block */
+  char why[160];
+};
+
+/* One thread's share: the test's state and its own seed. */
+struct reuse_thread {
+  struct reuse *s;
+  uint64_t seed;
+};
+
+/* Block lbn, version ver: a header of both, then a pattern of both. */
+static void
+versioned (uint8_t *b, uint64_t lbn, uint64_t ver)
+{
+  fill_pattern (b, BLK, lbn << 32 | ver);
+  memcpy (b, &lbn, 8);
+  memcpy (b + 8, &ver, 8);
+}
+
+static void *
+reuse_writer (void *arg)
+{
+  struct reuse_thread *t = arg;
+  struct reuse *s = t->s;
+  struct rng r = { t->seed };
+  uint8_t b[BLK];
+
+  for (uint64_t ver = 1; !__atomic_load_n (&s->stop, __ATOMIC_RELAXED); ver++) {
+    uint64_t lbn = rng_below (&r, RB);
+
+    versioned (b, lbn, ver);
+    if (vol_pwrite (s->v, b, BLK, lbn * BLK, 0) != 0)
+      break;
+  }
+  return NULL;
+}
+
+static void *
+reuse_reader (void *arg)
+{
+  struct reuse_thread *t = arg;
+  struct reuse *s = t->s;
+  struct rng r = { t->seed };
+  uint8_t b[BLK], want[BLK];
+
+  while (!__atomic_load_n (&s->stop, __ATOMIC_RELAXED)) {
+    uint64_t lbn = rng_below (&r, RB), hl, ver;
+    int e = vol_pread (s->v, b, BLK, lbn * BLK);
+
+    __atomic_add_fetch (&s->reads, 1, __ATOMIC_RELAXED);
+    if (e == -EIO) {
+      /* Reused twice between mapping and read: the engine retries once. */
+      __atomic_add_fetch (&s->eio, 1, __ATOMIC_RELAXED);
+      continue;
+    }
+    memcpy (&hl, b, 8);
+    memcpy (&ver, b + 8, 8);
+    if (e == 0 && ver == 0 && hl == 0)
+      continue;                         /* not written yet: a hole */
+    if (e == 0)
+      versioned (want, lbn, ver);
+    if (e != 0 || hl != lbn || memcmp (b, want, BLK) != 0) {
+      snprintf (s->why, sizeof s->why, "read of block %" PRIu64 " returned %d "
+                "with block %" PRIu64 " version %" PRIu64 " in it", lbn, e, hl,
+                ver);
+      __atomic_store_n (&s->bad, 1, __ATOMIC_RELAXED);
+      __atomic_store_n (&s->stop, 1, __ATOMIC_RELAXED);
+    }
+  }
+  return NULL;
+}
+
+Test (trust, a_reused_block_is_never_returned_for_another, .timeout = 60)
+{
+  struct cairn_dev *dev;
+  struct reuse s = { 0 };
+  struct reuse_thread tw[2], tr[2];
+  pthread_t w[2], rd[2];
+  uint64_t seed = test_seed ("trust.reuse", 42);
+
+  open_volume (false, &dev, &s.pool, &s.v);
+  for (int i = 0; i < 2; i++) {
+    tw[i] = (struct reuse_thread) { &s, seed + (uint64_t) i };
+    tr[i] = (struct reuse_thread) { &s, seed + 10 + (uint64_t) i };
+    cr_assert_eq (pthread_create (&w[i], NULL, reuse_writer, &tw[i]), 0);
+    cr_assert_eq (pthread_create (&rd[i], NULL, reuse_reader, &tr[i]), 0);
+  }
+  for (int i = 0; i < 1500 && !__atomic_load_n (&s.stop, __ATOMIC_RELAXED); i++) {
+    cr_assert_eq (pool_commit (s.pool), 0, "%s", cairn_errmsg ());
+    if (i % 2)
+      evict ();
+  }
+  __atomic_store_n (&s.stop, 1, __ATOMIC_RELAXED);
+  for (int i = 0; i < 2; i++) {
+    pthread_join (w[i], NULL);
+    pthread_join (rd[i], NULL);
+  }
+  fprintf (stderr, "trust.reuse: %" PRIu64 " reads, %" PRIu64 " failed with "
+           "EIO, %" PRIu64 " blocks trusted\n", s.reads, s.eio,
+           trusted (dev));
+  cr_assert (!s.bad, "%s", s.why);
+  cr_assert_gt (trusted (dev), 0, "nothing was trusted: the test tests nothing");
+  close_volume (dev, s.pool, s.v);
+}
