@@ -5,7 +5,9 @@
  * mappings contiguous on the device, and every block checked against its
  * SHA-256, runs contiguous in the volume at a time.  A block can be freed
  * and reused between the mapping and the read, so a mismatch is retried
- * once with a fresh mapping before it counts as damage.
+ * with a fresh mapping; only a block that fails twice at the same place
+ * counts as damage.  A block that the device trusts (dev.h: a checked copy
+ * the host's page cache still holds) is not checked again.
  */
 #include <config.h>
 
@@ -196,7 +198,7 @@ check_blocks (const uint8_t *buf, const struct read_scratch *rs, uint64_t first,
 
 /* Read whole blocks [lbn, lbn + n) into buf under one mapping, with their
  * digests into rs->shas; return the first block (from lbn) whose data does
- * not match its digest, or UINT64_MAX.
+ * not match its digest, or UINT64_MAX, and where it was read on the device.
  *
  * One device read per run of mappings that follow each other both in the
  * volume and on the device (a sequential write's extents, split only by
@@ -207,7 +209,7 @@ check_blocks (const uint8_t *buf, const struct read_scratch *rs, uint64_t first,
  */
 static int
 read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
-             const struct read_scratch *rs, uint64_t *badp)
+             const struct read_scratch *rs, uint64_t *badp, uint64_t *bad_addrp)
 {
   struct cairn_dev *dev = pool_dev (v->cat->pool);
   struct map_vec mv = { NULL, 0, 0 };
@@ -237,6 +239,10 @@ read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
     for (j = i + 1; j < mv.n && mv.m[j].lbn == lbn + first + len; j++)
       len += mv.m[j].n;
     *badp = check_blocks (buf, rs, first, len);
+  }
+  for (i = 0; r == 0 && *badp != UINT64_MAX && i < mv.n; i++) {
+    if (lbn + *badp >= mv.m[i].lbn && lbn + *badp < mv.m[i].lbn + mv.m[i].n)
+      *bad_addrp = mv.m[i].addr + (lbn + *badp - mv.m[i].lbn);
   }
   for (i = 0; r == 0 && *badp == UINT64_MAX && dev_trusting (dev) && i < mv.n;
        i++) {
@@ -271,6 +277,12 @@ fill_hole_sums (uint8_t *shas, uint64_t n)
     memcpy (shas + i * SHA256_LEN, zsha, SHA256_LEN);
 }
 
+/* How often a read maps and reads again when a block fails its check at a
+ * new place each time (freed and reused between its mapping and its read,
+ * again and again under a fast rewrite): a bound, not an expectation.
+ */
+#define READ_ATTEMPTS 8
+
 /* Read whole blocks [lbn, lbn + n) into buf, checking every block that
  * the device does not trust; with their digests into sums (holes' too)
  * when it is not NULL.
@@ -285,7 +297,7 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   bool stack_trusted[STACK_BLOCKS];
   struct read_scratch rs = { stack_shas, stack_seen, stack_trusted };
   void *heap = NULL;
-  uint64_t bad = UINT64_MAX;
+  uint64_t bad = UINT64_MAX, bad_addr = 0, last_bad = UINT64_MAX, last_addr = 0;
   int r = 0;
 
   if (n > STACK_BLOCKS) {
@@ -302,14 +314,21 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   }
   if (sums)
     rs.shas = sums;
-  for (int attempt = 0; attempt < 2; attempt++) {
+  for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
     /* Again on a retry: a block mapped the first time may be a hole now. */
     if (sums)
       fill_hole_sums (sums, n);
-    r = read_mapped (v, lbn, n, buf, &rs, &bad);
+    r = read_mapped (v, lbn, n, buf, &rs, &bad, &bad_addr);
     if (r < 0 || bad == UINT64_MAX)
       break;
     r = -EIO;
+    /* The same block failing at the same place twice: it was still mapped
+     * there, so nothing reused the place in between.  That is damage.
+     */
+    if (bad == last_bad && bad_addr == last_addr)
+      break;
+    last_bad = bad;
+    last_addr = bad_addr;
   }
   if (r == -EIO && bad != UINT64_MAX) {
     uint64_t blk = lbn + bad;
