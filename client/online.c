@@ -421,6 +421,13 @@ cmd_status (const struct cli *cli, int argc, char **argv)
             jnum (cache, "nodes") == 1 ? "node" : "nodes",
             hits + misses ? hits * 100 / (hits + misses) : 100);
   field ("cache", buf);
+  if (strcmp (jstr (res, "verify"), "disk") == 0)
+    snprintf (buf, sizeof buf, "data from the disk (%" PRIu64 " blocks read "
+              "from checked copies in the page cache)",
+              jnum (res, "blocks_trusted"));
+  else
+    snprintf (buf, sizeof buf, "every block read");
+  field ("checks", buf);
   {
     json_t *rc = json_object_get (res, "reclaim");
     const char *err = json_string_value (json_object_get (rc, "error"));

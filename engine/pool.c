@@ -580,6 +580,9 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
     info->failed_why[0] = '\0';
   space_stats (pool->space, &info->space);
   nodecache_stats (pool->cache, &info->cache);
+  info->check_every_read = !dev_trusting (pool->dev);
+  info->blocks_trusted = __atomic_load_n (&pool->dev->blocks_trusted,
+                                          __ATOMIC_RELAXED);
 }
 
 struct nodecache *

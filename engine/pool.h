@@ -210,6 +210,8 @@ struct pool_info {
   uint64_t spacemap_blocks;       /* allocated blocks holding the space map */
   struct space_stats space;
   struct nodecache_stats cache;
+  bool check_every_read;          /* the device trusts no cached copy */
+  uint64_t blocks_trusted;        /* cached checked copies not checked again */
 };
 void pool_info (struct cairn_pool *pool, struct pool_info *info);
 /* The pool's UUID (cheaper than pool_info: no space map is read). */

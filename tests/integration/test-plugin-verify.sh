@@ -12,6 +12,17 @@ require_nbdsh
 make_pool 128M
 testctl create v 16M
 NBDKIT_OPTS=(-v)
+CTL="$TMPDIR_TEST/control.sock"
+
+# pool.status's "verify" and "blocks_trusted" (python3 expression on them).
+status_check () {
+  local json
+  json=$("$CAIRN" --socket "$CTL" status --json) || fail "cairn status failed"
+  python3 -c 'import json, sys
+j = json.loads(sys.argv[1]); verify, trusted = j["verify"], j["blocks_trusted"]
+assert eval(sys.argv[2]), (verify, trusted)' "$json" "$1" ||
+    fail "cairn status: not ($1): $json"
+}
 
 # Write 1 MiB of byte $1 (a number) at byte 1 MiB, flush it, read it back
 # twice (from the cache: trusted with verify=disk, as written from hashed
@@ -52,20 +63,25 @@ grep -q "verify=sometimes: give 'disk'.*or 'always'" <<<"$err" ||
   fail "unhelpful message: $err"
 
 # ---------------------------------------------------------------- disk
-start_plugin
+start_plugin control="$CTL"
 grep -q "checking what comes from the disk" "$NBDKIT_LOG" ||
   fail "the log does not say verify=disk is in force"
 write_data 90
+# The second read of the 256 blocks came from checked copies in the cache.
+status_check 'verify == "disk" and trusted >= 256'
+"$CAIRN" --socket "$CTL" status | grep -q "^checks  *data from the disk" ||
+  fail "cairn status does not say what it checks"
 damage 90 disk
 expect_eio "verify=disk, damage on the disk"
 stop_plugin
 
 # ---------------------------------------------------------------- always
 : >"$NBDKIT_LOG"
-start_plugin verify=always
+start_plugin verify=always control="$CTL"
 grep -q "checking every read" "$NBDKIT_LOG" ||
   fail "the log does not say verify=always is in force"
 write_data 107
+status_check 'verify == "always" and trusted == 0'
 damage 107 cache
 expect_eio "verify=always, damage in the page cache"
 stop_plugin

@@ -796,6 +796,10 @@ Test (methods, pool_status)
   cr_assert_eq (jint (res, "snapshots"), 2);
   cr_assert_not (jbool (res, "failed"));
   cr_assert_not (jbool (res, "readonly"));
+  /* A memory device has no page cache: every read is checked. */
+  cr_assert_str_eq (json_string_value (json_object_get (res, "verify")),
+                    "always");
+  cr_assert_eq (jint (res, "blocks_trusted"), 0);
   cache = json_object_get (res, "cache");
   cr_assert (json_is_object (cache));
   cr_assert_gt (jint (cache, "nodes"), 0);
