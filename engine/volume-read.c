@@ -5,8 +5,8 @@
  * mappings contiguous on the device, and every block checked against its
  * SHA-256, runs contiguous in the volume at a time.  A block can be freed
  * and reused between the mapping and the read, so a mismatch is retried
- * with a fresh mapping; only a block that fails twice at the same place
- * counts as damage.  A block that the device trusts (dev.h: a checked copy
+ * with a fresh mapping; only a block that fails twice at the same place,
+ * expected to hold the same data, counts as damage.  A block that the device trusts (dev.h: a checked copy
  * the host's page cache still holds) is not checked again.
  */
 #include <config.h>
@@ -298,6 +298,7 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   struct read_scratch rs = { stack_shas, stack_seen, stack_trusted };
   void *heap = NULL;
   uint64_t bad = UINT64_MAX, bad_addr = 0, last_bad = UINT64_MAX, last_addr = 0;
+  uint8_t last_sha[SHA256_LEN];
   int r = 0;
 
   if (n > STACK_BLOCKS) {
@@ -322,13 +323,16 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     if (r < 0 || bad == UINT64_MAX)
       break;
     r = -EIO;
-    /* The same block failing at the same place twice: it was still mapped
-     * there, so nothing reused the place in between.  That is damage.
+    /* The same block failing twice at the same place with the same digest:
+     * it was still mapped there, so nothing reused the place in between.
+     * That is damage.
      */
-    if (bad == last_bad && bad_addr == last_addr)
+    if (bad == last_bad && bad_addr == last_addr &&
+        memcmp (last_sha, rs.shas + bad * SHA256_LEN, SHA256_LEN) == 0)
       break;
     last_bad = bad;
     last_addr = bad_addr;
+    memcpy (last_sha, rs.shas + bad * SHA256_LEN, SHA256_LEN);
   }
   if (r == -EIO && bad != UINT64_MAX) {
     uint64_t blk = lbn + bad;
