@@ -50,6 +50,7 @@ struct cairnd_opts {
   bool tls_verify_peer;
   char *threads;
   char *cache;
+  char *verify;       /* disk or always: the plugin's verify= */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -94,6 +95,8 @@ usage (int status)
 "      --tls-verify-peer require client certificates signed by the CA\n"
 "  -t, --threads N       NBD worker threads\n"
 "      --cache SIZE      metadata node cache (e.g. 256M)\n"
+"      --verify WHEN     check data as it comes from the disk (disk, the\n"
+"                        default) or on every read (always)\n"
 "      --plugin PATH     plugin to load (default: the installed one)\n"
 "  -f, --foreground      do not fork into the background\n"
 "  -v, --verbose         nbdkit debug messages\n"
@@ -132,7 +135,8 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value)
     { "port", &o->port }, { "control", &o->control },
     { "tls", &o->tls }, { "tls-certs", &o->tls_certs },
     { "tls-psk", &o->tls_psk }, { "threads", &o->threads },
-    { "cache", &o->cache }, { "plugin", &o->plugin },
+    { "cache", &o->cache }, { "verify", &o->verify },
+    { "plugin", &o->plugin },
     { "create", &o->create }, { "pidfile", &o->pidfile },
     { "preallocate", &o->preallocate },
     { "control-group", &o->control_group },
@@ -239,7 +243,7 @@ finish (struct cairnd_opts *o, int status)
 {
   char **strs[] = {
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
-    &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->plugin,
+    &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
     &o->control_tcp, &o->control_tls,
   };
@@ -429,7 +433,7 @@ main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
-         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC };
+         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -443,6 +447,7 @@ main (int argc, char **argv)
     { "tls-verify-peer", no_argument, NULL, OPT_TLS_VERIFY },
     { "threads", required_argument, NULL, 't' },
     { "cache", required_argument, NULL, OPT_CACHE },
+    { "verify", required_argument, NULL, OPT_VERIFY },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
     { "create", required_argument, NULL, OPT_CREATE },
     { "preallocate", required_argument, NULL, OPT_PREALLOC },
@@ -481,6 +486,7 @@ main (int argc, char **argv)
     case OPT_TLS_VERIFY: o.tls_verify_peer = true; break;
     case 't': set_opt (&o.threads, optarg); break;
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
+    case OPT_VERIFY: set_opt (&o.verify, optarg); break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
     case OPT_CREATE: set_opt (&o.create, optarg); break;
     case OPT_PREALLOC: set_opt (&o.preallocate, optarg); break;
@@ -503,6 +509,12 @@ main (int argc, char **argv)
   if (o.pool == NULL) {
     fprintf (stderr, "cairnd: no pool given: use --pool PATH "
              "(create one with 'cairn mkpool PATH --size SIZE')\n");
+    return finish (&o, 2);
+  }
+  if (o.verify && strcmp (o.verify, "disk") != 0 &&
+      strcmp (o.verify, "always") != 0) {
+    fprintf (stderr, "cairnd: --verify %s: expected disk or always\n",
+             o.verify);
     return finish (&o, 2);
   }
   if (o.plugin == NULL)
@@ -570,6 +582,8 @@ main (int argc, char **argv)
   }
   if (o.cache)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
+  if (o.verify)
+    add_arg (nargv, &nargc, kv ("verify", o.verify));
 
   if (o.dry_run) {
     for (int i = 0; i < nargc; i++) {

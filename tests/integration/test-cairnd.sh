@@ -39,6 +39,10 @@ run --pool "$POOL" --tls-psk "$PSK" --socket "$SOCK" -n
 expect 0 " --unix $SOCK .*--tls=require --tls-psk=$PSK "
 run --pool "$POOL" --tls on --tls-certs "$TMPDIR_TEST" --tls-verify-peer -n
 expect 0 " --tls=on --tls-certificates=$TMPDIR_TEST --tls-verify-peer "
+run --pool "$POOL" --cache 64M --verify always -n
+expect 0 " cache=64M verify=always\$"
+run --pool "$POOL" --verify sometimes -n
+expect 2 "^cairnd: --verify sometimes: expected disk or always\$"
 # Arguments print quoted for a shell.
 run --pool "$TMPDIR_TEST/a pool's file" -n
 expect 0 " 'pool=$TMPDIR_TEST/a pool'\\\\''s file' "
@@ -50,10 +54,12 @@ socket = $SOCK
 tls = on
 tls-psk = $PSK
 threads = 4
+verify = always
 foreground = yes
 EOF
 run --config "$CONF" -n
 expect 0 "^$NBDKIT --foreground --unix $SOCK --tls=on --tls-psk=$PSK --threads 4 "
+grep -q " verify=always\$" <<<"$out" || fail "verify from the config file was not passed on: $out"
 run --config "$CONF" --tls require -n
 expect 0 " --tls=require "
 echo "tls-verify-peer = maybe-not" >>"$CONF"
@@ -61,7 +67,7 @@ run --config "$CONF" -n
 expect 0
 echo "tls-versions = 1.3" >>"$CONF"
 run --config "$CONF" -n
-expect 1 "cairnd.conf:9: unknown setting 'tls-versions'"
+expect 1 "cairnd.conf:10: unknown setting 'tls-versions'"
 
 # ---------------------------------------------------------------- mistakes
 run --pool "$POOL" --tls maybe -n
