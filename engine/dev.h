@@ -108,7 +108,9 @@ void dev_close (struct cairn_dev *dev);
  *
  * What the table cannot see is a page brought back by another process
  * reading the pool file, or changed by one writing it: the pool file is
- * locked against other Cairn processes, not against those.
+ * locked against other Cairn processes, not against those.  (A pool
+ * opened read-only shares its lock with other read-only Cairn processes,
+ * so pool_open trusts nothing then.)
  *
  * Memory is the table's (8 bytes an entry), never the pool's size: two
  * blocks whose addresses share an entry evict each other, and the loser is

@@ -260,7 +260,11 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   r = btree_lookup (pool->root, "", 0, NULL, 0, NULL);
   if (r < 0 && r != -ENOENT)
     goto fail;
-  if (!o.check_every_read && dev->ops->pread_cached) {
+  /* A pool opened read-only shares its file with other read-only openers
+   * (a shared lock), whose reads bring pages into the cache that this
+   * process did not check (dev.h, T4): it trusts nothing.
+   */
+  if (!o.check_every_read && !o.readonly && dev->ops->pread_cached) {
     r = dev_trust_enable (dev, DEV_TRUST_ENTRIES);
     if (r < 0)
       goto fail;

@@ -68,7 +68,9 @@ struct pool_open_opts {
                                      digest, even a checked copy that the
                                      host's page cache still holds (dev.h,
                                      "Blocks whose copy..."); false: only
-                                     what comes from the disk */
+                                     what comes from the disk, unless
+                                     readonly (other readers share the
+                                     file then) */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten). */

@@ -194,6 +194,24 @@ Test (trust, memory_devices_check_every_read)
   dev_close (dev);
 }
 
+/* A read-only pool shares its file with other read-only openers: their
+ * reads bring pages in that this process did not check.
+ */
+Test (trust, a_read_only_pool_checks_every_read)
+{
+  struct cairn_dev *dev = file_pool (8u << 20), *ro;
+  struct pool_open_opts o = { .readonly = true };
+  struct cairn_pool *pool;
+
+  dev_close (dev);
+  cr_assert_eq (dev_file_open (pool_path, DEV_RDONLY, 0, &ro), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (pool_open (ro, &o, &pool), 0, "%s", cairn_errmsg ());
+  cr_assert (!dev_trusting (ro), "a read-only pool trusts cached copies");
+  cr_assert_eq (pool_close (pool), 0);
+  dev_close (ro);
+}
+
 Test (trust, a_block_is_trusted_only_with_its_own_digest)
 {
   struct cairn_dev *dev = file_pool (8u << 20);
