@@ -1,10 +1,19 @@
-/* Cairn engine, layer "dev": the wrappers every caller goes through.
+/* Cairn engine, layer "dev": the wrappers every caller goes through, and
+ * the table of checked blocks (dev.h, "Blocks whose copy...").
  *
  * They check that a request lies inside the device, call the backend and
  * count the bytes moved and the flushes, so that no backend repeats those
  * checks and every device, stacked or not, is counted the same way.  The
  * counters are updated with atomic builtins because nbdkit calls the engine
  * from many threads at once.
+ *
+ * A write leaves its blocks' entries busy unless its caller notes them
+ * (dev_trust_written, for data the engine hashed): metadata writes, and
+ * data written with digests the caller brought (a received stream), stay
+ * busy, so such blocks are checked on every read until a read from the
+ * disk claims them.  Safe, and a cost only for received data read while
+ * still cached; telling a finished write from one under way would need a
+ * second kind of mark.
  */
 #include <config.h>
 
