@@ -126,10 +126,8 @@ submit_with_barrier (struct cairn_pool *pool, struct cat_request *req,
   if (r == 0) {
     req->nbarrier = n;
     r = cat_submit (pool, req);
-    /* No freeze took the request: lower the barrier here. */
-    n = __atomic_exchange_n (&req->nbarrier, 0, __ATOMIC_ACQ_REL);
-    if (n)
-      snap_barrier_lower (cat, req->barrier, n);
+    /* When no freeze took the request, the barrier is still up. */
+    snap_barrier_lower (cat, req);
   }
   free (req->barrier);
   req->barrier = NULL;

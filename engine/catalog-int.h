@@ -254,12 +254,13 @@ struct catalog {
 
 /* catalog.c and its parts (catalog-rec.c, catalog-snap.c) */
 /* Snapshot barriers (catalog-snap.c, SB-1): raise one for each of n
- * volume ids (-ENOMEM only), lower them again, and wait, before a write to
- * volume id, while one is raised for it.
+ * volume ids (-ENOMEM only); lower the ones a request raised (req->barrier,
+ * req->nbarrier), once, by whichever of its freeze and its submitter comes
+ * first; and wait, before a write to volume id, while one is raised for it.
  */
 int snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
   CAIRN_WUR;
-void snap_barrier_lower (struct catalog *cat, const uint64_t *ids, size_t n);
+void snap_barrier_lower (struct catalog *cat, struct cat_request *req);
 void snap_barrier_wait (struct catalog *cat, uint64_t id);
 /* A handle closed on a hidden volume or a deferred pin: let the next
  * commit finish what its delete left (volume.c).

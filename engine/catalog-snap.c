@@ -610,10 +610,14 @@ snap_barrier_raise (struct catalog *cat, const uint64_t *ids, size_t n)
 }
 
 void
-snap_barrier_lower (struct catalog *cat, const uint64_t *ids, size_t n)
+snap_barrier_lower (struct catalog *cat, struct cat_request *req)
 {
+  size_t n = __atomic_exchange_n (&req->nbarrier, 0, __ATOMIC_ACQ_REL);
+  const uint64_t *ids = req->barrier;
   size_t left;
 
+  if (n == 0)
+    return;                     /* none raised, or lowered already */
   pthread_mutex_lock (&cat->barrier_lock);
   left = cat->nbarrier;
   for (size_t i = 0; i < n; i++)

@@ -187,10 +187,7 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
    * into the next one (they wait for txn_lock until this freeze ends).
    */
   if (req) {
-    size_t n = __atomic_exchange_n (&req->nbarrier, 0, __ATOMIC_ACQ_REL);
-
-    if (n)
-      snap_barrier_lower (cat, req->barrier, n);
+    snap_barrier_lower (cat, req);
     if (req->result < 0)
       snprintf (req->errmsg, sizeof req->errmsg, "%s", cairn_errmsg ());
     req->done = true;
