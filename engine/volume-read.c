@@ -6,8 +6,9 @@
  * SHA-256, runs contiguous in the volume at a time.  A block can be freed
  * and reused between the mapping and the read, so a mismatch is retried
  * with a fresh mapping; only a block that fails twice at the same place,
- * expected to hold the same data, counts as damage.  A block that the device trusts (dev.h: a checked copy
- * the host's page cache still holds) is not checked again.
+ * expected to hold the same data, counts as damage.  A block that the
+ * device trusts (dev.h: a checked copy the host's page cache still holds)
+ * is not checked again.
  */
 #include <config.h>
 
@@ -158,12 +159,13 @@ read_run (struct cairn_dev *dev, uint8_t *buf, uint64_t addr, uint64_t len,
     }
     if (ntrusted)
       __atomic_fetch_add (&dev->blocks_trusted, ntrusted, __ATOMIC_RELAXED);
+    /* The rest comes from the disk: claim it first (T5). */
+    for (uint64_t i = k; i < len; i++)
+      seen[i] = dev_trust_claim (dev, addr + i);
   }
   memset (trusted + k, 0, (len - k) * sizeof *trusted);
   if (k == len)
     return 0;
-  for (uint64_t i = k; i < len && dev_trusting (dev); i++)
-    seen[i] = dev_trust_claim (dev, addr + i);
   return dev_pread (dev, buf + k * BLOCK_SIZE, (len - k) * BLOCK_SIZE,
                     (addr + k) * BLOCK_SIZE);
 }
