@@ -83,6 +83,11 @@ file_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   return 0;
 }
 
+/* The calling thread's count of blocks read from storage (ru_inblock) as
+ * its last cached read saw it; -1 before the first.
+ */
+static __thread long seen_inblock = -1;
+
 /* Read what the page cache held of [off, off + len).
  *
  * preadv2 with RWF_NOWAIT returns what is in the cache and fails with
@@ -91,8 +96,13 @@ file_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
  * the call looks again (a fast disk, a thread descheduled in between), the
  * call returns data that has just come from the disk.  The thread's count
  * of blocks read from storage (ru_inblock, counted as the read is issued)
- * tells: when it moved during the call, nothing the call returned counts
- * as cached, and the caller reads and checks it all.
+ * tells: it is read once after each call and compared with what the
+ * thread's previous call saw, so when the thread read anything from
+ * storage since then, this call's read included, nothing the call
+ * returned counts as cached and the caller reads and checks it all.  (One
+ * getrusage per call, not one before and one after, but for a thread's
+ * first call: the price is that after a read of its own from the disk, a
+ * thread's next cached read is checked when it need not be.)
  */
 static int
 file_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
@@ -100,20 +110,25 @@ file_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
 {
   struct file_dev *f = to_file_dev (dev);
   struct iovec iov = { .iov_base = buf, .iov_len = len };
-  struct rusage before, after;
+  struct rusage now;
+  long before = seen_inblock;
   ssize_t n;
 
   *gotp = 0;
-  if (getrusage (RUSAGE_THREAD, &before) == -1)
-    return 0;
+  if (before == -1 && getrusage (RUSAGE_THREAD, &now) == 0)
+    before = now.ru_inblock;        /* the thread's first cached read */
   do
     n = preadv2 (f->fd, &iov, 1, (off_t) off, RWF_NOWAIT);
   while (n < 0 && errno == EINTR);
   if (n < 0 && errno != EAGAIN && errno != EOPNOTSUPP)
     return cairn_fail (-errno, "%s: read at offset %" PRIu64 ": %m",
                        dev->name, off);
-  if (n > 0 && getrusage (RUSAGE_THREAD, &after) == 0 &&
-      after.ru_inblock == before.ru_inblock)
+  if (getrusage (RUSAGE_THREAD, &now) == -1) {
+    seen_inblock = -1;
+    return 0;
+  }
+  seen_inblock = now.ru_inblock;
+  if (n > 0 && before != -1 && now.ru_inblock == before)
     *gotp = (size_t) n;
   return 0;
 }
