@@ -7,13 +7,11 @@
  * counters are updated with atomic builtins because nbdkit calls the engine
  * from many threads at once.
  *
- * A write leaves its blocks' entries busy unless its caller notes them
- * (dev_trust_written, for data the engine hashed): metadata writes, and
- * data written with digests the caller brought (a received stream), stay
- * busy, so such blocks are checked on every read until a read from the
- * disk claims them.  Safe, and a cost only for received data read while
- * still cached; telling a finished write from one under way would need a
- * second kind of mark.
+ * A write ends its blocks' busy marks with their keys when its caller
+ * hashed the data (dev_pwrite_hashed), and otherwise with a number never
+ * used before (metadata, data written with digests it came with, a
+ * discard): the first read checks such a block, as it would one claimed
+ * for a read from the disk, and then notes it.
  */
 #include <config.h>
 
@@ -26,20 +24,39 @@
 #include "dev.h"
 
 /* The table of checked blocks (dev.h, T1-T5): one 64-bit word an entry,
- * the entry of block blk at blk & mask.  An entry is empty, a key (even:
- * trust_key (blk, digest)), TRUST_BUSY (a write is under way) or a claim
- * (odd, above TRUST_BUSY: a read from the disk is under way, the number
- * its own).  One word, so that a reader never sees half of an entry; read
- * and written with atomic builtins, no lock.
+ * the entry of block blk at blk & mask.  An entry is
+ *
+ *   TRUST_EMPTY                  nothing known;
+ *   a key (even)                 trust_key (blk, digest): trusted;
+ *   busy (odd, < TRUST_NUMBERS)  2n - 1 while n writes are under way in
+ *                                blocks of this entry (T2);
+ *   a number (odd, above)        a read from the disk is under way, or a
+ *                                write without digests ended: unique,
+ *                                from next_number (T3, T5).
+ *
+ * One word, so that a reader never sees half of an entry; read and written
+ * with atomic builtins, no lock.
  */
 struct dev_trust {
   uint64_t mask;
   uint64_t *entry;
-  uint64_t next_claim;        /* odd; the next claim's number */
+  uint64_t next_number;       /* odd; the next number handed out */
 };
 
 enum { TRUST_EMPTY = 0, TRUST_BUSY = 1 };
+/* Busy marks count up to this many writes at once in one entry (far
+ * more than nbdkit has threads); a mark at the limit stays, which only
+ * keeps the entry from being trusted.
+ */
+#define TRUST_BUSY_MAX (UINT64_C (1) << 20)
+#define TRUST_NUMBERS (2 * TRUST_BUSY_MAX + 1)
 #define TRUST_ALIGN (2u << 20)          /* a huge page */
+
+static inline bool
+trust_is_busy (uint64_t v)
+{
+  return (v & 1) && v < TRUST_NUMBERS;
+}
 
 /* The key for block blk holding digest sha: the digest's first 8 bytes
  * mixed with the address, even, so that another block's entry in the same
@@ -55,20 +72,76 @@ trust_key (uint64_t blk, const uint8_t *sha)
   return k ? k : 2;
 }
 
-/* Mark busy every block that [off, off + len) touches (T2). */
-static void
-trust_busy (struct dev_trust *t, uint64_t off, uint64_t len)
+/* A number no entry has held (odd, above the busy marks). */
+static inline uint64_t
+trust_number (struct dev_trust *t)
+{
+  return __atomic_fetch_add (&t->next_number, 2, __ATOMIC_RELAXED);
+}
+
+/* The entries of the blocks that [off, off + len) touches, each once: the
+ * first block and how many.
+ */
+static uint64_t
+trust_span (const struct dev_trust *t, uint64_t off, uint64_t len,
+            uint64_t *firstp)
 {
   uint64_t first = off / DEV_TRUST_BLOCK;
   uint64_t end = (off + len + DEV_TRUST_BLOCK - 1) / DEV_TRUST_BLOCK;
 
+  *firstp = first;
   if (len == 0)
-    return;
-  if (end - first > t->mask)
-    end = first + t->mask + 1;          /* every entry once is enough */
-  for (uint64_t b = first; b < end; b++)
-    __atomic_store_n (&t->entry[b & t->mask], (uint64_t) TRUST_BUSY,
-                      __ATOMIC_SEQ_CST);
+    return 0;
+  return end - first > t->mask ? t->mask + 1 : end - first;
+}
+
+/* Mark busy every block that [off, off + len) touches (T2): one more
+ * write under way in each entry.
+ */
+static void
+trust_mark (struct dev_trust *t, uint64_t off, uint64_t len)
+{
+  uint64_t first, n = trust_span (t, off, len, &first);
+
+  for (uint64_t b = first; b < first + n; b++) {
+    uint64_t *e = &t->entry[b & t->mask];
+    uint64_t v = __atomic_load_n (e, __ATOMIC_SEQ_CST), nv;
+
+    do
+      nv = !trust_is_busy (v) ? TRUST_BUSY
+           : v + 2 < TRUST_NUMBERS ? v + 2 : v;
+    while (!__atomic_compare_exchange_n (e, &v, nv, false, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_SEQ_CST));
+  }
+}
+
+/* End a write's busy marks (T2, T3): one write fewer under way in each
+ * entry; the last one leaves the block's key (digests in shas, one a
+ * block, when the range is whole blocks) or a new number.
+ */
+static void
+trust_release (struct dev_trust *t, uint64_t off, uint64_t len,
+               const uint8_t *shas)
+{
+  uint64_t first, n = trust_span (t, off, len, &first);
+
+  if (off % DEV_TRUST_BLOCK || len % DEV_TRUST_BLOCK ||
+      len / DEV_TRUST_BLOCK != n)
+    shas = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t b = first + i, *e = &t->entry[b & t->mask];
+    uint64_t v = __atomic_load_n (e, __ATOMIC_SEQ_CST), nv;
+
+    do {
+      if (!trust_is_busy (v))
+        break;                  /* not ours to end: cannot happen */
+      if (v + 2 >= TRUST_NUMBERS)
+        break;                  /* a mark at the limit stays */
+      nv = v != TRUST_BUSY ? v - 2
+           : shas ? trust_key (b, shas + i * 32) : trust_number (t);
+    } while (!__atomic_compare_exchange_n (e, &v, nv, false, __ATOMIC_SEQ_CST,
+                                           __ATOMIC_SEQ_CST));
+  }
 }
 
 /* Check that [off, off + len) lies inside the device. */
@@ -100,9 +173,12 @@ dev_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   return 0;
 }
 
-/* Write len bytes at off, all or nothing. */
+/* Write len bytes at off, all or nothing; trust the blocks with shas when
+ * it is not NULL and the write succeeded.
+ */
 int
-dev_pwrite (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off)
+dev_pwrite_hashed (struct cairn_dev *dev, const void *buf, size_t len,
+                   uint64_t off, const uint8_t *shas)
 {
   int r;
 
@@ -110,12 +186,20 @@ dev_pwrite (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off)
   if (r < 0)
     return r;
   if (dev->trust)
-    trust_busy (dev->trust, off, len);
+    trust_mark (dev->trust, off, len);
   r = dev->ops->pwrite (dev, buf, len, off);
+  if (dev->trust)
+    trust_release (dev->trust, off, len, r == 0 ? shas : NULL);
   if (r < 0)
     return r;
   __atomic_fetch_add (&dev->bytes_written, (uint64_t) len, __ATOMIC_RELAXED);
   return 0;
+}
+
+int
+dev_pwrite (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off)
+{
+  return dev_pwrite_hashed (dev, buf, len, off, NULL);
 }
 
 /* Make every completed write durable. */
@@ -141,8 +225,11 @@ dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
   if (r < 0)
     return r;
   if (dev->trust)
-    trust_busy (dev->trust, off, len);
-  return dev->ops->discard (dev, off, len);
+    trust_mark (dev->trust, off, len);
+  r = dev->ops->discard (dev, off, len);
+  if (dev->trust)
+    trust_release (dev->trust, off, len, NULL);
+  return r;
 }
 
 /* Close the device; a NULL device is ignored. */
@@ -184,7 +271,7 @@ dev_trust_enable (struct cairn_dev *dev, size_t entries)
   madvise (t->entry, n * sizeof *t->entry, MADV_HUGEPAGE);
   memset (t->entry, 0, n * sizeof *t->entry);
   t->mask = n - 1;
-  t->next_claim = TRUST_BUSY + 2;
+  t->next_number = TRUST_NUMBERS;
   if (dev->ops->no_readahead)
     dev->ops->no_readahead (dev);
   dev_trust_disable (dev);
@@ -233,17 +320,25 @@ dev_trust_peek (struct cairn_dev *dev, uint64_t blk)
            : TRUST_BUSY;
 }
 
-/* Claim block blk's entry for a read that may come from the disk (T5). */
+/* Claim block blk's entry for a read that may come from the disk (T5),
+ * unless a write holds it (T2).
+ */
 uint64_t
 dev_trust_claim (struct cairn_dev *dev, uint64_t blk)
 {
   struct dev_trust *t = dev->trust;
-  uint64_t c;
+  uint64_t *e, v, c;
 
   if (t == NULL)
     return TRUST_BUSY;
-  c = __atomic_fetch_add (&t->next_claim, 2, __ATOMIC_RELAXED);
-  __atomic_store_n (&t->entry[blk & t->mask], c, __ATOMIC_SEQ_CST);
+  e = &t->entry[blk & t->mask];
+  v = __atomic_load_n (e, __ATOMIC_SEQ_CST);
+  c = trust_number (t);
+  do
+    if (trust_is_busy (v))
+      return TRUST_BUSY;
+  while (!__atomic_compare_exchange_n (e, &v, c, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST));
   return c;
 }
 
@@ -272,14 +367,22 @@ void
 dev_trust_note (struct cairn_dev *dev, uint64_t blk, const uint8_t sha[32],
                 uint64_t seen)
 {
-  if (dev->trust && seen != TRUST_BUSY)
+  if (dev->trust && !trust_is_busy (seen))
     trust_swap (dev->trust, blk, sha, seen);
 }
 
-/* Add a block just written unless another write took its entry (T3). */
+/* The table's half of a write made around the device (dev.h). */
 void
-dev_trust_written (struct cairn_dev *dev, uint64_t blk, const uint8_t sha[32])
+dev_trust_begin_write (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
   if (dev->trust)
-    trust_swap (dev->trust, blk, sha, TRUST_BUSY);
+    trust_mark (dev->trust, off, len);
+}
+
+void
+dev_trust_end_write (struct cairn_dev *dev, uint64_t off, uint64_t len,
+                     const uint8_t *shas)
+{
+  if (dev->trust)
+    trust_release (dev->trust, off, len, shas);
 }

@@ -62,6 +62,14 @@ int dev_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   CAIRN_WUR;
 int dev_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
                 uint64_t off) CAIRN_WUR;
+/* dev_pwrite of data whose digests the caller computed from buf itself:
+ * shas holds one SHA-256 for each DEV_TRUST_BLOCK of the range (off and
+ * len aligned to it), and the written blocks are trusted while cached
+ * (T3).  Never pass digests that came with the data: those are checked at
+ * the first read.
+ */
+int dev_pwrite_hashed (struct cairn_dev *dev, const void *buf, size_t len,
+                       uint64_t off, const uint8_t *shas) CAIRN_WUR;
 int dev_flush (struct cairn_dev *dev) CAIRN_WUR;
 int dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len) CAIRN_WUR;
 /* Close the device (and, for stacked devices, not the lower one). */
@@ -87,10 +95,19 @@ void dev_close (struct cairn_dev *dev);
  *      covers busy before it starts (dev_pwrite, dev_discard), so a block
  *      reused between a reader's mapping and its read is never trusted for
  *      the reader's old digest: the reader checks, fails, and maps again.
+ *      The mark counts the writes under way in the entry, and the entry
+ *      stays busy until the last of them ends: two blocks share an entry,
+ *      and the end of a write to one must not let a reader trust the
+ *      other while it is being written.  Nothing but the end of a write
+ *      takes a busy mark away (a claim, T5, leaves it).
  *  T3. An entry is added (dev_trust_note) only after a check or a write
  *      from hashed data, and only if the entry is what it was before that
  *      read or write began (compare-and-swap), so a late reader cannot put
- *      back what a write since then replaced.
+ *      back what a write since then replaced.  A write that ends without
+ *      digests of its own (metadata, data that came with its digests, a
+ *      discard) leaves a number never used before in the entry, as a
+ *      claim does: the first read checks the block and may then note it,
+ *      and a reader that looked before that write cannot.
  *  T4. The device reads ahead nothing (no_readahead): a page enters the
  *      cache only as the engine reads or writes it, so a block that left
  *      the cache comes back through a read that checks it.
@@ -140,7 +157,8 @@ int dev_pread_cached (struct cairn_dev *dev, void *buf, size_t len,
  */
 uint64_t dev_trust_peek (struct cairn_dev *dev, uint64_t blk);
 /* Claim block blk's entry before reading it from the disk: the value to
- * hand dev_trust_note once the block is checked (T5).
+ * hand dev_trust_note once the block is checked (T5); a busy entry stays
+ * so, and the note then adds nothing.
  */
 uint64_t dev_trust_claim (struct cairn_dev *dev, uint64_t blk);
 /* Whether the table holds block blk with digest sha (T1). */
@@ -151,11 +169,15 @@ bool dev_trust_holds (struct cairn_dev *dev, uint64_t blk,
  */
 void dev_trust_note (struct cairn_dev *dev, uint64_t blk,
                      const uint8_t sha[32], uint64_t seen);
-/* Add block blk, just written through dev_pwrite from data whose digest is
- * sha, if no other write has taken its entry since (T3).
+/* The two halves of what a write through the device does to the table
+ * (T2, T3), for a write made around it: mark the blocks that
+ * [off, off + len) touches busy, and end that mark, trusting the blocks
+ * with shas (as dev_pwrite_hashed) or, NULL, leaving them to be checked.
+ * dev_pwrite and dev_discard call them; so do the tests.
  */
-void dev_trust_written (struct cairn_dev *dev, uint64_t blk,
-                        const uint8_t sha[32]);
+void dev_trust_begin_write (struct cairn_dev *dev, uint64_t off, uint64_t len);
+void dev_trust_end_write (struct cairn_dev *dev, uint64_t off, uint64_t len,
+                          const uint8_t *shas);
 
 /* File or block device backend.
  *

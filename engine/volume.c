@@ -555,14 +555,13 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   for (size_t i = 0; r == 0 && i < npieces; i++) {
     struct cairn_dev *dev = pool_dev (pool);
 
-    r = dev_pwrite (dev, data + got * BLOCK_SIZE, piece[i].len * BLOCK_SIZE,
-                    piece[i].start * BLOCK_SIZE);
     /* The cache now holds what was hashed here (dev.h, T3); digests a
      * caller gave are checked at the first read instead.
      */
-    for (uint64_t b = 0; r == 0 && own && b < piece[i].len; b++)
-      dev_trust_written (dev, piece[i].start + b,
-                         own + (got + b) * SHA256_LEN);
+    r = dev_pwrite_hashed (dev, data + got * BLOCK_SIZE,
+                           piece[i].len * BLOCK_SIZE,
+                           piece[i].start * BLOCK_SIZE,
+                           own ? own + got * SHA256_LEN : NULL);
     got += piece[i].len;
   }
   if (r < 0) {

@@ -222,32 +222,31 @@ Test (trust, a_read_only_pool_checks_every_read)
 Test (trust, a_block_is_trusted_only_with_its_own_digest)
 {
   struct cairn_dev *dev = file_pool (8u << 20);
-  uint8_t data[BLK], sha[SHA256_LEN], other[SHA256_LEN];
+  uint8_t data[BLK], other_data[BLK], sha[SHA256_LEN], other[SHA256_LEN];
 
   /* 16 entries: blocks 3 and 19 share one. */
   cr_assert_eq (dev_trust_enable (dev, 16), 0, "%s", cairn_errmsg ());
   fill_pattern (data, BLK, 1);
   sha256 (data, BLK, sha);
-  fill_pattern (data, BLK, 2);
-  sha256 (data, BLK, other);
+  fill_pattern (other_data, BLK, 2);
+  sha256 (other_data, BLK, other);
 
   cr_assert (!dev_trust_holds (dev, 3, sha), "an empty table trusts nothing");
-  cr_assert_eq (dev_pwrite (dev, data, BLK, 3 * BLK), 0);
-  dev_trust_written (dev, 3, sha);
+  cr_assert_eq (dev_pwrite_hashed (dev, data, BLK, 3 * BLK, sha), 0);
   cr_assert (dev_trust_holds (dev, 3, sha));
   cr_assert (!dev_trust_holds (dev, 3, other), "another digest matched");
   cr_assert (!dev_trust_holds (dev, 19, sha), "another block matched");
 
   /* The block that shares the entry takes it. */
-  cr_assert_eq (dev_pwrite (dev, data, BLK, 19 * BLK), 0);
-  dev_trust_written (dev, 19, other);
+  cr_assert_eq (dev_pwrite_hashed (dev, other_data, BLK, 19 * BLK, other), 0);
   cr_assert (dev_trust_holds (dev, 19, other));
   cr_assert (!dev_trust_holds (dev, 3, sha), "evicted entry still trusted");
   dev_close (dev);
 }
 
 /* T2 and T3: a write or discard through the device ends the trust in a
- * block, and a reader that looked before it cannot put it back.
+ * block, and a reader that looked before it cannot put it back; one that
+ * looked after a write without digests can, once it has checked.
  */
 Test (trust, a_write_ends_trust_and_a_late_reader_cannot_restore_it)
 {
@@ -258,8 +257,8 @@ Test (trust, a_write_ends_trust_and_a_late_reader_cannot_restore_it)
   cr_assert_eq (dev_trust_enable (dev, DEV_TRUST_ENTRIES), 0);
   fill_pattern (data, BLK, 1);
   sha256 (data, BLK, sha);
-  cr_assert_eq (dev_pwrite (dev, data, BLK, 5 * BLK), 0);
-  dev_trust_written (dev, 5, sha);
+  cr_assert_eq (dev_pwrite_hashed (dev, data, BLK, 5 * BLK, sha), 0);
+  cr_assert (dev_trust_holds (dev, 5, sha));
   seen = dev_trust_peek (dev, 5);       /* a reader looks ... */
 
   fill_pattern (data, BLK, 2);          /* ... the block is reused ... */
@@ -269,14 +268,66 @@ Test (trust, a_write_ends_trust_and_a_late_reader_cannot_restore_it)
   cr_assert (!dev_trust_holds (dev, 5, sha2), "trusted before it was noted");
   dev_trust_note (dev, 5, sha, seen);   /* ... the reader notes late */
   cr_assert (!dev_trust_holds (dev, 5, sha), "a late note restored trust");
-  dev_trust_written (dev, 5, sha2);
+  dev_trust_note (dev, 5, sha2, seen);
+  cr_assert (!dev_trust_holds (dev, 5, sha2), "a note older than the write won");
+
+  /* A reader that looks after that write, then checks, may note. */
+  seen = dev_trust_peek (dev, 5);
+  dev_trust_note (dev, 5, sha2, seen);
   cr_assert (dev_trust_holds (dev, 5, sha2));
 
-  /* A reader that looks while a write is under way notes nothing. */
+  /* A discard ends it too; a reader that looks while a write is under
+   * way notes nothing, before or after the write ends.
+   */
   cr_assert_eq (dev_discard (dev, 5 * BLK, BLK), 0);
+  cr_assert (!dev_trust_holds (dev, 5, sha2), "trusted after a discard");
+  dev_trust_begin_write (dev, 5 * BLK, BLK);
   seen = dev_trust_peek (dev, 5);
   dev_trust_note (dev, 5, sha2, seen);
   cr_assert (!dev_trust_holds (dev, 5, sha2), "noted over a busy entry");
+  dev_trust_end_write (dev, 5 * BLK, BLK, NULL);
+  dev_trust_note (dev, 5, sha2, seen);
+  cr_assert (!dev_trust_holds (dev, 5, sha2), "a note from a busy entry won");
+  dev_close (dev);
+}
+
+/* T2: two blocks share an entry; the end of a write to one leaves the
+ * entry busy while a write to the other is under way, so no reader can
+ * trust the other's old copy in between (the old copy would then stand
+ * for what the write puts there).  Nor can a read from the disk claim it.
+ */
+Test (trust, a_shared_entry_stays_busy_until_the_last_write_ends)
+{
+  struct cairn_dev *dev = file_pool (8u << 20);
+  uint8_t a[BLK], b[BLK], sha_a[SHA256_LEN], sha_b[SHA256_LEN];
+  uint64_t seen;
+
+  cr_assert_eq (dev_trust_enable (dev, 16), 0, "%s", cairn_errmsg ());
+  fill_pattern (a, BLK, 21);
+  sha256 (a, BLK, sha_a);
+  fill_pattern (b, BLK, 22);
+  sha256 (b, BLK, sha_b);
+  cr_assert_eq (dev_pwrite_hashed (dev, b, BLK, 19 * BLK, sha_b), 0);
+  cr_assert (dev_trust_holds (dev, 19, sha_b));
+
+  dev_trust_begin_write (dev, 19 * BLK, BLK);   /* block 19 is rewritten */
+  cr_assert (!dev_trust_holds (dev, 19, sha_b), "trusted while written");
+  cr_assert_eq (dev_pwrite_hashed (dev, a, BLK, 3 * BLK, sha_a), 0);
+  cr_assert (!dev_trust_holds (dev, 3, sha_a),
+             "a write ended another write's mark");
+  seen = dev_trust_peek (dev, 19);              /* 19's old copy, checked */
+  dev_trust_note (dev, 19, sha_b, seen);
+  cr_assert (!dev_trust_holds (dev, 19, sha_b),
+             "a block under a write was trusted with its old digest");
+  seen = dev_trust_claim (dev, 19);
+  dev_trust_note (dev, 19, sha_b, seen);
+  cr_assert (!dev_trust_holds (dev, 19, sha_b), "a claim took a busy entry");
+
+  dev_trust_end_write (dev, 19 * BLK, BLK, NULL);   /* the last write ends */
+  cr_assert (!dev_trust_holds (dev, 19, sha_b));
+  seen = dev_trust_peek (dev, 19);
+  dev_trust_note (dev, 19, sha_a, seen);
+  cr_assert (dev_trust_holds (dev, 19, sha_a), "the entry stayed busy");
   dev_close (dev);
 }
 
@@ -392,6 +443,54 @@ Test (trust, a_cached_copy_is_checked_once)
   read_equal (v, data, 0, N * BLK);
   cr_assert_eq (trusted (dev) - t0, N, "checked blocks were not trusted");
   close_volume (dev, pool, v);
+  free (data);
+}
+
+/* Data written with digests it came with (a received stream) is checked
+ * by its first read, then trusted while cached; a block whose digest is
+ * wrong is never trusted: every read of it fails.
+ */
+Test (trust, received_data_is_trusted_once_checked)
+{
+  enum { N = 64, BAD = 10 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data = malloc (N * BLK), *sums = malloc (N * SHA256_LEN);
+  uint8_t buf[BLK];
+  uint64_t t0;
+
+  cr_assert_not_null (data);
+  cr_assert_not_null (sums);
+  open_volume (false, &dev, &pool, &v);
+  fill_pattern (data, N * BLK, 31);
+  for (size_t i = 0; i < N; i++)
+    sha256 (data + i * BLK, BLK, sums + i * SHA256_LEN);
+  cr_assert_eq (vol_pwrite_sums (v, data, N * BLK, 0, sums, 0), 0, "%s",
+                cairn_errmsg ());
+
+  t0 = trusted (dev);
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, 0, "digests that came with the data "
+                "were trusted before a read checked them");
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, N, "checked blocks were not trusted");
+
+  /* One block with another block's digest: unreadable, every time. */
+  memcpy (sums + BAD * SHA256_LEN, sums, SHA256_LEN);
+  cr_assert_eq (vol_pwrite_sums (v, data, N * BLK, N * BLK, sums, 0), 0,
+                "%s", cairn_errmsg ());
+  t0 = trusted (dev);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq (vol_pread (v, buf, BLK, (N + BAD) * BLK), -EIO,
+                  "read %d of a block with a wrong digest did not fail", i);
+  read_equal (v, data + (BAD + 1) * BLK, (N + BAD + 1) * BLK, BLK);
+  read_equal (v, data + (BAD + 1) * BLK, (N + BAD + 1) * BLK, BLK);
+  cr_assert_eq (trusted (dev) - t0, 1);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  dev_close (dev);
+  free (sums);
   free (data);
 }
 
