@@ -356,7 +356,11 @@ int cat_damaged_report (const struct vol_damaged *dv,
 /* reclaim.c */
 void reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len,
                       uint64_t birth);
-void reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
+/* Returns true when the blocks stay, held for the volume's own snapshots
+ * or checkpoints (its deadlist), false when they were freed or belong to
+ * the origin of a clone.
+ */
+bool reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
                           uint64_t birth);
 int reclaim_flush_pending (struct catalog *cat) CAIRN_WUR;
 int reclaim_pin_removed (struct catalog *cat, struct volstate *vs,

@@ -231,6 +231,16 @@ file_close (struct cairn_dev *dev)
   free (f);
 }
 
+/* The kernel drops only clean, unlocked, unmapped pages wholly inside the
+ * range; a dirty one is left alone (its writeback may start sooner).
+ */
+static void
+file_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len)
+{
+  posix_fadvise (to_file_dev (dev)->fd, (off_t) off, (off_t) len,
+                 POSIX_FADV_DONTNEED);
+}
+
 static const struct cairn_dev_ops file_ops = {
   .kind = "file",
   .pread = file_pread,
@@ -240,6 +250,7 @@ static const struct cairn_dev_ops file_ops = {
   .close = file_close,
   .pread_cached = file_pread_cached,
   .no_readahead = file_no_readahead,
+  .drop_cached = file_drop_cached,
 };
 
 /* Find in /proc/locks the pid holding a flock on st's file; 0 if unknown.

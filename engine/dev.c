@@ -232,6 +232,14 @@ dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
   return r;
 }
 
+/* Let the host's cache drop the clean pages of a range (dev.h). */
+void
+dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len)
+{
+  if (dev->ops->drop_cached && len <= dev->size && off <= dev->size - len)
+    dev->ops->drop_cached (dev, off, len);
+}
+
 /* Close the device; a NULL device is ignored. */
 void
 dev_close (struct cairn_dev *dev)

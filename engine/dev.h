@@ -39,6 +39,10 @@ struct cairn_dev_ops {
                        uint64_t off, size_t *gotp);
   /* Optional: bring nothing into the host's cache but what is read. */
   void (*no_readahead) (struct cairn_dev *dev);
+  /* Optional: let the host's cache drop the clean pages of
+   * [off, off + len); advice, so it cannot fail.
+   */
+  void (*drop_cached) (struct cairn_dev *dev, uint64_t off, uint64_t len);
 };
 
 struct dev_trust;
@@ -74,6 +78,12 @@ int dev_flush (struct cairn_dev *dev) CAIRN_WUR;
 int dev_discard (struct cairn_dev *dev, uint64_t off, uint64_t len) CAIRN_WUR;
 /* Close the device (and, for stacked devices, not the lower one). */
 void dev_close (struct cairn_dev *dev);
+/* Let the host's cache drop the clean pages of [off, off + len), where the
+ * device has such a cache (advice: a range outside the device, or a device
+ * without a cache, does nothing).  A block read after that comes from the
+ * disk and is checked (T1).
+ */
+void dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len);
 
 /* Blocks whose copy in the host's cache has been checked (dev.c).
  *

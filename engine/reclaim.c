@@ -77,26 +77,29 @@ defer (struct volstate *vs, uint64_t addr, uint64_t len, uint64_t birth)
 /* A volume stops referencing blocks [addr, addr + len) born at birth
  * (RC-1, RC-2).
  */
-void
+bool
 reclaim_free_blocks (struct volstate *vs, uint64_t addr, uint64_t len,
                      uint64_t birth)
 {
   if (birth <= vs->origin_gen) {
     if (vs->flags & VOLF_PARTIAL)
       defer (vs, addr, len, birth);       /* RC-5 */
-    return;
+    return false;
   }
-  if (birth <= __atomic_load_n (&vs->max_pin, __ATOMIC_ACQUIRE))
+  if (birth <= __atomic_load_n (&vs->max_pin, __ATOMIC_ACQUIRE)) {
     defer (vs, addr, len, birth);
-  else
-    space_free (pool_space (vs->cat->pool), addr, len, birth);
+    return true;
+  }
+  space_free (pool_space (vs->cat->pool), addr, len, birth);
+  return false;
 }
 
 /* The tree free function of a volume tree (byte addresses). */
 void
 reclaim_free_fn (void *opaque, uint64_t addr, uint64_t len, uint64_t birth)
 {
-  reclaim_free_blocks (opaque, addr >> BLOCK_SHIFT, len >> BLOCK_SHIFT, birth);
+  (void) reclaim_free_blocks (opaque, addr >> BLOCK_SHIFT, len >> BLOCK_SHIFT,
+                              birth);
 }
 
 /* Write every queued deadlist entry to the deadlist tree (in the freeze).

@@ -356,11 +356,69 @@ insert_extents (struct volstate *vs, uint64_t lbn, uint64_t n, uint64_t addr,
   return r;
 }
 
+/* Data that a write or trim took out of a volume while its snapshots keep
+ * it: the ranges of blocks whose cached pages the writer lets go once the
+ * tree is unlocked (drop_held).
+ *
+ * The host's page cache is the pool's cache (dev.h).  A block that only
+ * the volume's snapshots hold is read again only if someone reads those
+ * snapshots, while the live volume's new copy needs a page of its own:
+ * handing the old page back at once keeps the cache for live data and
+ * lets the new copy reuse memory that was just freed, instead of making
+ * the kernel evict by age (under memory pressure) or take memory that
+ * has long been free (on a virtual machine, often memory its host took
+ * back, faulted in again page by page).  Blocks a clone shares with its
+ * origin are not let go: other clones of the origin may be reading them.
+ * A reader of a snapshot then reads such a block from the disk, once, and
+ * checks it (T1): letting pages go is only advice to the kernel, which
+ * never drops a dirty page.
+ */
+struct held {
+  struct { uint64_t addr, len; } *r;
+  size_t n, cap;
+};
+
+/* Add [addr, addr + len) to h (merged with the last range when they
+ * touch); without memory the range stays cached, which is only slower.
+ */
+static void
+held_add (struct held *h, uint64_t addr, uint64_t len)
+{
+  if (h->n && h->r[h->n - 1].addr + h->r[h->n - 1].len == addr) {
+    h->r[h->n - 1].len += len;
+    return;
+  }
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 4;
+    void *nr = realloc (h->r, cap * sizeof *h->r);
+
+    if (nr == NULL)
+      return;
+    h->r = nr;
+    h->cap = cap;
+  }
+  h->r[h->n].addr = addr;
+  h->r[h->n].len = len;
+  h->n++;
+}
+
+/* Let the pages of h's blocks go (no tree lock held) and empty h. */
+static void
+drop_held (struct cairn_pool *pool, struct held *h)
+{
+  for (size_t i = 0; i < h->n; i++)
+    dev_drop_cached (pool_dev (pool), h->r[i].addr * BLOCK_SIZE,
+                     h->r[i].len * BLOCK_SIZE);
+  free (h->r);
+  *h = (struct held) { NULL, 0, 0 };
+}
+
 /* Remove the mapping of [lbn, lbn + n), keeping the parts of extents
- * outside it (tree write-locked by the caller).
+ * outside it (tree write-locked by the caller).  Blocks that stay for
+ * the volume's snapshots go into held when it is not NULL.
  */
 static int
-punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n)
+punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n, struct held *held)
 {
   struct map_vec mv = { NULL, 0, 0 };
   uint64_t end = lbn + n;
@@ -431,7 +489,10 @@ punch_locked (struct volstate *vs, uint64_t lbn, uint64_t n)
       r = insert_extents (vs, end, m->lbn + m->n - end, m->addr + (end - m->lbn),
                           m->birth, m->sha + (end - m->lbn) * SHA256_LEN);
     if (r == 0) {
-      reclaim_free_blocks (vs, m->addr + (from - m->lbn), to - from, m->birth);
+      uint64_t addr = m->addr + (from - m->lbn);
+
+      if (reclaim_free_blocks (vs, addr, to - from, m->birth) && held)
+        held_add (held, addr, to - from);
       __atomic_sub_fetch (&vs->referenced, (int64_t) (to - from), __ATOMIC_RELAXED);
       __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
     }
@@ -447,7 +508,7 @@ vol_punch (struct volstate *vs, uint64_t lbn, uint64_t n)
   int r;
 
   btree_wrlock (vs->tree);
-  r = punch_locked (vs, lbn, n);
+  r = punch_locked (vs, lbn, n, NULL);
   btree_unlock (vs->tree);
   return r;
 }
@@ -494,6 +555,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   struct space *sp = pool_space (pool);
   uint64_t birth = pool_open_gen (pool);
   struct piece { uint64_t start, len; } *piece = NULL;
+  struct held held = { NULL, 0, 0 };
   size_t npieces = 0, cap = 0;
   /* The digests: the caller's, or computed into own. */
   uint8_t *own = sums ? NULL : malloc (n * SHA256_LEN);
@@ -573,7 +635,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   }
 
   btree_wrlock (vs->tree);
-  r = punch_locked (vs, lbn, n);
+  r = punch_locked (vs, lbn, n, &held);
   got = 0;
   for (size_t i = 0; r == 0 && i < npieces; i++) {
     r = insert_extents (vs, lbn + got, piece[i].len, piece[i].start, birth,
@@ -581,6 +643,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     got += piece[i].len;
   }
   btree_unlock (vs->tree);
+  drop_held (pool, &held);
   if (r == 0) {
     __atomic_add_fetch (&vs->referenced, (int64_t) n, __ATOMIC_RELAXED);
     __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
@@ -610,9 +673,12 @@ write_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     while (j < n && (data == NULL || is_zero_block (data + j * BLOCK_SIZE) == zero))
       j++;
     if (zero) {
+      struct held held = { NULL, 0, 0 };
+
       btree_wrlock (v->vs->tree);
-      r = punch_locked (v->vs, lbn + i, j - i);
+      r = punch_locked (v->vs, lbn + i, j - i, &held);
       btree_unlock (v->vs->tree);
+      drop_held (pool, &held);
     }
     else
       r = write_run (v, lbn + i, j - i, data + i * BLOCK_SIZE,

@@ -7,6 +7,8 @@
  * no page cache and checks every read).  "The page leaves the cache" is
  * made with fsync and POSIX_FADV_DONTNEED on the whole file; "the disk rots
  * a block" is a write through another descriptor followed by the same.
+ * The last test checks which pages a write lets go (volume.c, struct held),
+ * with mincore.
  */
 #include <config.h>
 
@@ -677,4 +679,126 @@ Test (trust, a_reused_block_is_never_returned_for_another, .timeout = 60)
   cr_assert_eq (s.eio, 0, "reads of undamaged blocks failed with EIO");
   cr_assert_gt (trusted (dev), 0, "nothing was trusted: the test tests nothing");
   close_volume (dev, s.pool, s.v);
+}
+
+/* ------------------------------------------ pages only snapshots hold */
+
+/* Is the page at byte addr of the pool file in the cache?  (mincore on a
+ * mapping of that page alone, which brings nothing in.)
+ */
+static bool
+page_cached (uint64_t addr)
+{
+  int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
+  unsigned char vec = 0;
+  void *p;
+
+  cr_assert_geq (fd, 0);
+  p = mmap (NULL, BLK, PROT_READ, MAP_SHARED, fd, (off_t) addr);
+  cr_assert_neq (p, MAP_FAILED, "mmap: %s", strerror (errno));
+  cr_assert_eq (mincore (p, BLK, &vec), 0, "mincore: %s", strerror (errno));
+  munmap (p, BLK);
+  close (fd);
+  return vec & 1;
+}
+
+/* Are the pages of [addr, addr + n blocks) in the cache (want true) or
+ * gone (want false)?  A quarter may be otherwise: the kernel skips a page
+ * that something holds for a moment when it drops pages, and may evict
+ * any page under memory pressure.
+ */
+static void
+assert_pages (uint64_t addr, size_t n, bool want, const char *what)
+{
+  size_t cached = 0;
+
+  for (size_t i = 0; i < n; i++)
+    cached += page_cached (addr + i * BLK);
+  if (want)
+    cr_assert_geq (cached, n - n / 4, "%s: only %zu of %zu pages are cached",
+                   what, cached, n);
+  else
+    cr_assert_leq (cached, n / 4, "%s: %zu of %zu pages are still cached",
+                   what, cached, n);
+}
+
+/* A write or trim that takes data out of a volume while its snapshot
+ * keeps it lets the data's pages go (volume.c, struct held); the
+ * snapshot still reads it, from the disk, checked.  A clone's write over
+ * data it shares with its origin lets nothing go, and neither does a
+ * write over data no snapshot holds (those blocks are free for reuse).
+ */
+Test (trust, pages_that_only_snapshots_hold_leave_the_cache)
+{
+  enum { N = 32 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v, *snap, *clone;
+  uint8_t *a, *b = malloc (N * BLK), *c = malloc (N * BLK);
+  uint8_t *d = malloc (N * BLK);
+  uint64_t at_a, at_b, at_d, t0;
+
+  cr_assert (b && c && d);
+  fill_pattern (b, N * BLK, 32);
+  fill_pattern (c, N * BLK, 33);
+  fill_pattern (d, N * BLK, 34);
+  a = written_volume (false, N, 31, &dev, &pool, &v);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (snap_create (pool, "v", "s1"), 0, "%s", cairn_errmsg ());
+  at_a = find_block (a);
+  cr_assert_neq (at_a, 0);
+  cr_assert_eq (find_block (a + (N - 1) * BLK), at_a + (N - 1) * BLK,
+                "the test wants the blocks in one run");
+  /* The pages as the engine's reads leave them (find_block's reads ahead
+   * may have put them in larger folios, which a drop of part of one skips).
+   */
+  evict_all ();
+  read_equal (v, a, 0, N * BLK);
+  assert_pages (at_a, N, true, "before the overwrite");
+
+  /* The live volume leaves a's blocks to s1: their pages go. */
+  cr_assert_eq (vol_pwrite (v, b, N * BLK, 0, 0), 0, "%s", cairn_errmsg ());
+  assert_pages (at_a, N, false, "after the overwrite");
+  read_equal (v, b, 0, N * BLK);
+  cr_assert_eq (vol_open (pool, "v@s1", &snap), 0, "%s", cairn_errmsg ());
+  t0 = trusted (dev);
+  read_equal (snap, a, 0, N * BLK);
+  cr_assert_eq (trusted (dev), t0, "blocks read from the disk were trusted");
+  assert_pages (at_a, N, true, "after reading the snapshot");
+
+  /* A clone of s1 writes over what it shares with s1: nothing goes. */
+  cr_assert_eq (vol_clone (pool, "v@s1", "c"), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "c", &clone), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (clone, c, N * BLK, 0, 0), 0, "%s",
+                cairn_errmsg ());
+  assert_pages (at_a, N, true, "after a clone's overwrite");
+  read_equal (snap, a, 0, N * BLK);
+  vol_close (clone);
+
+  /* Nothing holds b's blocks: overwriting them frees them, cached. */
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  at_b = find_block (b);
+  cr_assert_neq (at_b, 0);
+  evict_all ();
+  read_equal (v, b, 0, N * BLK);
+  cr_assert_eq (vol_pwrite (v, d, N * BLK, 0, 0), 0, "%s", cairn_errmsg ());
+  assert_pages (at_b, N, true, "after overwriting unshared blocks");
+
+  /* A trim of data a snapshot holds lets it go too. */
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (snap_create (pool, "v", "s2"), 0, "%s", cairn_errmsg ());
+  at_d = find_block (d);
+  cr_assert_neq (at_d, 0);
+  evict_all ();
+  read_equal (v, d, 0, N * BLK);
+  assert_pages (at_d, N, true, "before the trim");
+  cr_assert_eq (vol_trim (v, N * BLK, 0, 0), 0, "%s", cairn_errmsg ());
+  assert_pages (at_d, N, false, "after the trim");
+
+  vol_close (snap);
+  free (a);
+  free (b);
+  free (c);
+  free (d);
+  close_volume (dev, pool, v);
 }
