@@ -367,8 +367,10 @@ insert_extents (struct volstate *vs, uint64_t lbn, uint64_t n, uint64_t addr,
  * lets the new copy reuse memory that was just freed, instead of making
  * the kernel evict by age (under memory pressure) or take memory that
  * has long been free (on a virtual machine, often memory its host took
- * back, faulted in again page by page).  Blocks a clone shares with its
- * origin are not let go: other clones of the origin may be reading them.
+ * back, faulted in again page by page).  A clone's write over blocks it
+ * shares with its origin lets nothing go: the origin's other clones may be
+ * reading them.  (A volume's own write does let go of blocks that clones
+ * of its snapshots share: such a clone reads them from the disk once.)
  * A reader of a snapshot then reads such a block from the disk, once, and
  * checks it (T1): letting pages go is only advice to the kernel, which
  * never drops a dirty page.
