@@ -8,7 +8,7 @@
  * made with fsync and POSIX_FADV_DONTNEED on the whole file; "the disk rots
  * a block" is a write through another descriptor followed by the same.
  * The last test checks which pages a write lets go (volume.c, struct held),
- * with mincore.
+ * with mincore (cached_pages_in).
  */
 #include <config.h>
 
@@ -77,11 +77,12 @@ evict (void)
   close (fd);
 }
 
-/* How many pages of the pool file are in the cache (mincore on a mapping,
- * which brings nothing in).
+/* How many pages of [off, off + len) of the pool file are in the cache
+ * (mincore on a mapping of the range, which brings nothing in); len 0:
+ * to the end of the file.  off is a multiple of the page size.
  */
 static size_t
-cached_pages (void)
+cached_pages_in (uint64_t off, uint64_t len)
 {
   int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
   struct stat st;
@@ -90,20 +91,30 @@ cached_pages (void)
   void *p;
 
   cr_assert_geq (fd, 0);
-  cr_assert_eq (fstat (fd, &st), 0);
-  pages = (size_t) (st.st_size + BLK - 1) / BLK;
+  if (len == 0) {
+    cr_assert_eq (fstat (fd, &st), 0);
+    len = (uint64_t) st.st_size - off;
+  }
+  pages = (size_t) (len + BLK - 1) / BLK;
   vec = malloc (pages);
   cr_assert_not_null (vec);
-  p = mmap (NULL, (size_t) st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  p = mmap (NULL, (size_t) len, PROT_READ, MAP_SHARED, fd, (off_t) off);
   cr_assert_neq (p, MAP_FAILED, "mmap: %s", strerror (errno));
-  cr_assert_eq (mincore (p, (size_t) st.st_size, vec), 0, "mincore: %s",
+  cr_assert_eq (mincore (p, (size_t) len, vec), 0, "mincore: %s",
                 strerror (errno));
   for (size_t i = 0; i < pages; i++)
     n += vec[i] & 1;
-  munmap (p, (size_t) st.st_size);
+  munmap (p, (size_t) len);
   close (fd);
   free (vec);
   return n;
+}
+
+/* How many pages of the whole pool file are in the cache. */
+static size_t
+cached_pages (void)
+{
+  return cached_pages_in (0, 0);
 }
 
 /* Evict until no page of the pool file is in the cache (nothing else may
@@ -683,25 +694,6 @@ Test (trust, a_reused_block_is_never_returned_for_another, .timeout = 60)
 
 /* ------------------------------------------ pages only snapshots hold */
 
-/* Is the page at byte addr of the pool file in the cache?  (mincore on a
- * mapping of that page alone, which brings nothing in.)
- */
-static bool
-page_cached (uint64_t addr)
-{
-  int fd = open (pool_path, O_RDONLY | O_CLOEXEC);
-  unsigned char vec = 0;
-  void *p;
-
-  cr_assert_geq (fd, 0);
-  p = mmap (NULL, BLK, PROT_READ, MAP_SHARED, fd, (off_t) addr);
-  cr_assert_neq (p, MAP_FAILED, "mmap: %s", strerror (errno));
-  cr_assert_eq (mincore (p, BLK, &vec), 0, "mincore: %s", strerror (errno));
-  munmap (p, BLK);
-  close (fd);
-  return vec & 1;
-}
-
 /* Are the pages of [addr, addr + n blocks) in the cache (want true) or
  * gone (want false)?  A quarter may be otherwise: the kernel skips a page
  * that something holds for a moment when it drops pages, and may evict
@@ -710,10 +702,8 @@ page_cached (uint64_t addr)
 static void
 assert_pages (uint64_t addr, size_t n, bool want, const char *what)
 {
-  size_t cached = 0;
+  size_t cached = cached_pages_in (addr, n * BLK);
 
-  for (size_t i = 0; i < n; i++)
-    cached += page_cached (addr + i * BLK);
   if (want)
     cr_assert_geq (cached, n - n / 4, "%s: only %zu of %zu pages are cached",
                    what, cached, n);
