@@ -1,10 +1,24 @@
 /* Cairn engine: the node cache shared by all trees of a pool.
  *
- * A hash table from address to node and an LRU list of the nodes that may
- * be evicted: clean and unpinned.  Dirty nodes and pinned nodes are never
- * evicted.  The cache lock is never held across I/O: a miss reads and
- * validates the node unlocked and inserts it afterwards (a racing reader's
- * copy wins and the other is dropped).
+ * A hash table from address to node, and a clock ring of the clean nodes.
+ * Dirty nodes and pinned nodes are never evicted.  The cache lock is never
+ * held across I/O: a miss reads and validates the node unlocked and inserts
+ * it afterwards (a racing reader's copy wins and the other is dropped).
+ *
+ * Replacement is CLOCK, not LRU: a hit sets the node's referenced bit and
+ * the hand, sweeping the ring when the cache is over its limit, clears the
+ * bits it passes and evicts the first clean unpinned node whose bit is
+ * clear.  A random read visits a leaf among thousands, and an LRU list
+ * relinked on every hit wrote to both neighbours of that leaf, two more
+ * cache misses per visit, under the lock.
+ *
+ * Pins.  n->refs counts pins, and its NODE_DEAD bit says the node has left
+ * the hash.  A pin is taken under the lock (a lookup) or by a holder
+ * (cache_pin), and let go without it: so eviction, under the lock, sees a
+ * node at zero pins stay there.  Whoever makes refs exactly NODE_DEAD frees
+ * the node: the last cache_put of a dead node, or the thread that marks an
+ * unpinned node dead.  cache_put takes the lock only to evict, when the
+ * cache is over its limit.
  *
  * Buffers.  Node buffers come from chunks the cache maps itself and go
  * back to its own free list, never to malloc.  With malloc, the nbdkit
@@ -216,36 +230,59 @@ nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
   st->alive = __atomic_load_n (&c->alive, __ATOMIC_RELAXED);
 }
 
-/* Unlink from the LRU list (lock held). */
+/* Add a clean node to the ring, just behind the hand: the last that the
+ * hand will look at (lock held).
+ */
 static void
-lru_remove (struct nodecache *c, struct node *n)
+ring_add (struct nodecache *c, struct node *n)
 {
-  if (!n->in_lru)
-    return;
-  if (n->lprev)
-    n->lprev->lnext = n->lnext;
-  else
-    c->lru_head = n->lnext;
-  if (n->lnext)
-    n->lnext->lprev = n->lprev;
-  else
-    c->lru_tail = n->lprev;
-  n->lprev = n->lnext = NULL;
-  n->in_lru = false;
+  if (c->hand == NULL) {
+    n->cprev = n->cnext = n;
+    c->hand = n;
+  }
+  else {
+    n->cnext = c->hand;
+    n->cprev = c->hand->cprev;
+    n->cprev->cnext = n;
+    c->hand->cprev = n;
+  }
+  n->in_ring = true;
+  c->ring_nodes++;
 }
 
-/* Append to the LRU tail, the most recently used end (lock held). */
+/* Take a node out of the ring (lock held). */
 static void
-lru_append (struct nodecache *c, struct node *n)
+ring_remove (struct nodecache *c, struct node *n)
 {
-  n->lprev = c->lru_tail;
-  n->lnext = NULL;
-  if (c->lru_tail)
-    c->lru_tail->lnext = n;
-  else
-    c->lru_head = n;
-  c->lru_tail = n;
-  n->in_lru = true;
+  if (!n->in_ring)
+    return;
+  if (n->cnext == n)
+    c->hand = NULL;
+  else {
+    n->cprev->cnext = n->cnext;
+    n->cnext->cprev = n->cprev;
+    if (c->hand == n)
+      c->hand = n->cnext;
+  }
+  n->cprev = n->cnext = NULL;
+  n->in_ring = false;
+  c->ring_nodes--;
+}
+
+/* Count resident bytes (lock held; cache_put reads the count without it). */
+static void
+bytes_add (struct nodecache *c, int64_t delta)
+{
+  __atomic_store_n (&c->stats.bytes, c->stats.bytes + (uint64_t) delta,
+                    __ATOMIC_RELAXED);
+}
+
+/* Pin a node found in the hash (lock held). */
+static void
+pin_found (struct node *n)
+{
+  __atomic_add_fetch (&n->refs, 1, __ATOMIC_RELAXED);
+  n->referenced = true;
 }
 
 /* Unlink from the hash table (lock held). */
@@ -297,7 +334,7 @@ hash_insert (struct nodecache *c, struct node *n)
   n->hnext = c->hash[s];
   c->hash[s] = n;
   c->stats.nodes++;
-  c->stats.bytes += c->node_size;
+  bytes_add (c, c->node_size);
 }
 
 /* Look an address up (lock held). */
@@ -311,20 +348,57 @@ hash_find (struct nodecache *c, uint64_t addr)
   return n;
 }
 
-/* Evict clean unpinned nodes while over the limit (lock held). */
+/* Take a node that is leaving the cache out of the hash and the ring and
+ * mark it dead; free it if nobody holds it (lock held).
+ */
+static void
+node_retire (struct nodecache *c, struct node *n)
+{
+  hash_remove (c, n);
+  ring_remove (c, n);
+  c->stats.nodes--;
+  bytes_add (c, -(int64_t) c->node_size);
+  if (n->dirty)
+    c->stats.dirty_nodes--;
+  n->dirty = false;
+  if (__atomic_fetch_or (&n->refs, NODE_DEAD, __ATOMIC_ACQ_REL) == 0)
+    node_destroy (c, n);
+}
+
+/* Evict clean unpinned nodes while over limit bytes (lock held).  The
+ * hand gives every node a second chance: two turns of the ring without an
+ * eviction mean that every clean node is pinned.
+ */
+static void
+evict_to (struct nodecache *c, uint64_t limit)
+{
+  size_t passed = 0;
+
+  while (c->stats.bytes > limit && c->hand &&
+         passed <= 2 * c->ring_nodes) {
+    struct node *n = c->hand;
+
+    c->hand = n->cnext;
+    if (__atomic_load_n (&n->refs, __ATOMIC_ACQUIRE) != 0) {
+      passed++;
+      continue;
+    }
+    if (n->referenced) {
+      n->referenced = false;
+      passed++;
+      continue;
+    }
+    node_retire (c, n);
+    c->stats.evictions++;
+    passed = 0;
+  }
+}
+
+/* Evict down to the cache's limit (lock held). */
 static void
 evict (struct nodecache *c)
 {
-  while (c->stats.bytes > c->limit_bytes && c->lru_head) {
-    struct node *n = c->lru_head;
-
-    lru_remove (c, n);
-    hash_remove (c, n);
-    c->stats.nodes--;
-    c->stats.bytes -= c->node_size;
-    c->stats.evictions++;
-    node_destroy (c, n);
-  }
+  evict_to (c, c->limit_bytes);
 }
 
 /* Allocate an unattached node with a buffer. */
@@ -356,8 +430,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   pthread_mutex_lock (&c->lock);
   n = hash_find (c, bp->addr);
   if (n && n->gen == bp->birth) {
-    n->refs++;
-    lru_remove (c, n);
+    pin_found (n);
     c->stats.hits++;
     pthread_mutex_unlock (&c->lock);
     *np = n;
@@ -399,30 +472,23 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   n->addr = bp->addr;
   n->gen = bp->birth;
   n->used = used;
-  n->refs = 1;
+  n->refs = 1;          /* not yet shared: no atomics needed */
 
   pthread_mutex_lock (&c->lock);
   other = hash_find (c, bp->addr);
   if (other && other->gen == bp->birth) {
     /* Another thread read it meanwhile: use its copy. */
-    other->refs++;
-    lru_remove (c, other);
+    pin_found (other);
     pthread_mutex_unlock (&c->lock);
     node_destroy (c, n);
     *np = other;
     return 0;
   }
-  if (other) {
-    /* A stale node of an older life of this address. */
-    hash_remove (c, other);
-    lru_remove (c, other);
-    c->stats.nodes--;
-    c->stats.bytes -= c->node_size;
-    other->dead = true;
-    if (other->refs == 0)
-      node_destroy (c, other);
-  }
+  if (other)
+    node_retire (c, other);   /* a stale node of an older life of the address */
   hash_insert (c, n);
+  n->referenced = true;
+  ring_add (c, n);
   evict (c);
   pthread_mutex_unlock (&c->lock);
   *np = n;
@@ -441,10 +507,8 @@ cache_find (struct nodecache *c, uint64_t addr)
 
   pthread_mutex_lock (&c->lock);
   n = hash_find (c, addr);
-  if (n) {
-    n->refs++;
-    lru_remove (c, n);
-  }
+  if (n)
+    pin_found (n);
   pthread_mutex_unlock (&c->lock);
   return n;
 }
@@ -465,17 +529,11 @@ cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
 
   pthread_mutex_lock (&c->lock);
   old = hash_find (c, addr);
-  if (old) {
-    hash_remove (c, old);
-    lru_remove (c, old);
-    c->stats.nodes--;
-    c->stats.bytes -= c->node_size;
-    old->dead = true;
-    if (old->refs == 0)
-      node_destroy (c, old);
-  }
+  if (old)
+    node_retire (c, old);
   hash_insert (c, n);
   c->stats.dirty_nodes++;
+  evict (c);
   pthread_mutex_unlock (&c->lock);
   *np = n;
   return 0;
@@ -485,27 +543,32 @@ cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
 void
 cache_pin (struct nodecache *c, struct node *n)
 {
-  pthread_mutex_lock (&c->lock);
-  n->refs++;
-  pthread_mutex_unlock (&c->lock);
+  (void) c;
+  __atomic_add_fetch (&n->refs, 1, __ATOMIC_RELAXED);
 }
 
-/* Unpin a node; a clean unpinned node becomes evictable. */
+/* Unpin a node.  A clean node the hand finds unpinned may be evicted; if
+ * the cache is over its limit, make room now (the limit was passed while
+ * everything clean was pinned, or by a commit's nodes turning clean).
+ */
 void
 cache_put (struct nodecache *c, struct node *n)
 {
+  uint32_t was;
+
   if (n == NULL)
     return;
-  pthread_mutex_lock (&c->lock);
-  if (--n->refs == 0) {
-    if (n->dead)
-      node_destroy (c, n);
-    else if (!n->dirty) {
-      lru_append (c, n);
-      evict (c);
-    }
+  was = __atomic_fetch_sub (&n->refs, 1, __ATOMIC_ACQ_REL);
+  if (was == (NODE_DEAD | 1)) {
+    node_destroy (c, n);
+    return;
   }
-  pthread_mutex_unlock (&c->lock);
+  if (was == 1 &&
+      __atomic_load_n (&c->stats.bytes, __ATOMIC_RELAXED) > c->limit_bytes) {
+    pthread_mutex_lock (&c->lock);
+    evict (c);
+    pthread_mutex_unlock (&c->lock);
+  }
 }
 
 /* Drop a node whose block is freed; holders keep a valid copy. */
@@ -513,27 +576,21 @@ void
 cache_forget (struct nodecache *c, struct node *n)
 {
   pthread_mutex_lock (&c->lock);
-  if (!n->dead) {
-    hash_remove (c, n);
-    lru_remove (c, n);
-    c->stats.nodes--;
-    c->stats.bytes -= c->node_size;
-    if (n->dirty)
-      c->stats.dirty_nodes--;
-    n->dirty = false;
-    n->dead = true;
-  }
+  if (!(__atomic_load_n (&n->refs, __ATOMIC_RELAXED) & NODE_DEAD))
+    node_retire (c, n);
   pthread_mutex_unlock (&c->lock);
 }
 
-/* A frozen node is clean from now on. */
+/* A frozen node is clean from now on: the hand may evict it. */
 void
 cache_mark_clean (struct nodecache *c, struct node *n)
 {
   pthread_mutex_lock (&c->lock);
-  if (n->dirty) {
+  if (n->dirty) {           /* a dead node is not: node_retire */
     n->dirty = false;
     c->stats.dirty_nodes--;
+    n->referenced = true;
+    ring_add (c, n);
   }
   pthread_mutex_unlock (&c->lock);
 }
@@ -542,12 +599,7 @@ cache_mark_clean (struct nodecache *c, struct node *n)
 void
 nodecache_drop_clean (struct nodecache *c)
 {
-  uint64_t limit;
-
   pthread_mutex_lock (&c->lock);
-  limit = c->limit_bytes;
-  c->limit_bytes = 0;
-  evict (c);
-  c->limit_bytes = limit;
+  evict_to (c, 0);
   pthread_mutex_unlock (&c->lock);
 }

@@ -45,14 +45,18 @@ struct node {
   uint64_t addr;
   uint64_t gen;
   uint32_t used;            /* bytes used by slots and item bodies */
-  int refs;                 /* pins: users, batches */
+  uint32_t refs;            /* pins (users, batches), and NODE_DEAD once the
+                               node has left the hash: atomic, see
+                               btree-cache.c */
   bool dirty;               /* born in the open generation, not yet frozen */
-  bool dead;                /* removed from the hash; freed at refs == 0 */
-  bool in_lru;
+  bool referenced;          /* used since the clock hand last passed */
+  bool in_ring;
   struct node *hnext;       /* hash chain */
-  struct node *lprev, *lnext; /* LRU list of clean unpinned nodes */
+  struct node *cprev, *cnext; /* the clock ring of clean nodes */
   uint8_t *buf;
 };
+
+#define NODE_DEAD 0x80000000u
 
 struct nodecache {
   struct cairn_dev *dev;
@@ -68,10 +72,11 @@ struct nodecache {
   uint64_t fail_at;         /* tests: fail the change with this number */
   int fail_err;
 
-  pthread_mutex_t lock;     /* hash, LRU, refs, counters */
+  pthread_mutex_t lock;     /* hash, ring, dirty, counters */
   struct node **hash;
   size_t hash_size;         /* power of two */
-  struct node *lru_head, *lru_tail;
+  struct node *hand;        /* the clock hand: NULL when the ring is empty */
+  size_t ring_nodes;
   struct nodecache_stats stats;
 
   /* Node buffers (btree-cache.c, "buffers"), under their own lock. */

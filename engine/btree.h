@@ -12,8 +12,9 @@
  * decides whether it is free or still held by a snapshot (reclaim layer).
  *
  * Nodes live in a node cache shared by all trees of a pool, bounded in
- * bytes: clean nodes are evicted least recently used first; dirty nodes
- * stay until the commit writes them (txn.c keeps their number bounded).
+ * bytes: clean nodes not used lately are evicted (CLOCK, btree-cache.c);
+ * dirty nodes stay until the commit writes them (txn.c keeps their number
+ * bounded).
  *
  * Locking: a tree is not locked internally.  Callers hold btree_rdlock for
  * lookups and cursors and btree_wrlock for modifications; the cache, the

@@ -440,20 +440,34 @@ own_writer_main (void *arg)
 /* OWN_WRITERS threads, each with a volume, its snapshots and clones of
  * them, reading each other's snapshots: every read equals its model, at
  * once and after a reopen; deleting everything gives every block back,
- * with fsck clean.
+ * with fsck clean.  With cache_bytes, the threads run on a node cache that
+ * small (0: the default, which holds every node of this test), and must
+ * have made it evict.
  */
-Test (volume_concurrent, own_volumes, .timeout = 600)
+static void
+own_volumes (const char *test, uint64_t cache_bytes)
 {
   struct cairn_dev *dev = mem_pool (1ull << 30, NULL);
   struct cairn_pool *pool = pool_open_ok (dev);
   struct own_writer w[OWN_WRITERS];
-  struct rng r = { test_seed ("volume_concurrent.own_volumes", 1729) };
+  struct rng r = { test_seed (test, 1729) };
   unsigned scale = test_scale (), nlisted = 0, nexpect = 0;
   pthread_t th[OWN_WRITERS];
   struct cairn_volume *h;
+  struct pool_info info;
   int stop = 0;
   uint64_t base = empty_pool_blocks (dev, &pool);
 
+  if (cache_bytes) {
+    /* Commits stay as often as with the default cache: the dirty limit
+     * would otherwise be a quarter of this one.
+     */
+    struct pool_open_opts oo = { .cache_bytes = cache_bytes,
+                                 .dirty_limit_bytes = 8 << 20 };
+
+    cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (pool_open (dev, &oo, &pool), 0, "%s", cairn_errmsg ());
+  }
   cr_assert_eq (pool_start_committer (pool, 20), 0, "%s", cairn_errmsg ());
   vol_reclaim_set_budget (pool, 8 + rng_below (&r, 64));
   for (unsigned i = 0; i < OWN_WRITERS; i++) {
@@ -474,7 +488,7 @@ Test (volume_concurrent, own_volumes, .timeout = 600)
     cr_assert_eq (pthread_join (th[i], NULL), 0);
   for (unsigned i = 0; i < OWN_WRITERS; i++) {
     cr_assert (w[i].t.fail[0] == '\0', "%s", w[i].t.fail);
-    fprintf (stderr, "volume_concurrent.own_volumes: writer %u:", i);
+    fprintf (stderr, "%s: writer %u:", test, i);
     for (unsigned op = 0; op < OWN_OPS; op++)
       fprintf (stderr, " %u %s,", w[i].n[op], own_ops[op].name);
     fprintf (stderr, " %u snapshots deleted as they were read\n",
@@ -482,6 +496,29 @@ Test (volume_concurrent, own_volumes, .timeout = 600)
     vol_close (w[i].live.h);
     for (unsigned j = 0; j < w[i].nclones; j++)
       vol_close (w[i].clones[j].h);
+  }
+
+  /* At rest, with nothing dirty, the cache is back within its limit: a
+   * last write makes the commit free nodes that nothing will look up again.
+   */
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  memset (w[0].live.bytes, 0x5a, BLOCK_SIZE);
+  cr_assert_eq (vol_open (pool, w[0].live.name, &h), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (h, w[0].live.bytes, BLOCK_SIZE, 0, 0), 0, "%s",
+                cairn_errmsg ());
+  vol_close (h);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  pool_info (pool, &info);
+  fprintf (stderr, "%s: node cache: %" PRIu64 " hits, %" PRIu64 " misses, %"
+           PRIu64 " evictions, %" PRIu64 " bytes at rest\n", test,
+           info.cache.hits, info.cache.misses, info.cache.evictions,
+           info.cache.bytes);
+  if (cache_bytes) {
+    cr_assert_gt (info.cache.evictions, 1000, "%s: the threads did not make "
+                  "the node cache evict", test);
+    cr_assert_leq (info.cache.bytes, cache_bytes, "%s: the node cache holds "
+                   "%" PRIu64 " bytes at rest, over its limit", test,
+                   info.cache.bytes);
   }
 
   /* What was committed is what is checked. */
@@ -525,8 +562,22 @@ Test (volume_concurrent, own_volumes, .timeout = 600)
     free (w[i].live.bytes);
     free (w[i].buf);
   }
-  assert_all_space_back (pool, dev, base, "own_volumes");
+  assert_all_space_back (pool, dev, base, test);
   dev_close (dev);
+}
+
+Test (volume_concurrent, own_volumes, .timeout = 600)
+{
+  own_volumes ("volume_concurrent.own_volumes", 0);
+}
+
+/* The same on a node cache of eight 16 KiB nodes: nearly every node a
+ * thread visits is read from the pool and evicted again, while other
+ * threads hold it, look it up, copy it and free it (btree-cache.c).
+ */
+Test (volume_concurrent, own_volumes_small_cache, .timeout = 600)
+{
+  own_volumes ("volume_concurrent.own_volumes_small_cache", 16384);
 }
 
 /* ------------------------------------------------- shared_volume_snapshot */
