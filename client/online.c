@@ -376,7 +376,7 @@ cmd_diff (const struct cli *cli, int argc, char **argv)
 int
 cmd_status (const struct cli *cli, int argc, char **argv)
 {
-  char buf[128], s[UNITS_FORMAT_MAX];
+  char buf[160], s[UNITS_FORMAT_MAX];
   struct opts o;
   json_t *res, *cache;
   uint64_t hits, misses;
@@ -423,8 +423,8 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   field ("cache", buf);
   if (strcmp (jstr (res, "verify"), "disk") == 0)
     snprintf (buf, sizeof buf, "data from the disk (%" PRIu64 " blocks read "
-              "from checked copies in the page cache)",
-              jnum (res, "blocks_trusted"));
+              "from checked copies in the page cache, %s read ahead)",
+              jnum (res, "blocks_trusted"), jsize (res, "read_ahead", s));
   else
     snprintf (buf, sizeof buf, "every block read");
   field ("checks", buf);

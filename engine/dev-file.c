@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -46,6 +47,11 @@ struct file_dev {
   bool is_block;              /* a block device, not a regular file */
   bool rdonly;
   pthread_mutex_t write_lock; /* held through a pwrite to a regular file */
+  /* A read-only shared mapping of the whole device, made at the first
+   * file_resident and only ever given to mincore: MAP_FAILED before, NULL
+   * when it could not be made.  Set once, by compare-and-swap.
+   */
+  void *view;
 };
 
 /* The file backend of a device. */
@@ -226,6 +232,8 @@ file_close (struct cairn_dev *dev)
 {
   struct file_dev *f = to_file_dev (dev);
 
+  if (f->view != MAP_FAILED && f->view != NULL)
+    munmap (f->view, dev->size);
   close (f->fd);
   pthread_mutex_destroy (&f->write_lock);
   free (f);
@@ -241,6 +249,70 @@ file_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len)
                  POSIX_FADV_DONTNEED);
 }
 
+/* Which blocks of [off, off + len) the page cache holds: mincore on a
+ * mapping of the device that nothing reads through, so it only asks the
+ * page cache (mincore reports a file mapping's pages whether or not they
+ * are mapped into this process).  Pages are DEV_TRUST_BLOCK or a multiple
+ * of it, as on every Linux port.
+ */
+static int
+file_resident (struct cairn_dev *dev, uint64_t off, uint64_t len,
+               unsigned char *vec)
+{
+  struct file_dev *f = to_file_dev (dev);
+  uint64_t page = (uint64_t) sysconf (_SC_PAGESIZE), first, last, bpp;
+  void *view = __atomic_load_n (&f->view, __ATOMIC_ACQUIRE);
+  unsigned char pages[256];
+
+  if (view == MAP_FAILED) {
+    void *expect = MAP_FAILED;
+    view = mmap (NULL, dev->size, PROT_READ, MAP_SHARED, f->fd, 0);
+    if (view == MAP_FAILED)
+      view = NULL;
+    if (!__atomic_compare_exchange_n (&f->view, &expect, view, false,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      if (view)
+        munmap (view, dev->size);
+      view = expect;
+    }
+  }
+  if (view == NULL || page % DEV_TRUST_BLOCK || len == 0)
+    return -EOPNOTSUPP;
+  bpp = page / DEV_TRUST_BLOCK;
+  first = off / page;
+  last = (off + len - 1) / page;
+  if (last - first + 1 > sizeof pages)
+    return -EINVAL;
+  if (mincore ((uint8_t *) view + first * page, (last - first + 1) * page,
+               pages) == -1)
+    return -errno;
+  for (uint64_t b = 0; b < len / DEV_TRUST_BLOCK; b++)
+    vec[b] = pages[(off / DEV_TRUST_BLOCK + b) / bpp - first] & 1;
+  return 0;
+}
+
+/* Ask the kernel to read [off, off + len) into the page cache and return
+ * without waiting.  POSIX_FADV_WILLNEED reads at most the larger of the
+ * file's read-ahead window and the device's largest request per call, so
+ * it goes in steps no window is smaller than.  The thread's count of
+ * blocks read (file_pread_cached) is taken again after: the reads asked
+ * for here are not the next cached read's own.
+ */
+static void
+file_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
+{
+  enum { STEP = 128 * 1024 };
+  struct file_dev *f = to_file_dev (dev);
+  struct rusage now;
+
+  for (uint64_t at = 0; at < len; at += STEP)
+    posix_fadvise (f->fd, (off_t) (off + at),
+                   (off_t) (len - at < STEP ? len - at : STEP),
+                   POSIX_FADV_WILLNEED);
+  if (seen_inblock != -1 && getrusage (RUSAGE_THREAD, &now) == 0)
+    seen_inblock = now.ru_inblock;
+}
+
 static const struct cairn_dev_ops file_ops = {
   .kind = "file",
   .pread = file_pread,
@@ -251,6 +323,8 @@ static const struct cairn_dev_ops file_ops = {
   .pread_cached = file_pread_cached,
   .no_readahead = file_no_readahead,
   .drop_cached = file_drop_cached,
+  .resident = file_resident,
+  .prefetch = file_prefetch,
 };
 
 /* Find in /proc/locks the pid holding a flock on st's file; 0 if unknown.
@@ -378,6 +452,7 @@ dev_file_open (const char *path, unsigned flags, uint64_t create_size,
     goto out;
   }
   f->fd = fd;
+  f->view = MAP_FAILED;
   f->rdonly = rdonly;
   pthread_mutex_init (&f->write_lock, NULL);
   f->dev.ops = &file_ops;

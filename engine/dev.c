@@ -350,6 +350,42 @@ dev_trust_claim (struct cairn_dev *dev, uint64_t blk)
   return c;
 }
 
+/* Read a range into the host's cache ahead of its readers (dev.h, T4). */
+uint64_t
+dev_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
+{
+  enum { STEP = 256 };        /* blocks a resident call */
+  unsigned char held[STEP];
+  uint64_t asked = 0;
+
+  if (dev->trust == NULL || dev->ops->prefetch == NULL ||
+      dev->ops->resident == NULL || off % DEV_TRUST_BLOCK ||
+      len % DEV_TRUST_BLOCK || len > dev->size || off > dev->size - len)
+    return 0;
+  while (len > 0) {
+    uint64_t n = MIN (len / DEV_TRUST_BLOCK, STEP), blk = off / DEV_TRUST_BLOCK;
+
+    if (dev->ops->resident (dev, off, n * DEV_TRUST_BLOCK, held) < 0)
+      memset (held, 0, n);
+    for (uint64_t i = 0, j; i < n; i = j) {
+      if (held[i]) {
+        j = i + 1;
+        continue;
+      }
+      for (j = i; j < n && !held[j]; j++)
+        dev_trust_claim (dev, blk + j);
+      dev->ops->prefetch (dev, off + i * DEV_TRUST_BLOCK,
+                          (j - i) * DEV_TRUST_BLOCK);
+      asked += (j - i) * DEV_TRUST_BLOCK;
+    }
+    off += n * DEV_TRUST_BLOCK;
+    len -= n * DEV_TRUST_BLOCK;
+  }
+  if (asked)
+    __atomic_fetch_add (&dev->bytes_prefetched, asked, __ATOMIC_RELAXED);
+  return asked;
+}
+
 /* Whether block blk is held with digest sha (T1). */
 bool
 dev_trust_holds (struct cairn_dev *dev, uint64_t blk, const uint8_t sha[32])

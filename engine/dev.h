@@ -43,6 +43,15 @@ struct cairn_dev_ops {
    * [off, off + len); advice, so it cannot fail.
    */
   void (*drop_cached) (struct cairn_dev *dev, uint64_t off, uint64_t len);
+  /* Optional, both or neither: which DEV_TRUST_BLOCKs of [off, off + len)
+   * (at most 256 of them, aligned) the host's cache holds, one byte each
+   * into vec, 1 when held; and ask the host's cache to read a range in
+   * without waiting for it (advice, so it cannot fail).  Only
+   * dev_prefetch calls them.
+   */
+  int (*resident) (struct cairn_dev *dev, uint64_t off, uint64_t len,
+                   unsigned char *vec);
+  void (*prefetch) (struct cairn_dev *dev, uint64_t off, uint64_t len);
 };
 
 struct dev_trust;
@@ -55,6 +64,7 @@ struct cairn_dev {
   /* Counters, updated by the dev_* wrappers below (atomically). */
   uint64_t bytes_read, bytes_written, flushes;
   uint64_t blocks_trusted;    /* read from the cache and not checked again */
+  uint64_t bytes_prefetched;  /* asked for by dev_prefetch */
   struct dev_trust *trust;    /* dev_trust_enable; NULL: check every read */
 };
 
@@ -118,9 +128,11 @@ void dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len);
  *      discard) leaves a number never used before in the entry, as a
  *      claim does: the first read checks the block and may then note it,
  *      and a reader that looked before that write cannot.
- *  T4. The device reads ahead nothing (no_readahead): a page enters the
- *      cache only as the engine reads or writes it, so a block that left
- *      the cache comes back through a read that checks it.
+ *  T4. The device reads ahead nothing of its own (no_readahead): a page
+ *      enters the cache only as the engine reads or writes it, or through
+ *      dev_prefetch, which claims (T5) the entry of every block it asks
+ *      for before it asks, so a block that left the cache comes back
+ *      through a read that checks it.
  *  T5. A read that the cache could not serve claims the entries of the
  *      blocks it reads from the disk (dev_trust_claim) before it reads
  *      them, so that another thread's cached read of a page that this
@@ -171,6 +183,13 @@ uint64_t dev_trust_peek (struct cairn_dev *dev, uint64_t blk);
  * so, and the note then adds nothing.
  */
 uint64_t dev_trust_claim (struct cairn_dev *dev, uint64_t blk);
+/* Read [off, off + len) (whole DEV_TRUST_BLOCKs) into the host's cache
+ * ahead of the reads that will want it, without waiting: the blocks the
+ * cache does not hold have their entries claimed (T4, T5), then the
+ * device is asked for them.  The bytes asked for: 0 when the cache held
+ * all of it, or the device cannot read ahead, or does not trust.
+ */
+uint64_t dev_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len);
 /* Whether the table holds block blk with digest sha (T1). */
 bool dev_trust_holds (struct cairn_dev *dev, uint64_t blk,
                       const uint8_t sha[32]);

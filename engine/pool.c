@@ -587,6 +587,8 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   info->check_every_read = !dev_trusting (pool->dev);
   info->blocks_trusted = __atomic_load_n (&pool->dev->blocks_trusted,
                                           __ATOMIC_RELAXED);
+  info->bytes_read_ahead = __atomic_load_n (&pool->dev->bytes_prefetched,
+                                            __ATOMIC_RELAXED);
 }
 
 struct nodecache *

@@ -220,6 +220,8 @@ struct pool_info {
   struct nodecache_stats cache;
   bool check_every_read;          /* the device trusts no cached copy */
   uint64_t blocks_trusted;        /* cached checked copies not checked again */
+  uint64_t bytes_read_ahead;      /* asked of the disk ahead of sequential
+                                   * readers (volume-read.c) */
 };
 void pool_info (struct cairn_pool *pool, struct pool_info *info);
 /* The pool's UUID (cheaper than pool_info: no space map is read). */

@@ -7,6 +7,22 @@
 
 #include "catalog-int.h"
 
+/* A handle's sequential readers (volume-read.c, "Reading ahead"). */
+#define RA_STREAMS 4
+struct ra_stream {
+  uint64_t next;              /* where the stream's next read should start */
+  uint64_t ahead;             /* blocks before this were asked for; 0: not
+                               * reading ahead */
+  uint64_t window;            /* blocks asked for ahead of next */
+  uint64_t used;              /* when a read last continued it */
+};
+struct readahead {
+  bool lock;                  /* a spin lock: held for a few comparisons */
+  uint32_t active;            /* streams reading ahead (read unlocked) */
+  uint64_t clock;
+  struct ra_stream s[RA_STREAMS];
+};
+
 struct cairn_volume {
   struct catalog *cat;
   struct volstate *vs;
@@ -17,6 +33,7 @@ struct cairn_volume {
   uint64_t size;              /* pinned state: its size */
   struct vol_info info;
   struct vol_stats stats;     /* updated atomically */
+  struct readahead ra;        /* zeroed at open */
 };
 
 #define COUNT(v, field, amount) \

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,7 +141,7 @@ struct read_scratch {
  */
 static int
 read_run (struct cairn_dev *dev, uint8_t *buf, uint64_t addr, uint64_t len,
-          const uint8_t *shas, uint64_t *seen, bool *trusted)
+          const uint8_t *shas, uint64_t *seen, bool *trusted, bool *missed)
 {
   size_t got = 0;
   uint64_t k = 0, ntrusted = 0;
@@ -166,6 +167,7 @@ read_run (struct cairn_dev *dev, uint8_t *buf, uint64_t addr, uint64_t len,
   memset (trusted + k, 0, (len - k) * sizeof *trusted);
   if (k == len)
     return 0;
+  *missed = true;
   return dev_pread (dev, buf + k * BLOCK_SIZE, (len - k) * BLOCK_SIZE,
                     (addr + k) * BLOCK_SIZE);
 }
@@ -211,7 +213,8 @@ check_blocks (const uint8_t *buf, const struct read_scratch *rs, uint64_t first,
  */
 static int
 read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
-             const struct read_scratch *rs, uint64_t *badp, uint64_t *bad_addrp)
+             const struct read_scratch *rs, uint64_t *badp, uint64_t *bad_addrp,
+             bool *missed)
 {
   struct cairn_dev *dev = pool_dev (v->cat->pool);
   struct map_vec mv = { NULL, 0, 0 };
@@ -230,7 +233,8 @@ read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
       len += mv.m[j].n;
     memset (buf + (next - lbn) * BLOCK_SIZE, 0, (m->lbn - next) * BLOCK_SIZE);
     r = read_run (dev, buf + at * BLOCK_SIZE, m->addr, len,
-                  rs->shas + at * SHA256_LEN, rs->seen + at, rs->trusted + at);
+                  rs->shas + at * SHA256_LEN, rs->seen + at, rs->trusted + at,
+                  missed);
     next = m->lbn + len;
   }
   if (r == 0)
@@ -279,6 +283,156 @@ fill_hole_sums (uint8_t *shas, uint64_t n)
     memcpy (shas + i * SHA256_LEN, zsha, SHA256_LEN);
 }
 
+/* ---------------------------------------------------------- reading ahead
+ *
+ * The device reads ahead nothing of its own (dev.h, T4), so a sequential
+ * reader of blocks that are not in the host's cache would wait for the
+ * disk at every request.  A handle follows up to RA_STREAMS sequential
+ * readers, as the kernel does for a file: a read that had to go to the
+ * disk and continues where an earlier one of the handle ended (give or
+ * take a window: requests in flight together end out of order) starts
+ * reading ahead, a window of blocks past where the stream stands, and
+ * the window doubles up to RA_MAX each time the stream has read half of
+ * what was asked for.  The window is mapped through the handle's tree and
+ * handed to dev_prefetch, which claims the blocks it asks the disk for:
+ * the reads that later find them in the cache check them and note them
+ * as trusted.  A stream whose window the cache already held stops
+ * reading ahead until it misses again, so a reader of cached data pays
+ * one atomic load a request, and a random reader that misses never
+ * matches a stream.
+ */
+#define RA_MIN 64u                  /* blocks: the first window, 256 KiB */
+#define RA_MAX 512u                 /* blocks: the largest, 2 MiB */
+
+/* Held for a few comparisons; a holder descheduled on a busy machine is
+ * waited for by yielding, not by spinning on its CPU.
+ */
+static void
+ra_lock (struct readahead *ra)
+{
+  while (__atomic_test_and_set (&ra->lock, __ATOMIC_ACQUIRE))
+    for (int spins = 0; __atomic_load_n (&ra->lock, __ATOMIC_RELAXED); spins++)
+      if (spins >= 64)
+        sched_yield ();
+}
+
+static void
+ra_unlock (struct readahead *ra)
+{
+  __atomic_clear (&ra->lock, __ATOMIC_RELEASE);
+}
+
+/* Stop stream s reading ahead (lock held). */
+static void
+ra_stop (struct readahead *ra, struct ra_stream *s)
+{
+  if (s->ahead) {
+    s->ahead = 0;
+    __atomic_sub_fetch (&ra->active, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* Follow a read of [lbn, lbn + n) that went to the disk (missed) or not,
+ * of a handle with an active stream if not: the blocks to read ahead into
+ * [*ap, *bp), or false.
+ */
+static bool
+ra_follow (struct readahead *ra, uint64_t lbn, uint64_t n, bool missed,
+           uint64_t blocks, uint64_t *ap, uint64_t *bp)
+{
+  struct ra_stream *s = NULL;
+  bool go = false;
+
+  ra_lock (ra);
+  ra->clock++;
+  for (int i = 0; i < RA_STREAMS && s == NULL; i++) {
+    struct ra_stream *t = &ra->s[i];
+    uint64_t slack = MAX (t->window, n);
+
+    if (t->used && lbn + slack >= t->next && lbn <= t->next + slack)
+      s = t;
+  }
+  if (s == NULL) {
+    /* A new place: the least recently continued stream gives way. */
+    if (missed) {
+      s = &ra->s[0];
+      for (int i = 1; i < RA_STREAMS; i++)
+        if (ra->s[i].used < s->used)
+          s = &ra->s[i];
+      ra_stop (ra, s);
+      *s = (struct ra_stream) { lbn + n, 0, 0, ra->clock };
+    }
+    ra_unlock (ra);
+    return false;
+  }
+  s->used = ra->clock;
+  s->next = MAX (s->next, lbn + n);
+  if (s->ahead == 0 && missed) {
+    s->window = MIN (MAX (4 * n, RA_MIN), RA_MAX);
+    s->ahead = s->next;
+    __atomic_add_fetch (&ra->active, 1, __ATOMIC_RELAXED);
+    go = true;
+  }
+  else if (s->ahead && s->ahead < s->next + s->window / 2) {
+    s->window = MIN (2 * s->window, RA_MAX);
+    go = true;
+  }
+  if (go) {
+    *ap = MAX (s->ahead, s->next);
+    *bp = MIN (s->next + s->window, blocks);
+    if (*ap >= *bp)
+      go = false;
+    else
+      s->ahead = *bp;
+  }
+  ra_unlock (ra);
+  return go;
+}
+
+/* A window the cache held all of: stop the stream that asked for it. */
+static void
+ra_held (struct readahead *ra, uint64_t b)
+{
+  ra_lock (ra);
+  for (int i = 0; i < RA_STREAMS; i++)
+    if (ra->s[i].ahead == b)
+      ra_stop (ra, &ra->s[i]);
+  ra_unlock (ra);
+}
+
+/* After a read of [lbn, lbn + n): read ahead of its stream, if it has one
+ * that should.  Advice: nothing here can fail the read.
+ */
+static void
+read_ahead (struct cairn_volume *v, uint64_t lbn, uint64_t n, bool missed)
+{
+  struct cairn_dev *dev = pool_dev (v->cat->pool);
+  struct map_vec mv = { NULL, 0, 0 };
+  uint64_t a, b, asked = 0;
+  uint8_t *shas;
+
+  /* A read from the cache with no stream reading ahead: the usual case. */
+  if (!missed && __atomic_load_n (&v->ra.active, __ATOMIC_RELAXED) == 0)
+    return;
+  if (!dev_trusting (dev) ||
+      !ra_follow (&v->ra, lbn, n, missed, vol_size (v) / BLOCK_SIZE, &a, &b))
+    return;
+  shas = malloc ((b - a) * SHA256_LEN);
+  if (shas && map_range (v, a, b - a, &mv, shas) == 0) {
+    for (size_t i = 0, j; i < mv.n; i = j) {
+      uint64_t len = mv.m[i].n;
+
+      for (j = i + 1; j < mv.n && mv.m[j].addr == mv.m[i].addr + len; j++)
+        len += mv.m[j].n;
+      asked += dev_prefetch (dev, mv.m[i].addr * BLOCK_SIZE, len * BLOCK_SIZE);
+    }
+  }
+  map_vec_free (&mv);
+  free (shas);
+  if (asked == 0)
+    ra_held (&v->ra, b);
+}
+
 /* How often a read maps and reads again when a block fails its check at a
  * new place each time (freed and reused between its mapping and its read,
  * again and again under a fast rewrite): a bound, not an expectation.
@@ -301,6 +455,7 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   void *heap = NULL;
   uint64_t bad = UINT64_MAX, bad_addr = 0, last_bad = UINT64_MAX, last_addr = 0;
   uint8_t last_sha[SHA256_LEN];
+  bool missed = false;
   int r = 0;
 
   if (n > STACK_BLOCKS) {
@@ -321,7 +476,7 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     /* Again on a retry: a block mapped the first time may be a hole now. */
     if (sums)
       fill_hole_sums (sums, n);
-    r = read_mapped (v, lbn, n, buf, &rs, &bad, &bad_addr);
+    r = read_mapped (v, lbn, n, buf, &rs, &bad, &bad_addr, &missed);
     if (r < 0 || bad == UINT64_MAX)
       break;
     r = -EIO;
@@ -343,6 +498,8 @@ read_blocks_sums (struct cairn_volume *v, uint64_t lbn, uint64_t n,
                     blk, blk * BLOCK_SIZE, v->info.name);
   }
   free (heap);
+  if (r == 0)
+    read_ahead (v, lbn, n, missed);
  out:
   if (r == -EIO)
     COUNT (v, csum_errors, 1);

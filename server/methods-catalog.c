@@ -606,7 +606,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
   }
   *result = json_pack ("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
                        "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:s?, "
-                       "s:s, s:I, s:o, s:o, s:o}",
+                       "s:s, s:I, s:I, s:o, s:o, s:o}",
                        "uuid", uuid,
                        "generation", (json_int_t) pi.generation,
                        "open_generation", (json_int_t) pi.open_generation,
@@ -629,6 +629,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "failure", pi.failed ? pi.failed_why : NULL,
                        "verify", pi.check_every_read ? "always" : "disk",
                        "blocks_trusted", (json_int_t) pi.blocks_trusted,
+                       "read_ahead", (json_int_t) pi.bytes_read_ahead,
                        "cache", cache,
                        "io", io,
                        "damaged", damaged);

@@ -4,7 +4,8 @@
 # host's cache; with verify=always a block changed in the page cache itself
 # (a program writing the pool file behind the server's back) fails too; a
 # bad value is refused with a message that names the good ones; the log
-# says which mode the pool runs in.
+# says which mode the pool runs in; a sequential reader from the disk gets
+# blocks read ahead, checked.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require python3
 require_nbdsh
@@ -14,13 +15,15 @@ testctl create v 16M
 NBDKIT_OPTS=(-v)
 CTL="$TMPDIR_TEST/control.sock"
 
-# pool.status's "verify" and "blocks_trusted" (python3 expression on them).
+# pool.status's "verify", "blocks_trusted" and "read_ahead" (a python3
+# expression on verify, trusted and ahead).
 status_check () {
   local json
   json=$("$CAIRN" --socket "$CTL" status --json) || fail "cairn status failed"
   python3 -c 'import json, sys
-j = json.loads(sys.argv[1]); verify, trusted = j["verify"], j["blocks_trusted"]
-assert eval(sys.argv[2]), (verify, trusted)' "$json" "$1" ||
+j = json.loads(sys.argv[1])
+verify, trusted, ahead = j["verify"], j["blocks_trusted"], j["read_ahead"]
+assert eval(sys.argv[2]), (verify, trusted, ahead)' "$json" "$1" ||
     fail "cairn status: not ($1): $json"
 }
 
@@ -73,6 +76,31 @@ status_check 'verify == "disk" and trusted >= 256'
   fail "cairn status does not say what it checks"
 damage 90 disk
 expect_eio "verify=disk, damage on the disk"
+
+# A sequential reader of what is not in the cache gets it read ahead, and
+# every block still checks out: 8 MiB read back in 64 KiB requests from a
+# cold cache.  Random reads before it read nothing ahead.
+status_check 'ahead == 0'
+nbdsh -u "$(uri v)" -c "
+import random
+for i in range(128):
+    h.pwrite(random.Random(i).randbytes(65536), (8 << 20) + i * 65536)
+h.flush()" || fail "writing 8 MiB failed"
+drop_page_cache "$POOL"
+nbdsh -u "$(uri v)" -c "
+import random
+for i in random.Random(7).sample(range(128), 32):
+    assert h.pread(4096, (8 << 20) + i * 65536) == random.Random(i).randbytes(65536)[:4096], i" ||
+  fail "random reads from the disk returned wrong data"
+status_check 'ahead == 0'
+nbdsh -u "$(uri v)" -c "
+import random
+for i in range(128):
+    assert h.pread(65536, (8 << 20) + i * 65536) == random.Random(i).randbytes(65536), i" ||
+  fail "a sequential read returned wrong data"
+status_check 'ahead >= (4 << 20)'
+"$CAIRN" --socket "$CTL" status | grep -q "^checks .*[0-9]M read ahead)" ||
+  fail "cairn status does not say how much it read ahead"
 stop_plugin
 
 # ---------------------------------------------------------------- always

@@ -800,6 +800,7 @@ Test (methods, pool_status)
   cr_assert_str_eq (json_string_value (json_object_get (res, "verify")),
                     "always");
   cr_assert_eq (jint (res, "blocks_trusted"), 0);
+  cr_assert_eq (jint (res, "read_ahead"), 0);
   cache = json_object_get (res, "cache");
   cr_assert (json_is_object (cache));
   cr_assert_gt (jint (cache, "nodes"), 0);

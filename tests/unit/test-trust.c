@@ -792,3 +792,159 @@ Test (trust, pages_that_only_snapshots_hold_leave_the_cache)
   free (d);
   close_volume (dev, pool, v);
 }
+
+/* ------------------------------------------------------- reading ahead */
+
+static uint64_t
+read_ahead_bytes (struct cairn_dev *dev)
+{
+  return __atomic_load_n (&dev->bytes_prefetched, __ATOMIC_RELAXED);
+}
+
+/* Wait (5 s at most) until n pages from byte addr of the pool file are in
+ * the cache: a read ahead is asked for and not waited for.
+ */
+static void
+wait_cached (uint64_t addr, size_t n, const char *what)
+{
+  size_t cached = 0;
+
+  for (int i = 0; i < 500; i++) {
+    cached = cached_pages_in (addr, n * BLK);
+    if (cached == n)
+      return;
+    usleep (10000);
+  }
+  cr_assert_fail ("%s: %zu of %zu pages read ahead are in the cache", what,
+                  cached, n);
+}
+
+/* Read [lbn, lbn + n) of v in requests of step blocks, comparing with
+ * data (which starts at block 0).
+ */
+static void
+read_steps (struct cairn_volume *v, const uint8_t *data, uint64_t lbn,
+            uint64_t n, uint64_t step)
+{
+  for (uint64_t b = lbn; b < lbn + n; b += step)
+    read_equal (v, data + b * BLK, b * BLK, (uint32_t) (step * BLK));
+}
+
+/* A sequential reader of blocks that are not in the cache gets them read
+ * ahead from its second read on, and none of them is trusted before a read
+ * has checked it; once checked, they are.  Reads of what the cache holds
+ * read nothing ahead.
+ */
+Test (trust, a_sequential_reader_gets_blocks_read_ahead_and_checks_them)
+{
+  enum { N = 1024, STEP = 16 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data;
+  uint64_t at, t0, ra0;
+
+  data = written_volume (false, N, 41, &dev, &pool, &v);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  at = find_block (data);
+  cr_assert_neq (at, 0);
+  cr_assert_eq (find_block (data + (N - 1) * BLK), at + (N - 1) * BLK,
+                "the test wants the blocks in one run");
+  evict_all ();
+
+  t0 = trusted (dev);
+  ra0 = read_ahead_bytes (dev);
+  read_steps (v, data, 0, STEP, STEP);
+  cr_assert_eq (read_ahead_bytes (dev), ra0, "one read started a stream");
+  read_steps (v, data, STEP, STEP, STEP);
+  cr_assert_gt (read_ahead_bytes (dev), ra0,
+                "the second sequential read read nothing ahead");
+  /* The first window: four requests' worth at least, past the second. */
+  wait_cached (at + 2 * STEP * BLK, 4 * STEP, "the first window");
+  read_steps (v, data, 2 * STEP, N - 2 * STEP, STEP);
+  cr_assert_eq (trusted (dev), t0,
+                "blocks read ahead were trusted before they were checked");
+  cr_assert_geq (read_ahead_bytes (dev) - ra0, (N / 2) * BLK,
+                 "the window did not follow the reader: %" PRIu64 " bytes",
+                 read_ahead_bytes (dev) - ra0);
+  cr_assert_leq (read_ahead_bytes (dev) - ra0, (N - 2 * STEP) * BLK,
+                 "blocks were read ahead twice, or past the data");
+
+  /* All checked now: trusted, and cached reads read nothing ahead. */
+  ra0 = read_ahead_bytes (dev);
+  read_steps (v, data, 0, N, STEP);
+  cr_assert_eq (trusted (dev) - t0, N, "checked blocks were not trusted");
+  cr_assert_eq (read_ahead_bytes (dev), ra0,
+                "a reader of cached blocks read ahead");
+  close_volume (dev, pool, v);
+  free (data);
+}
+
+/* A block that was checked, trusted, then left the cache and rotted on
+ * the disk, and that comes back through a read ahead, is checked by the
+ * read that finds it in the cache (dev_prefetch claims it, T4): the read
+ * fails, and keeps failing.
+ */
+Test (trust, damage_brought_in_by_a_read_ahead_is_found)
+{
+  enum { N = 256, STEP = 16, BAD = 60 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data, buf[STEP * BLK];
+  uint64_t at, t0;
+
+  data = written_volume (false, N, 42, &dev, &pool, &v);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  t0 = trusted (dev);
+  read_equal (v, data, 0, N * BLK);
+  cr_assert_eq (trusted (dev) - t0, N, "the written blocks were not trusted");
+  at = find_block (data);
+  cr_assert_neq (at, 0);
+  cr_assert_eq (find_block (data + (N - 1) * BLK), at + (N - 1) * BLK,
+                "the test wants the blocks in one run");
+  rot (at + BAD * BLK);
+
+  /* Two reads from the disk start a stream; wait for its window. */
+  read_steps (v, data, 0, 2 * STEP, STEP);
+  wait_cached (at + 2 * STEP * BLK, 4 * STEP, "the first window");
+  read_steps (v, data, 2 * STEP, STEP, STEP);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq (vol_pread (v, buf, STEP * BLK, (BAD / STEP) * STEP * BLK),
+                  -EIO, "read %d: a block that rotted on the disk and came "
+                  "back by a read ahead was returned", i);
+    cr_assert (strstr (cairn_errmsg (), "checksum mismatch reading block 60 ")
+               != NULL, "%s", cairn_errmsg ());
+  }
+  rot (at + BAD * BLK);
+  read_equal (v, data, 0, N * BLK);
+  close_volume (dev, pool, v);
+  free (data);
+}
+
+/* Random reads from the disk read nothing ahead: no read continues the
+ * one before it.
+ */
+Test (trust, random_reads_read_nothing_ahead)
+{
+  enum { N = 1024, READS = 128 };
+  struct cairn_dev *dev;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  uint8_t *data;
+  uint64_t ra0, lbn = 0;
+
+  data = written_volume (false, N, 43, &dev, &pool, &v);
+  cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  evict_all ();
+  ra0 = read_ahead_bytes (dev);
+  /* 389 is prime to 1023: READS distinct places, none near the last. */
+  for (int i = 0; i < READS; i++) {
+    lbn = (lbn + 389) % (N - 1);
+    read_equal (v, data + lbn * BLK, lbn * BLK, 2 * BLK);
+  }
+  cr_assert_eq (read_ahead_bytes (dev), ra0, "random reads read %" PRIu64
+                " bytes ahead", read_ahead_bytes (dev) - ra0);
+  close_volume (dev, pool, v);
+  free (data);
+}
