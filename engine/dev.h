@@ -132,7 +132,10 @@ void dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len);
  *      enters the cache only as the engine reads or writes it, or through
  *      dev_prefetch, which claims (T5) the entry of every block it asks
  *      for before it asks, so a block that left the cache comes back
- *      through a read that checks it.
+ *      through a read that checks it.  (This takes the host at its word
+ *      that it reads what it is asked for and no more: Linux's
+ *      POSIX_FADV_WILLNEED reads the missing pages of the range, one
+ *      folio of the mapping's smallest order at a time, and no others.)
  *  T5. A read that the cache could not serve claims the entries of the
  *      blocks it reads from the disk (dev_trust_claim) before it reads
  *      them, so that another thread's cached read of a page that this
