@@ -262,7 +262,7 @@ file_resident (struct cairn_dev *dev, uint64_t off, uint64_t len,
   struct file_dev *f = to_file_dev (dev);
   uint64_t page = (uint64_t) sysconf (_SC_PAGESIZE), first, last, bpp;
   void *view = __atomic_load_n (&f->view, __ATOMIC_ACQUIRE);
-  unsigned char pages[256];
+  unsigned char pages[DEV_RESIDENT_MAX];   /* pages are no smaller */
 
   if (view == MAP_FAILED) {
     void *expect = MAP_FAILED;

@@ -354,8 +354,7 @@ dev_trust_claim (struct cairn_dev *dev, uint64_t blk)
 uint64_t
 dev_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
-  enum { STEP = 256 };        /* blocks a resident call */
-  unsigned char held[STEP];
+  unsigned char held[DEV_RESIDENT_MAX];
   uint64_t asked = 0;
 
   if (dev->trust == NULL || dev->ops->prefetch == NULL ||
@@ -363,7 +362,8 @@ dev_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
       len % DEV_TRUST_BLOCK || len > dev->size || off > dev->size - len)
     return 0;
   while (len > 0) {
-    uint64_t n = MIN (len / DEV_TRUST_BLOCK, STEP), blk = off / DEV_TRUST_BLOCK;
+    uint64_t n = MIN (len / DEV_TRUST_BLOCK, DEV_RESIDENT_MAX);
+    uint64_t blk = off / DEV_TRUST_BLOCK;
 
     if (dev->ops->resident (dev, off, n * DEV_TRUST_BLOCK, held) < 0)
       memset (held, 0, n);

@@ -21,6 +21,9 @@
 
 struct cairn_dev;
 
+/* The most blocks one resident call (below) is asked about. */
+#define DEV_RESIDENT_MAX 256u
+
 struct cairn_dev_ops {
   const char *kind;    /* "file", "mem", "fault", "powercut" */
   int (*pread) (struct cairn_dev *dev, void *buf, size_t len, uint64_t off);
@@ -44,9 +47,9 @@ struct cairn_dev_ops {
    */
   void (*drop_cached) (struct cairn_dev *dev, uint64_t off, uint64_t len);
   /* Optional, both or neither: which DEV_TRUST_BLOCKs of [off, off + len)
-   * (at most 256 of them, aligned) the host's cache holds, one byte each
-   * into vec, 1 when held; and ask the host's cache to read a range in
-   * without waiting for it (advice, so it cannot fail).  Only
+   * (at most DEV_RESIDENT_MAX of them, aligned) the host's cache holds,
+   * one byte each into vec, 1 when held; and ask the host's cache to read
+   * a range in without waiting for it (advice, so it cannot fail).  Only
    * dev_prefetch calls them.
    */
   int (*resident) (struct cairn_dev *dev, uint64_t off, uint64_t len,

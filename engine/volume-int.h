@@ -17,7 +17,9 @@ struct ra_stream {
   uint64_t used;              /* when a read last continued it */
 };
 struct readahead {
-  bool lock;                  /* a spin lock: held for a few comparisons */
+  bool lock;                  /* a spin lock, held for a few comparisons:
+                               * zero is unlocked, so the handle's calloc
+                               * makes it and nothing destroys it */
   uint32_t active;            /* streams reading ahead (read unlocked) */
   uint64_t clock;
   struct ra_stream s[RA_STREAMS];
