@@ -12,13 +12,19 @@
  * relinked on every hit wrote to both neighbours of that leaf, two more
  * cache misses per visit, under the lock.
  *
+ * The lock.  A lookup that finds its node (the hit of every walk through a
+ * cached tree) takes the cache lock for reading, so walks in parallel do
+ * not queue behind each other; a miss's insert, eviction and the changes
+ * of a commit take it for writing.  Writers are preferred (lock_init).
+ *
  * Pins.  n->refs counts pins, and its NODE_DEAD bit says the node has left
- * the hash.  A pin is taken under the lock (a lookup) or by a holder
- * (cache_pin), and let go without it: so eviction, under the lock, sees a
- * node at zero pins stay there.  Whoever makes refs exactly NODE_DEAD frees
- * the node: the last cache_put of a dead node, or the thread that marks an
- * unpinned node dead.  cache_put takes the lock only to evict, when the
- * cache is over its limit.
+ * the hash.  A pin is taken under the lock (a lookup, holding it for
+ * reading at least) or by a holder (cache_pin), and let go without it: so
+ * eviction, holding the lock for writing, sees a node at zero pins stay
+ * there.  Whoever makes refs exactly NODE_DEAD frees the node: the last
+ * cache_put of a dead node, or the thread that marks an unpinned node dead.
+ * cache_put takes the lock only to evict, when the cache is over its
+ * limit.
  *
  * Buffers.  Node buffers come from chunks the cache maps itself and go
  * back to its own free list, never to malloc.  With malloc, the nbdkit
@@ -48,6 +54,25 @@ hash_slot (const struct nodecache *c, uint64_t addr)
   return (size_t) (h >> 20) & (c->hash_size - 1);
 }
 
+/* The cache lock: lookups that hit take it for reading, everything that
+ * changes the hash or the ring for writing.  Writers are preferred, or a
+ * steady stream of hits could keep a miss waiting to insert its node.
+ */
+static int
+lock_init (pthread_rwlock_t *lock)
+{
+  pthread_rwlockattr_t attr;
+  int r;
+
+  if (pthread_rwlockattr_init (&attr) != 0)
+    return -1;
+  pthread_rwlockattr_setkind_np (&attr,
+                                 PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  r = pthread_rwlock_init (lock, &attr);
+  pthread_rwlockattr_destroy (&attr);
+  return r;
+}
+
 /* Create a cache. */
 int
 nodecache_create (const struct nodecache_config *cfg, struct nodecache **cachep)
@@ -72,7 +97,11 @@ nodecache_create (const struct nodecache_config *cfg, struct nodecache **cachep)
     free (c);
     return cairn_fail (-ENOMEM, "out of memory creating the node cache");
   }
-  pthread_mutex_init (&c->lock, NULL);
+  if (lock_init (&c->lock) != 0) {
+    free (c->hash);
+    free (c);
+    return cairn_fail (-ENOMEM, "out of memory creating the node cache");
+  }
   pthread_mutex_init (&c->buf_lock, NULL);
   *cachep = c;
   return 0;
@@ -173,7 +202,19 @@ node_destroy (struct nodecache *c, struct node *n)
 {
   __atomic_sub_fetch (&c->alive, 1, __ATOMIC_RELAXED);
   buf_put (c, n->buf);
+  free (n->checked);
   free (n);
+}
+
+/* The children-checked bits of a node that is clean from now on (NULL for
+ * a leaf, or out of memory: btree_child then checks every time).
+ */
+static uint8_t *
+checked_bits (const struct node *n)
+{
+  if (node_level (n) == 0)
+    return NULL;
+  return calloc (DIV_ROUND_UP (node_nitems (n), 8), 1);
 }
 
 /* Destroy the cache and every node in it. */
@@ -195,7 +236,7 @@ nodecache_destroy (struct nodecache *c)
     munmap (c->chunks[i], BUF_CHUNK);
   free (c->chunks);
   pthread_mutex_destroy (&c->buf_lock);
-  pthread_mutex_destroy (&c->lock);
+  pthread_rwlock_destroy (&c->lock);
   free (c);
 }
 
@@ -224,9 +265,9 @@ nodecache_node_size (struct nodecache *c)
 void
 nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
 {
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   *st = c->stats;
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
   st->alive = __atomic_load_n (&c->alive, __ATOMIC_RELAXED);
 }
 
@@ -277,12 +318,14 @@ bytes_add (struct nodecache *c, int64_t delta)
                     __ATOMIC_RELAXED);
 }
 
-/* Pin a node found in the hash (lock held). */
+/* Pin a node found in the hash (lock held, for reading at least: lookups
+ * pin side by side, so the referenced bit is stored atomically).
+ */
 static void
 pin_found (struct node *n)
 {
   __atomic_add_fetch (&n->refs, 1, __ATOMIC_RELAXED);
-  n->referenced = true;
+  __atomic_store_n (&n->referenced, true, __ATOMIC_RELAXED);
 }
 
 /* Unlink from the hash table (lock held). */
@@ -427,17 +470,17 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   uint32_t used;
   int r;
 
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_rdlock (&c->lock);
   n = hash_find (c, bp->addr);
   if (n && n->gen == bp->birth) {
     pin_found (n);
-    c->stats.hits++;
-    pthread_mutex_unlock (&c->lock);
+    __atomic_add_fetch (&c->stats.hits, 1, __ATOMIC_RELAXED);
+    pthread_rwlock_unlock (&c->lock);
     *np = n;
     return 0;
   }
-  c->stats.misses++;
-  pthread_mutex_unlock (&c->lock);
+  __atomic_add_fetch (&c->stats.misses, 1, __ATOMIC_RELAXED);
+  pthread_rwlock_unlock (&c->lock);
 
   if (bp->addr == 0 || bp->addr % BLOCK_SIZE ||
       bp->addr + c->node_size > c->dev->size) {
@@ -453,9 +496,9 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
     goto fail;
   sha256 (n->buf, c->node_size, sha);
   if (memcmp (sha, bp->sha, SHA256_LEN) != 0) {
-    pthread_mutex_lock (&c->lock);
+    pthread_rwlock_wrlock (&c->lock);
     c->stats.csum_errors++;
-    pthread_mutex_unlock (&c->lock);
+    pthread_rwlock_unlock (&c->lock);
     r = cairn_fail (-EIO, "checksum mismatch in metadata node at byte %" PRIu64
                     " (block %" PRIu64 ", birth %" PRIu64 "): the node is "
                     "damaged on disk", bp->addr, bp->addr >> BLOCK_SHIFT,
@@ -464,22 +507,23 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   }
   r = node_validate (n->buf, c->node_size, bp, c->uuid, &used);
   if (r < 0) {
-    pthread_mutex_lock (&c->lock);
+    pthread_rwlock_wrlock (&c->lock);
     c->stats.corrupt++;
-    pthread_mutex_unlock (&c->lock);
+    pthread_rwlock_unlock (&c->lock);
     goto fail;
   }
   n->addr = bp->addr;
   n->gen = bp->birth;
   n->used = used;
   n->refs = 1;          /* not yet shared: no atomics needed */
+  n->checked = checked_bits (n);
 
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   other = hash_find (c, bp->addr);
   if (other && other->gen == bp->birth) {
     /* Another thread read it meanwhile: use its copy. */
     pin_found (other);
-    pthread_mutex_unlock (&c->lock);
+    pthread_rwlock_unlock (&c->lock);
     node_destroy (c, n);
     *np = other;
     return 0;
@@ -490,7 +534,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   n->referenced = true;
   ring_add (c, n);
   evict (c);
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
   *np = n;
   return 0;
 
@@ -505,11 +549,11 @@ cache_find (struct nodecache *c, uint64_t addr)
 {
   struct node *n;
 
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_rdlock (&c->lock);
   n = hash_find (c, addr);
   if (n)
     pin_found (n);
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
   return n;
 }
 
@@ -527,14 +571,14 @@ cache_new (struct nodecache *c, uint64_t addr, unsigned level, uint64_t owner,
   n->refs = 1;
   n->dirty = true;
 
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   old = hash_find (c, addr);
   if (old)
     node_retire (c, old);
   hash_insert (c, n);
   c->stats.dirty_nodes++;
   evict (c);
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
   *np = n;
   return 0;
 }
@@ -565,9 +609,9 @@ cache_put (struct nodecache *c, struct node *n)
   }
   if (was == 1 &&
       __atomic_load_n (&c->stats.bytes, __ATOMIC_RELAXED) > c->limit_bytes) {
-    pthread_mutex_lock (&c->lock);
+    pthread_rwlock_wrlock (&c->lock);
     evict (c);
-    pthread_mutex_unlock (&c->lock);
+    pthread_rwlock_unlock (&c->lock);
   }
 }
 
@@ -575,31 +619,32 @@ cache_put (struct nodecache *c, struct node *n)
 void
 cache_forget (struct nodecache *c, struct node *n)
 {
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   if (!(__atomic_load_n (&n->refs, __ATOMIC_RELAXED) & NODE_DEAD))
     node_retire (c, n);
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
 }
 
 /* A frozen node is clean from now on: the hand may evict it. */
 void
 cache_mark_clean (struct nodecache *c, struct node *n)
 {
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   if (n->dirty) {           /* a dead node is not: node_retire */
     n->dirty = false;
     c->stats.dirty_nodes--;
     n->referenced = true;
     ring_add (c, n);
+    __atomic_store_n (&n->checked, checked_bits (n), __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
 }
 
 /* Drop every clean unpinned node. */
 void
 nodecache_drop_clean (struct nodecache *c)
 {
-  pthread_mutex_lock (&c->lock);
+  pthread_rwlock_wrlock (&c->lock);
   evict_to (c, 0);
-  pthread_mutex_unlock (&c->lock);
+  pthread_rwlock_unlock (&c->lock);
 }

@@ -54,6 +54,13 @@ struct node {
   struct node *hnext;       /* hash chain */
   struct node *cprev, *cnext; /* the clock ring of clean nodes */
   uint8_t *buf;
+  /* A clean internal node's children whose keys btree_child found inside
+   * the node's range for them, a bit each (set atomically); NULL for a
+   * dirty node or a leaf, or when memory ran out: check every time.  A
+   * clean node never changes, and its pointers name each child by its
+   * checksum, so what was found holds for the node's life in the cache.
+   */
+  uint8_t *checked;
 };
 
 #define NODE_DEAD 0x80000000u
@@ -72,7 +79,8 @@ struct nodecache {
   uint64_t fail_at;         /* tests: fail the change with this number */
   int fail_err;
 
-  pthread_mutex_t lock;     /* hash, ring, dirty, counters */
+  pthread_rwlock_t lock;    /* hash, ring, dirty, counters: read-locked by
+                               lookups (btree-cache.c) */
   struct node **hash;
   size_t hash_size;         /* power of two */
   struct node *hand;        /* the clock hand: NULL when the ring is empty */

@@ -327,6 +327,8 @@ btree_child (struct btree *t, struct node *parent, uint32_t i, struct node **cp)
   struct blkptr bp;
   struct node *c;
   uint32_t n = node_nitems (parent), cn;
+  uint8_t *memo = __atomic_load_n (&parent->checked, __ATOMIC_ACQUIRE);
+  uint8_t bit = (uint8_t) (1u << (i % 8));
   int r;
 
   node_get_child (parent, i, &bp);
@@ -345,9 +347,11 @@ btree_child (struct btree *t, struct node *parent, uint32_t i, struct node **cp)
     return bad_child (parent, i, "is empty");
   }
   /* The child's smallest real key (item 1 in an internal child) and its
-   * largest must lie inside the parent's range for it.
+   * largest must lie inside the parent's range for it: checked once for
+   * each child of a clean parent (node->checked), and every time below a
+   * dirty one.
    */
-  {
+  if (memo == NULL || !(__atomic_load_n (&memo[i / 8], __ATOMIC_RELAXED) & bit)) {
     size_t lo_len, hi_len, first_len, last_len;
     uint32_t first = node_level (c) > 0 ? 1 : 0;
     const uint8_t *lo = node_key (parent, i, &lo_len);
@@ -367,6 +371,8 @@ btree_child (struct btree *t, struct node *parent, uint32_t i, struct node **cp)
         return bad_child (parent, i, "holds a key above its range");
       }
     }
+    if (memo)
+      __atomic_fetch_or (&memo[i / 8], bit, __ATOMIC_RELAXED);
   }
   *cp = c;
   return 0;

@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 
+#include "btree-int.h"
 #include "test-btree.h"
 
 Test (btree, empty_tree)
@@ -276,6 +277,57 @@ Test (btree, bitflip_in_node_detected)
     cr_assert_gt (rep.errors, 0, "fsck must report the damaged node");
   }
   dev_close (e.dev);
+}
+
+/* A clean parent remembers which children it found inside their ranges
+ * (BT-2), and a child found outside its range is found there on every
+ * walk.  The root's children 1 and 2 are swapped in the cached root before
+ * any walk, as a node forged with good checksums would come from the disk.
+ */
+Test (btree, a_child_outside_its_range_is_found_on_every_walk)
+{
+  struct nodecache *c;
+  struct btree_root root;
+  struct blkptr a, b;
+  struct node *n;
+  struct env e;
+  uint8_t k[8], v[100] = { 0 };
+  const uint8_t *sep;
+  size_t seplen;
+
+  env_open (&e, 64 << 20, 4096, 8 << 20);
+  for (uint64_t i = 0; i < 2000; i++) {
+    k64 (k, i);
+    cr_assert_eq (put (&e, k, 8, v, sizeof v, 0), 0, "%s", cairn_errmsg ());
+  }
+  env_reopen (&e);
+  c = pool_cache (e.pool);
+  btree_get_root (e.t, &root);
+  cr_assert_eq (cache_get (c, &root.bp, &n), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (node_level (n), 1, "the tree should have leaves under its root");
+  cr_assert_geq (node_nitems (n), 3);
+  node_get_child (n, 1, &a);
+  node_get_child (n, 2, &b);
+  node_set_child (n, 1, &b);
+  node_set_child (n, 2, &a);
+  sep = node_key (n, 1, &seplen);
+  cr_assert_eq (seplen, 8);
+  memcpy (k, sep, 8);
+
+  /* Child 0 is where it belongs: its bit is set, and is child 1's not. */
+  cr_assert_eq (get (&e, (uint8_t[8]) { 0 }, 8, NULL, 0, NULL), 0,
+                "%s", cairn_errmsg ());
+  for (int walk = 0; walk < 3; walk++) {
+    cr_assert_eq (get (&e, k, 8, NULL, 0, NULL), -EIO, "walk %d", walk);
+    cr_assert (strstr (cairn_errmsg (), "holds a key above its range") != NULL,
+               "walk %d: %s", walk, cairn_errmsg ());
+  }
+  node_set_child (n, 1, &a);
+  node_set_child (n, 2, &b);
+  for (int walk = 0; walk < 2; walk++)
+    cr_assert_eq (get (&e, k, 8, NULL, 0, NULL), 0, "%s", cairn_errmsg ());
+  cache_put (c, n);
+  env_close (&e);
 }
 
 /* ---------------------------------------------------------------- model */
