@@ -267,6 +267,7 @@ nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
 {
   pthread_rwlock_wrlock (&c->lock);
   *st = c->stats;
+  counters_sum (c->hits, sizeof c->hits[0], 1, &st->hits);
   pthread_rwlock_unlock (&c->lock);
   st->alive = __atomic_load_n (&c->alive, __ATOMIC_RELAXED);
 }
@@ -474,7 +475,7 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   n = hash_find (c, bp->addr);
   if (n && n->gen == bp->birth) {
     pin_found (n);
-    __atomic_add_fetch (&c->stats.hits, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch (&c->hits[counter_shard ()].c, 1, __ATOMIC_RELAXED);
     pthread_rwlock_unlock (&c->lock);
     *np = n;
     return 0;

@@ -85,7 +85,8 @@ struct nodecache {
   size_t hash_size;         /* power of two */
   struct node *hand;        /* the clock hand: NULL when the ring is empty */
   size_t ring_nodes;
-  struct nodecache_stats stats;
+  struct nodecache_stats stats;  /* but hits: */
+  SHARDED (uint64_t) hits[COUNTER_SHARDS];
 
   /* Node buffers (btree-cache.c, "buffers"), under their own lock. */
   pthread_mutex_t buf_lock;

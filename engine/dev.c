@@ -157,6 +157,16 @@ dev_check_range (struct cairn_dev *dev, const char *what, uint64_t len,
   return 0;
 }
 
+/* Sum the counters of every CPU. */
+void
+dev_counts (const struct cairn_dev *dev, struct dev_counts *out)
+{
+  _Static_assert (sizeof *out % sizeof (uint64_t) == 0,
+                  "struct dev_counts holds only uint64_t counters");
+  counters_sum (dev->counts, sizeof dev->counts[0],
+                sizeof *out / sizeof (uint64_t), (uint64_t *) out);
+}
+
 /* Read len bytes at off, all or nothing. */
 int
 dev_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
@@ -169,7 +179,7 @@ dev_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   r = dev->ops->pread (dev, buf, len, off);
   if (r < 0)
     return r;
-  __atomic_fetch_add (&dev->bytes_read, (uint64_t) len, __ATOMIC_RELAXED);
+  DEV_COUNT (dev, bytes_read, len);
   return 0;
 }
 
@@ -192,7 +202,7 @@ dev_pwrite_hashed (struct cairn_dev *dev, const void *buf, size_t len,
     trust_release (dev->trust, off, len, r == 0 ? shas : NULL);
   if (r < 0)
     return r;
-  __atomic_fetch_add (&dev->bytes_written, (uint64_t) len, __ATOMIC_RELAXED);
+  DEV_COUNT (dev, bytes_written, len);
   return 0;
 }
 
@@ -211,7 +221,7 @@ dev_flush (struct cairn_dev *dev)
   r = dev->ops->flush (dev);
   if (r < 0)
     return r;
-  __atomic_fetch_add (&dev->flushes, (uint64_t) 1, __ATOMIC_RELAXED);
+  DEV_COUNT (dev, flushes, 1);
   return 0;
 }
 
@@ -314,7 +324,7 @@ dev_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
   r = dev->ops->pread_cached (dev, buf, len, off, gotp);
   if (r < 0)
     return r;
-  __atomic_fetch_add (&dev->bytes_read, (uint64_t) *gotp, __ATOMIC_RELAXED);
+  DEV_COUNT (dev, bytes_read, *gotp);
   return 0;
 }
 
@@ -382,7 +392,7 @@ dev_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
     len -= n * DEV_TRUST_BLOCK;
   }
   if (asked)
-    __atomic_fetch_add (&dev->bytes_prefetched, asked, __ATOMIC_RELAXED);
+    DEV_COUNT (dev, bytes_prefetched, asked);
   return asked;
 }
 

@@ -59,17 +59,31 @@ struct cairn_dev_ops {
 
 struct dev_trust;
 
+/* What a device counts (dev_counts). */
+struct dev_counts {
+  uint64_t bytes_read, bytes_written, flushes;
+  uint64_t blocks_trusted;    /* read from the cache and not checked again */
+  uint64_t bytes_prefetched;  /* asked for by dev_prefetch */
+};
+
 /* The common head of every device; backends embed it first. */
 struct cairn_dev {
   const struct cairn_dev_ops *ops;
   uint64_t size;              /* bytes */
   char name[256];             /* path or description, for messages */
-  /* Counters, updated by the dev_* wrappers below (atomically). */
-  uint64_t bytes_read, bytes_written, flushes;
-  uint64_t blocks_trusted;    /* read from the cache and not checked again */
-  uint64_t bytes_prefetched;  /* asked for by dev_prefetch */
+  /* Counters, added to by the dev_* wrappers below (DEV_COUNT), per CPU
+   * (util.h): dev_counts sums them.
+   */
+  SHARDED (struct dev_counts) counts[COUNTER_SHARDS];
   struct dev_trust *trust;    /* dev_trust_enable; NULL: check every read */
 };
+
+#define DEV_COUNT(dev, field, n) \
+  __atomic_add_fetch (&(dev)->counts[counter_shard ()].c.field, \
+                      (uint64_t) (n), __ATOMIC_RELAXED)
+
+/* The device's counters. */
+void dev_counts (const struct cairn_dev *dev, struct dev_counts *out);
 
 /* Wrappers that check bounds, count and call the backend.  A read or
  * write past dev->size fails with -EINVAL.  Short reads and writes are

@@ -563,6 +563,8 @@ pool_space_load (struct cairn_pool *pool)
 void
 pool_info (struct cairn_pool *pool, struct pool_info *info)
 {
+  struct dev_counts dc;
+
   (void) space_ensure (pool);   /* a failure shows as info->failed */
   memset (info, 0, sizeof *info);
   pthread_mutex_lock (&pool->commit_lock);
@@ -585,10 +587,9 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   space_stats (pool->space, &info->space);
   nodecache_stats (pool->cache, &info->cache);
   info->check_every_read = !dev_trusting (pool->dev);
-  info->blocks_trusted = __atomic_load_n (&pool->dev->blocks_trusted,
-                                          __ATOMIC_RELAXED);
-  info->bytes_read_ahead = __atomic_load_n (&pool->dev->bytes_prefetched,
-                                            __ATOMIC_RELAXED);
+  dev_counts (pool->dev, &dc);
+  info->blocks_trusted = dc.blocks_trusted;
+  info->bytes_read_ahead = dc.bytes_prefetched;
 }
 
 struct nodecache *

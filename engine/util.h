@@ -7,6 +7,7 @@
 #ifndef CAIRN_UTIL_H
 #define CAIRN_UTIL_H
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +98,44 @@ put_be64 (uint8_t *p, uint64_t v)
   for (int i = 7; i >= 0; i--) {
     p[i] = v & 0xff;
     v >>= 8;
+  }
+}
+
+/* Counters that many threads add to at once.
+ *
+ * A statistic that every request adds to (bytes read, node cache hits) is
+ * kept per CPU and summed when read: a single counter is a cache line that
+ * the CPUs hand each other at every add, and a random read made a dozen
+ * such adds, which cost as much as its walk of the tree.  SHARDED (T)
+ * follows a T with a line's worth of padding, so that an array of them
+ * puts no two shards' counters on one cache line, however the array is
+ * aligned.  A sum taken while adds run may miss those, as a single
+ * counter read then would.
+ */
+#define COUNTER_SHARDS 8u
+#define SHARDED(type) struct { type c; uint8_t pad_[64]; }
+
+/* The shard of the CPU the caller runs on (rseq makes it a load). */
+static inline unsigned
+counter_shard (void)
+{
+  int cpu = sched_getcpu ();
+
+  return cpu < 0 ? 0 : (unsigned) cpu % COUNTER_SHARDS;
+}
+
+/* Add up COUNTER_SHARDS shards, stride bytes apart, of words uint64_t
+ * counters each, into out.
+ */
+static inline void
+counters_sum (const void *shards, size_t stride, size_t words, uint64_t *out)
+{
+  for (size_t w = 0; w < words; w++) {
+    out[w] = 0;
+    for (unsigned s = 0; s < COUNTER_SHARDS; s++)
+      out[w] += __atomic_load_n ((const uint64_t *) ((const uint8_t *) shards +
+                                                     s * stride) + w,
+                                 __ATOMIC_RELAXED);
   }
 }
 

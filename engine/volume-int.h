@@ -34,12 +34,13 @@ struct cairn_volume {
   uint64_t gen;               /* pinned state: its generation */
   uint64_t size;              /* pinned state: its size */
   struct vol_info info;
-  struct vol_stats stats;     /* updated atomically */
+  SHARDED (struct vol_stats) stats[COUNTER_SHARDS]; /* COUNT, vol_stats */
   struct readahead ra;        /* zeroed at open */
 };
 
 #define COUNT(v, field, amount) \
-  __atomic_add_fetch (&(v)->stats.field, (amount), __ATOMIC_RELAXED)
+  __atomic_add_fetch (&(v)->stats[counter_shard ()].c.field, (amount), \
+                      __ATOMIC_RELAXED)
 
 /* Copy the mapping of blocks [lbn, lbn + n) under the tree's read lock
  * (digests as map_range_locked, or into shas when not NULL).

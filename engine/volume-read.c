@@ -159,7 +159,7 @@ read_run (struct cairn_dev *dev, uint8_t *buf, uint64_t addr, uint64_t len,
       ntrusted += trusted[i];
     }
     if (ntrusted)
-      __atomic_fetch_add (&dev->blocks_trusted, ntrusted, __ATOMIC_RELAXED);
+      DEV_COUNT (dev, blocks_trusted, ntrusted);
     /* The rest comes from the disk: claim it first (T5). */
     for (uint64_t i = k; i < len; i++)
       seen[i] = dev_trust_claim (dev, addr + i);

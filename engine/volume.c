@@ -313,13 +313,10 @@ void
 vol_stats (struct cairn_volume *v, struct vol_stats *st)
 {
   /* Counter by counter: other threads add to them (COUNT) meanwhile. */
-  const uint64_t *from = (const uint64_t *) &v->stats;
-  uint64_t *to = (uint64_t *) st;
-
   _Static_assert (sizeof *st % sizeof (uint64_t) == 0,
                   "struct vol_stats holds only uint64_t counters");
-  for (size_t i = 0; i < sizeof *st / sizeof (uint64_t); i++)
-    to[i] = __atomic_load_n (&from[i], __ATOMIC_RELAXED);
+  counters_sum (v->stats, sizeof v->stats[0], sizeof *st / sizeof (uint64_t),
+                (uint64_t *) st);
 }
 
 /* ---------------------------------------------------------------- writing */

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +26,16 @@
 #define MiB (1024 * 1024)
 
 /* ------------------------------------------------------------ helpers */
+
+/* The device's counters, summed. */
+static struct dev_counts
+counts (const struct cairn_dev *dev)
+{
+  struct dev_counts dc;
+
+  dev_counts (dev, &dc);
+  return dc;
+}
 
 /* The seed for randomised tests: CAIRN_TEST_SEED, or a fixed default. */
 static uint64_t
@@ -241,11 +252,38 @@ Test (wrappers, counters)
   cr_assert_eq (dev_pwrite (dev, buf, 512, 64 * KiB), -EINVAL);
   cr_assert_eq (dev_flush (dev), 0);
   cr_assert_eq (dev_flush (dev), 0);
-  cr_assert_eq (dev->bytes_written, 4608);
-  cr_assert_eq (dev->bytes_read, 1024);
-  cr_assert_eq (dev->flushes, 2);
+  cr_assert_eq (counts (dev).bytes_written, 4608);
+  cr_assert_eq (counts (dev).bytes_read, 1024);
+  cr_assert_eq (counts (dev).flushes, 2);
   dev_close (dev);
   dev_close (NULL);
+}
+
+/* Counters are kept per CPU (util.h): what every CPU added is summed. */
+Test (wrappers, counters_of_every_cpu)
+{
+  struct cairn_dev *dev = mem (64 * KiB);
+  uint8_t buf[512] = { 0 };
+  cpu_set_t allowed, one;
+  unsigned cpus = 0, shards[COUNTER_SHARDS] = { 0 };
+
+  cr_assert_eq (sched_getaffinity (0, sizeof allowed, &allowed), 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET (cpu, &allowed))
+      continue;
+    CPU_ZERO (&one);
+    CPU_SET (cpu, &one);
+    cr_assert_eq (sched_setaffinity (0, sizeof one, &one), 0);
+    cr_assert_eq (dev_pwrite (dev, buf, 512, 0), 0);
+    shards[counter_shard ()]++;
+    cpus++;
+  }
+  cr_assert_eq (sched_setaffinity (0, sizeof allowed, &allowed), 0);
+  cr_assert_eq (counts (dev).bytes_written, cpus * 512ull);
+  if (cpus > 1)
+    for (unsigned s = 0; s < COUNTER_SHARDS; s++)
+      cr_assert_lt (shards[s], cpus, "every CPU counted in shard %u", s);
+  dev_close (dev);
 }
 
 /* ------------------------------------------------------------ file */
@@ -570,9 +608,9 @@ Test (fault, flush_and_rearm)
   cr_assert_eq (dev_fault_create (lower, &dev), 0);
   dev_fault_set (dev, DEV_FAULT_FLUSH, 1, false, -EIO);
   cr_assert_eq (dev_flush (dev), -EIO);
-  cr_assert_eq (lower->flushes, 0);
+  cr_assert_eq (counts (lower).flushes, 0);
   cr_assert_eq (dev_flush (dev), 0);
-  cr_assert_eq (lower->flushes, 1);
+  cr_assert_eq (counts (lower).flushes, 1);
 
   /* Re-arming counts from the moment it is armed. */
   dev_fault_set (dev, DEV_FAULT_FLUSH, 2, true, -EROFS);
@@ -607,14 +645,14 @@ Test (powercut, unflushed_writes_stay_above_lower)
   cr_assert (is_filled (via, 4096, 1), "first write, not overlapped");
   cr_assert (is_filled (via + 4096, 8192, 2), "later write wins");
   cr_assert (is_all (low, 12288, 0), "nothing reached lower");
-  cr_assert_eq (lower->bytes_written, 0);
+  cr_assert_eq (counts (lower).bytes_written, 0);
 
   /* A read that covers only part of a pending write. */
   CLEANUP_FREE uint8_t *part = read_all (dev, 2048, 1024);
   cr_assert (memcmp (part, via + 2048, 1024) == 0);
 
   cr_assert_eq (dev_flush (dev), 0);
-  cr_assert_eq (lower->flushes, 1);
+  cr_assert_eq (counts (lower).flushes, 1);
   CLEANUP_FREE uint8_t *low2 = read_all (lower, 0, 12288);
   cr_assert (memcmp (low2, via, 12288) == 0, "flush applied in order");
 
@@ -1002,7 +1040,7 @@ Test (powercut, threads)
     cr_assert_null (ret);
   }
   cr_assert_eq (dev_powercut_writes (dev), 256);
-  cr_assert_eq (dev->bytes_written, 256 * 4096);
+  cr_assert_eq (counts (dev).bytes_written, 256 * 4096);
   for (unsigned t = 0; t < 4; t++) {
     for (unsigned i = 0; i < 64; i++) {
       CLEANUP_FREE uint8_t *low =

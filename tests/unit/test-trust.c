@@ -183,7 +183,10 @@ find_block (const uint8_t *data)
 static uint64_t
 trusted (struct cairn_dev *dev)
 {
-  return __atomic_load_n (&dev->blocks_trusted, __ATOMIC_RELAXED);
+  struct dev_counts dc;
+
+  dev_counts (dev, &dc);
+  return dc.blocks_trusted;
 }
 
 /* Read [off, off + len) and compare it with want. */
@@ -798,7 +801,10 @@ Test (trust, pages_that_only_snapshots_hold_leave_the_cache)
 static uint64_t
 read_ahead_bytes (struct cairn_dev *dev)
 {
-  return __atomic_load_n (&dev->bytes_prefetched, __ATOMIC_RELAXED);
+  struct dev_counts dc;
+
+  dev_counts (dev, &dc);
+  return dc.bytes_prefetched;
 }
 
 /* Wait (5 s at most) until n pages from byte addr of the pool file are in
