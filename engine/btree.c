@@ -351,7 +351,8 @@ btree_child (struct btree *t, struct node *parent, uint32_t i, struct node **cp)
    * each child of a clean parent (node->checked), and every time below a
    * dirty one.
    */
-  if (memo == NULL || !(__atomic_load_n (&memo[i / 8], __ATOMIC_RELAXED) & bit)) {
+  if (memo == NULL ||
+      !(__atomic_load_n (&memo[i / 8], __ATOMIC_RELAXED) & bit)) {
     size_t lo_len, hi_len, first_len, last_len;
     uint32_t first = node_level (c) > 0 ? 1 : 0;
     const uint8_t *lo = node_key (parent, i, &lo_len);
