@@ -267,7 +267,7 @@ nodecache_stats (struct nodecache *c, struct nodecache_stats *st)
 {
   pthread_rwlock_wrlock (&c->lock);
   *st = c->stats;
-  counters_sum (c->hits, sizeof c->hits[0], 1, &st->hits);
+  COUNTERS_SUM (c->hits, &st->hits);
   pthread_rwlock_unlock (&c->lock);
   st->alive = __atomic_load_n (&c->alive, __ATOMIC_RELAXED);
 }

@@ -161,10 +161,7 @@ dev_check_range (struct cairn_dev *dev, const char *what, uint64_t len,
 void
 dev_counts (const struct cairn_dev *dev, struct dev_counts *out)
 {
-  _Static_assert (sizeof *out % sizeof (uint64_t) == 0,
-                  "struct dev_counts holds only uint64_t counters");
-  counters_sum (dev->counts, sizeof dev->counts[0],
-                sizeof *out / sizeof (uint64_t), (uint64_t *) out);
+  COUNTERS_SUM (dev->counts, out);
 }
 
 /* Read len bytes at off, all or nothing. */

@@ -312,11 +312,7 @@ vol_get_info (struct cairn_volume *v, struct vol_info *info)
 void
 vol_stats (struct cairn_volume *v, struct vol_stats *st)
 {
-  /* Counter by counter: other threads add to them (COUNT) meanwhile. */
-  _Static_assert (sizeof *st % sizeof (uint64_t) == 0,
-                  "struct vol_stats holds only uint64_t counters");
-  counters_sum (v->stats, sizeof v->stats[0], sizeof *st / sizeof (uint64_t),
-                (uint64_t *) st);
+  COUNTERS_SUM (v->stats, st);   /* other threads add meanwhile (COUNT) */
 }
 
 /* ---------------------------------------------------------------- writing */
