@@ -31,7 +31,6 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/sysmacros.h>
@@ -40,6 +39,7 @@
 #include <linux/fs.h>
 
 #include "dev.h"
+#include "dev-iowatch.h"
 
 struct file_dev {
   struct cairn_dev dev;       /* must be first */
@@ -47,6 +47,7 @@ struct file_dev {
   bool is_block;              /* a block device, not a regular file */
   bool rdonly;
   pthread_mutex_t write_lock; /* held through a pwrite to a regular file */
+  bool watch_perf;            /* cached reads watched by perf where it can */
   /* A read-only shared mapping of the whole device, made at the first
    * file_resident and only ever given to mincore: MAP_FAILED before, NULL
    * when it could not be made.  Set once, by compare-and-swap.
@@ -89,26 +90,14 @@ file_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   return 0;
 }
 
-/* The calling thread's count of blocks read from storage (ru_inblock) as
- * its last cached read saw it; -1 before the first.
- */
-static __thread long seen_inblock = -1;
-
 /* Read what the page cache held of [off, off + len).
  *
  * preadv2 with RWF_NOWAIT returns what is in the cache and fails with
- * EAGAIN, or returns short, where it would wait for the disk; but first it
- * asks the kernel to read what is missing, and when that read ends before
- * the call looks again (a fast disk, a thread descheduled in between), the
- * call returns data that has just come from the disk.  The thread's count
- * of blocks read from storage (ru_inblock, counted as the read is issued)
- * tells: it is read once after each call and compared with what the
- * thread's previous call saw, so when the thread read anything from
- * storage since then, this call's read included, nothing the call
- * returned counts as cached and the caller reads and checks it all.  (One
- * getrusage per call, not one before and one after, but for a thread's
- * first call: the price is that after a read of its own from the disk, a
- * thread's next cached read is checked when it need not be.)
+ * EAGAIN, or returns short, where it would wait for the disk; but a call
+ * can also return data that it has just brought in from the disk, so the
+ * thread is watched across the call (dev-iowatch.c), and when it brought
+ * anything in, nothing the call returned counts as cached and the caller
+ * reads and checks it all.
  */
 static int
 file_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
@@ -116,27 +105,27 @@ file_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
 {
   struct file_dev *f = to_file_dev (dev);
   struct iovec iov = { .iov_base = buf, .iov_len = len };
-  struct rusage now;
-  long before = seen_inblock;
+  struct iowatch w;
   ssize_t n;
 
   *gotp = 0;
-  if (before == -1 && getrusage (RUSAGE_THREAD, &now) == 0)
-    before = now.ru_inblock;        /* the thread's first cached read */
+  iowatch_start (&w, f->watch_perf);
   do
     n = preadv2 (f->fd, &iov, 1, (off_t) off, RWF_NOWAIT);
   while (n < 0 && errno == EINTR);
   if (n < 0 && errno != EAGAIN && errno != EOPNOTSUPP)
     return cairn_fail (-errno, "%s: read at offset %" PRIu64 ": %m",
                        dev->name, off);
-  if (getrusage (RUSAGE_THREAD, &now) == -1) {
-    seen_inblock = -1;
-    return 0;
-  }
-  seen_inblock = now.ru_inblock;
-  if (n > 0 && before != -1 && now.ru_inblock == before)
+  if (iowatch_quiet (&w) && n > 0)
     *gotp = (size_t) n;
   return 0;
+}
+
+/* How this thread's cached reads are watched. */
+static const char *
+file_cache_watch (struct cairn_dev *dev)
+{
+  return iowatch_method (to_file_dev (dev)->watch_perf);
 }
 
 /* Read ahead nothing: every page comes into the cache through a read of
@@ -294,23 +283,20 @@ file_resident (struct cairn_dev *dev, uint64_t off, uint64_t len,
 /* Ask the kernel to read [off, off + len) into the page cache and return
  * without waiting.  POSIX_FADV_WILLNEED reads at most the larger of the
  * file's read-ahead window and the device's largest request per call, so
- * it goes in steps no window is smaller than.  The thread's count of
- * blocks read (file_pread_cached) is taken again after: the reads asked
- * for here are not the next cached read's own.
+ * it goes in steps no window is smaller than.  The reads asked for here
+ * are not the next cached read's own (iowatch_rebase).
  */
 static void
 file_prefetch (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
   enum { STEP = 128 * 1024 };
   struct file_dev *f = to_file_dev (dev);
-  struct rusage now;
 
   for (uint64_t at = 0; at < len; at += STEP)
     posix_fadvise (f->fd, (off_t) (off + at),
                    (off_t) (len - at < STEP ? len - at : STEP),
                    POSIX_FADV_WILLNEED);
-  if (seen_inblock != -1 && getrusage (RUSAGE_THREAD, &now) == 0)
-    seen_inblock = now.ru_inblock;
+  iowatch_rebase ();
 }
 
 static const struct cairn_dev_ops file_ops = {
@@ -321,6 +307,7 @@ static const struct cairn_dev_ops file_ops = {
   .discard = file_discard,
   .close = file_close,
   .pread_cached = file_pread_cached,
+  .cache_watch = file_cache_watch,
   .no_readahead = file_no_readahead,
   .drop_cached = file_drop_cached,
   .resident = file_resident,
@@ -409,7 +396,7 @@ dev_file_open (const char *path, unsigned flags, uint64_t create_size,
   int r;
 
   *devp = NULL;
-  if (flags & ~(DEV_CREATE | DEV_RDONLY))
+  if (flags & ~(DEV_CREATE | DEV_RDONLY | DEV_WATCH_RUSAGE))
     return cairn_fail (-EINVAL, "%s: unknown device flags 0x%x", path, flags);
   if (create && rdonly)
     return cairn_fail (-EINVAL, "%s: cannot create a device read-only", path);
@@ -454,6 +441,7 @@ dev_file_open (const char *path, unsigned flags, uint64_t create_size,
   f->fd = fd;
   f->view = MAP_FAILED;
   f->rdonly = rdonly;
+  f->watch_perf = !(flags & DEV_WATCH_RUSAGE);
   pthread_mutex_init (&f->write_lock, NULL);
   f->dev.ops = &file_ops;
   snprintf (f->dev.name, sizeof f->dev.name, "%s", path);

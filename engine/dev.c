@@ -325,6 +325,13 @@ dev_pread_cached (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
   return 0;
 }
 
+/* How the calling thread's cached reads are watched (T1). */
+const char *
+dev_cache_watch (struct cairn_dev *dev)
+{
+  return dev->ops->cache_watch ? dev->ops->cache_watch (dev) : NULL;
+}
+
 /* The entry of block blk as it is now (T3). */
 uint64_t
 dev_trust_peek (struct cairn_dev *dev, uint64_t blk)

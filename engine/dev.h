@@ -40,6 +40,10 @@ struct cairn_dev_ops {
    */
   int (*pread_cached) (struct cairn_dev *dev, void *buf, size_t len,
                        uint64_t off, size_t *gotp);
+  /* Optional, with pread_cached: how the calling thread's cached reads
+   * are watched for reads from the disk ("perf", "getrusage").
+   */
+  const char *(*cache_watch) (struct cairn_dev *dev);
   /* Optional: bring nothing into the host's cache but what is read. */
   void (*no_readahead) (struct cairn_dev *dev);
   /* Optional: let the host's cache drop the clean pages of
@@ -125,7 +129,7 @@ void dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len);
  *
  *  T1. A read may skip the check of a block only if the block came from
  *      dev_pread_cached (the copy was in the cache and the call read
- *      nothing from the disk: dev-file.c says how it knows) and, after
+ *      nothing from the disk: dev-iowatch.c says how it knows) and, after
  *      that read, the table holds the block with the digest the reader
  *      expects.
  *  T2. Every write and discard through the device marks the blocks it
@@ -194,6 +198,11 @@ dev_trusting (const struct cairn_dev *dev)
  */
 int dev_pread_cached (struct cairn_dev *dev, void *buf, size_t len,
                       uint64_t off, size_t *gotp) CAIRN_WUR;
+/* How the calling thread's cached reads are known not to have read from
+ * the disk (dev-iowatch.c): "perf" or "getrusage"; NULL for a device
+ * without cached reads.
+ */
+const char *dev_cache_watch (struct cairn_dev *dev);
 /* The entry for block blk (in DEV_TRUST_BLOCK units) as it is now: what
  * dev_trust_note compares against (T3).
  */
@@ -231,7 +240,9 @@ void dev_trust_end_write (struct cairn_dev *dev, uint64_t off, uint64_t len,
 /* File or block device backend.
  *
  * flags: DEV_CREATE creates a regular file of create_size bytes (sparse;
- * fails with -EEXIST if it exists), DEV_RDONLY opens read-only.  The file is
+ * fails with -EEXIST if it exists), DEV_RDONLY opens read-only,
+ * DEV_WATCH_RUSAGE watches cached reads with getrusage even where a perf
+ * ring could (dev-iowatch.c; for tests of that watch).  The file is
  * opened O_CLOEXEC and locked with flock (LOCK_EX, or LOCK_SH when read-only,
  * non-blocking): flock and not fcntl because the lock must survive nbdkit's
  * fork.  When another process holds the lock the open fails with -EBUSY and
@@ -240,6 +251,7 @@ void dev_trust_end_write (struct cairn_dev *dev, uint64_t off, uint64_t len,
  */
 #define DEV_CREATE  1u
 #define DEV_RDONLY  2u
+#define DEV_WATCH_RUSAGE 4u
 int dev_file_open (const char *path, unsigned flags, uint64_t create_size,
                    struct cairn_dev **devp) CAIRN_WUR;
 

@@ -426,6 +426,9 @@ cairn_get_ready (void)
                 pool_readonly ? ", read-only" : "",
                 dev_trusting (dev) ? "what comes from the disk"
                                    : "every read");
+  if (dev_trusting (dev))
+    nbdkit_debug ("cairn: a cached read is known not to have read from the "
+                  "disk through %s", dev_cache_watch (dev));
   if (pool_readonly && !readonly_pool)
     nbdkit_debug ("cairn: the engine opened the pool read-only "
                   "(a feature this version cannot write)");

@@ -12,14 +12,17 @@
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -385,6 +388,172 @@ Test (trust, a_cached_read_returns_what_the_cache_holds)
   cr_assert (memcmp (buf, data, sizeof data) == 0);
   cr_assert_eq (dev_pread_cached (dev, buf, BLK, 8u << 20, &got), -EINVAL,
                 "a read beyond the end was not refused");
+  dev_close (dev);
+}
+
+/* Cached reads of blocks that are not in the cache, rounds of them, in a
+ * pool opened with flags: the read finds its page missing and asks the
+ * kernel for it, and when the disk answers before the call looks again
+ * (here, once in a few dozen such reads) the call has data that just
+ * came from the disk.  None of it may count as cached (T1).  0, or the
+ * first round that failed (a message in why).
+ */
+static unsigned
+cold_reads (unsigned flags, unsigned rounds, char *why, size_t whylen)
+{
+  struct cairn_dev *dev = NULL;
+  uint8_t data[64 * BLK], buf[BLK];
+  size_t got;
+  unsigned failed = 0;
+
+  if (dev_file_open (pool_path, flags, 8u << 20, &dev) < 0) {
+    snprintf (why, whylen, "%s", cairn_errmsg ());
+    return UINT_MAX;
+  }
+  fill_pattern (data, sizeof data, 5);
+  if (dev_pwrite (dev, data, sizeof data, 0) < 0 || dev_flush (dev) < 0) {
+    snprintf (why, whylen, "%s", cairn_errmsg ());
+    failed = UINT_MAX;
+  }
+  for (unsigned i = 0; failed == 0 && i < rounds; i++) {
+    uint64_t off = (uint64_t) (i % 64) * BLK;
+
+    evict_all ();
+    if (dev_pread_cached (dev, buf, BLK, off, &got) < 0) {
+      snprintf (why, whylen, "%s", cairn_errmsg ());
+      failed = i + 1;
+    }
+    else if (got != 0) {
+      snprintf (why, whylen, "round %u: a read that found its page missing "
+                "returned %zu bytes as cached (watched by %s)", i, got,
+                dev_cache_watch (dev));
+      failed = i + 1;
+    }
+  }
+  dev_close (dev);
+  unlink (pool_path);
+  return failed;
+}
+
+Test (trust, a_read_that_brought_its_page_in_returns_nothing_cached)
+{
+  char why[256] = "";
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE, 1u << 20, &dev), 0);
+  cr_log_info ("cached reads watched by %s", dev_cache_watch (dev));
+  dev_close (dev);
+  unlink (pool_path);
+  cr_assert_eq (cold_reads (DEV_CREATE, 600, why, sizeof why), 0, "%s", why);
+}
+
+Test (trust, a_read_that_brought_its_page_in_returns_nothing_cached_rusage)
+{
+  char why[256] = "";
+  struct cairn_dev *dev;
+
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE | DEV_WATCH_RUSAGE,
+                               1u << 20, &dev), 0);
+  cr_assert_str_eq (dev_cache_watch (dev), "getrusage");
+  dev_close (dev);
+  unlink (pool_path);
+  cr_assert_eq (cold_reads (DEV_CREATE | DEV_WATCH_RUSAGE, 600, why,
+                            sizeof why), 0, "%s", why);
+}
+
+/* Whether this host gives the process a perf ring: tracefs names the
+ * tracepoint and the process may open it (root here).
+ */
+static bool
+perf_watch_expected (void)
+{
+  return geteuid () == 0 &&
+         access ("/sys/kernel/tracing/events/filemap/"
+                 "mm_filemap_add_to_page_cache/id", R_OK) == 0;
+}
+
+Test (trust, the_perf_watch_is_used_where_the_host_allows)
+{
+  struct cairn_dev *dev;
+
+  if (!perf_watch_expected ())
+    cr_skip_test ("needs root and tracefs at /sys/kernel/tracing");
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE, 1u << 20, &dev), 0);
+  cr_assert_str_eq (dev_cache_watch (dev), "perf");
+  dev_close (dev);
+}
+
+/* A forked child's reads are its own: the ring it inherits watches the
+ * parent's thread, and must not answer for the child.
+ */
+Test (trust, a_forked_child_watches_its_own_reads)
+{
+  char why[256] = "";
+  struct cairn_dev *dev;
+  int status;
+  pid_t pid;
+
+  if (!perf_watch_expected ())
+    cr_skip_test ("needs root and tracefs at /sys/kernel/tracing");
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE, 1u << 20, &dev), 0);
+  cr_assert_str_eq (dev_cache_watch (dev), "perf");   /* the parent's ring */
+  dev_close (dev);
+  unlink (pool_path);
+  pid = fork ();
+  cr_assert_geq (pid, 0);
+  if (pid == 0) {
+    unsigned failed = cold_reads (DEV_CREATE, 600, why, sizeof why);
+
+    if (failed)
+      fprintf (stderr, "child: %s\n", why);
+    _exit (failed ? 1 : 0);
+  }
+  cr_assert_eq (waitpid (pid, &status, 0), pid);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0,
+             "the child's cached reads were watched by its parent's ring");
+}
+
+/* How many descriptors the process has open. */
+static unsigned
+open_fds (void)
+{
+  DIR *d = opendir ("/proc/self/fd");
+  unsigned n = 0;
+
+  cr_assert_not_null (d);
+  while (readdir (d) != NULL)
+    n++;
+  closedir (d);
+  return n;
+}
+
+static void *
+one_cached_read (void *arg)
+{
+  uint8_t buf[BLK];
+  size_t got;
+
+  cr_assert_eq (dev_pread_cached (arg, buf, BLK, 0, &got), 0);
+  return NULL;
+}
+
+Test (trust, a_threads_ring_ends_with_it)
+{
+  struct cairn_dev *dev;
+  unsigned before;
+
+  if (!perf_watch_expected ())
+    cr_skip_test ("needs root and tracefs at /sys/kernel/tracing");
+  cr_assert_eq (dev_file_open (pool_path, DEV_CREATE, 1u << 20, &dev), 0);
+  one_cached_read (dev);
+  before = open_fds ();
+  for (int i = 0; i < 32; i++) {
+    pthread_t t;
+
+    cr_assert_eq (pthread_create (&t, NULL, one_cached_read, dev), 0);
+    cr_assert_eq (pthread_join (t, NULL), 0);
+  }
+  cr_assert_eq (open_fds (), before, "threads that ended left their rings");
   dev_close (dev);
 }
 
