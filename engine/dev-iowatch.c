@@ -45,11 +45,9 @@
  */
 #include <config.h>
 
-#include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -57,6 +55,7 @@
 #include <unistd.h>
 
 #include "dev-iowatch.h"
+#include "util.h"
 
 /* The calling thread's watches. */
 struct watcher {
@@ -82,6 +81,7 @@ static bool have_key;
  */
 static unsigned forks;
 
+/* The fork handler, in the child. */
 static void
 count_fork (void)
 {
@@ -100,12 +100,14 @@ ring_close (struct watcher *w)
   w->fd = -1;
 }
 
+/* The key's destructor, as a thread with a ring ends. */
 static void
 ring_destroy (void *arg)
 {
   ring_close (arg);
 }
 
+/* Find the tracepoint, make the key, install the fork handler. */
 static void
 setup_once (void)
 {
@@ -114,8 +116,7 @@ setup_once (void)
     "/sys/kernel/debug/tracing/events/filemap/mm_filemap_add_to_page_cache/id",
   };
 
-  for (size_t i = 0; i < sizeof paths / sizeof paths[0] && tracepoint < 0;
-       i++) {
+  for (size_t i = 0; i < ARRAY_SIZE (paths) && tracepoint < 0; i++) {
     FILE *fp = fopen (paths[i], "re");
     long id;
 
@@ -208,6 +209,7 @@ inblock_now (void)
   return getrusage (RUSAGE_THREAD, &ru) == 0 ? ru.ru_inblock : -1;
 }
 
+/* Take the count a call starts from. */
 void
 iowatch_start (struct iowatch *w, bool use_perf)
 {
@@ -222,6 +224,7 @@ iowatch_start (struct iowatch *w, bool use_perf)
   w->at = (uint64_t) me.inblock;
 }
 
+/* Compare the count with where the call started. */
 bool
 iowatch_quiet (const struct iowatch *w)
 {
@@ -237,6 +240,7 @@ iowatch_quiet (const struct iowatch *w)
   }
 }
 
+/* Take the getrusage watch's count again. */
 void
 iowatch_rebase (void)
 {
@@ -244,6 +248,7 @@ iowatch_rebase (void)
     me.inblock = inblock_now ();
 }
 
+/* Which watch the calling thread has. */
 const char *
 iowatch_method (bool use_perf)
 {
