@@ -38,10 +38,19 @@
  * The perf watch needs the tracepoint's id from tracefs (mounted at
  * /sys/kernel/tracing by systemd; the project's scripts mount it where
  * nothing did), perf_event_open allowed to the process (root, CAP_PERFMON,
- * or perf_event_paranoid at most 1), a descriptor and two pages of locked
- * memory per thread.  A thread that cannot have one uses getrusage.  A
- * thread's ring is closed when the thread exits; after a fork the child's
- * threads make their own (the inherited ring watches the parent's thread).
+ * or perf_event_paranoid at most 1), and two pages of locked memory per
+ * thread (no descriptor: the mapping keeps the event, so the descriptor is
+ * closed as soon as the ring is mapped).  A thread that cannot have one
+ * uses getrusage.  A thread's ring is unmapped when the thread exits, which
+ * ends its event; after a fork the child's threads make their own (the
+ * inherited ring watches the parent's thread).
+ *
+ * A build with ThreadSanitizer watches with getrusage alone.  The sanitizer
+ * cannot see a descriptor made by a raw system call (perf_event_open has
+ * no libc wrapper), and its record of the number is then that of whatever
+ * it last saw there: often a libuv socket, which libuv closes with a raw
+ * call too, so the mmap and close of the ring's descriptor were reported
+ * as races with that socket's last use.
  */
 #include <config.h>
 
@@ -61,13 +70,12 @@
 struct watcher {
   unsigned forks;             /* `forks` when the ring was made */
   bool tried;                 /* a ring was asked for since that fork */
-  int fd;                     /* the perf event, or -1 */
-  struct perf_event_mmap_page *ring;
+  struct perf_event_mmap_page *ring;  /* the event's ring, or NULL */
   size_t ring_len;
   long inblock;               /* ru_inblock after the last call; -1 unknown */
 };
 
-static __thread struct watcher me = { .fd = -1, .inblock = -1 };
+static __thread struct watcher me = { .inblock = -1 };
 
 /* Set up once per process: the tracepoint's id (-1: none), the key whose
  * destructor closes a thread's ring, and the fork handler.
@@ -88,16 +96,13 @@ count_fork (void)
   forks++;
 }
 
-/* Close the calling thread's ring. */
+/* Unmap a thread's ring, which ends its event. */
 static void
 ring_close (struct watcher *w)
 {
   if (w->ring)
     munmap (w->ring, w->ring_len);
-  if (w->fd >= 0)
-    close (w->fd);
   w->ring = NULL;
-  w->fd = -1;
 }
 
 /* The key's destructor, as a thread with a ring ends. */
@@ -163,6 +168,9 @@ ring_open (struct watcher *w)
   if (w->tried)
     return false;
   w->tried = true;
+#ifdef __SANITIZE_THREAD__
+  return false;
+#endif
   pthread_once (&once, setup_once);
   if (tracepoint < 0 || !have_key)
     return false;
@@ -179,11 +187,9 @@ ring_open (struct watcher *w)
     return false;
   /* The header page and one page of records, read-only: overwritten. */
   ring = mmap (NULL, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
-  if (ring == MAP_FAILED) {
-    close (fd);
+  close (fd);
+  if (ring == MAP_FAILED)
     return false;
-  }
-  w->fd = fd;
   w->ring = ring;
   w->ring_len = 2 * page;
   if (pthread_setspecific (ring_key, w) != 0) {
