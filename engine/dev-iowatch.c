@@ -70,8 +70,8 @@
 
 /* The calling thread's watches. */
 struct watcher {
-  unsigned forks;             /* `forks` when the ring was made */
-  bool tried;                 /* a ring was asked for since that fork */
+  unsigned forks;             /* `forks` when these watches began */
+  bool tried;                 /* a ring was asked for since then */
   struct perf_event_mmap_page *ring;  /* the event's ring, or NULL */
   size_t ring_len;
   long inblock;               /* ru_inblock after the last call; -1 unknown */
@@ -147,6 +147,20 @@ unload (void)
     pthread_key_delete (ring_key);
 }
 
+/* Start the calling thread's watches again if they came through a fork:
+ * its ring watches the parent's thread, and its count is the parent's.
+ */
+static void
+after_fork (struct watcher *w)
+{
+  if (w->forks != forks) {
+    ring_close (w);
+    w->forks = forks;
+    w->tried = false;
+    w->inblock = -1;
+  }
+}
+
 /* Make the calling thread's ring, once per thread and fork; false if the
  * host will not have one.
  */
@@ -158,13 +172,7 @@ ring_open (struct watcher *w)
   void *ring;
   int fd;
 
-  if (w->forks != forks) {
-    /* The ring came through a fork: it watches the parent's thread. */
-    ring_close (w);
-    w->forks = forks;
-    w->tried = false;
-    w->inblock = -1;
-  }
+  after_fork (w);
   if (w->ring)
     return true;
   if (w->tried)
@@ -226,6 +234,7 @@ iowatch_start (struct iowatch *w, bool use_perf)
     w->at = ring_head (&me);
     return;
   }
+  after_fork (&me);
   if (me.inblock == -1)
     me.inblock = inblock_now ();      /* the thread's first call */
   w->how = me.inblock == -1 ? IOWATCH_BLIND : IOWATCH_RUSAGE;
