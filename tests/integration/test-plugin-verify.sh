@@ -4,8 +4,9 @@
 # host's cache; with verify=always a block changed in the page cache itself
 # (a program writing the pool file behind the server's back) fails too; a
 # bad value is refused with a message that names the good ones; the log
-# says which mode the pool runs in; a sequential reader from the disk gets
-# blocks read ahead, checked.
+# says which mode the pool runs in, and how a cached read is known not to
+# have read from the disk; a sequential reader from the disk gets blocks
+# read ahead, checked.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require python3
 require_nbdsh
@@ -69,6 +70,16 @@ grep -q "verify=sometimes: give 'disk'.*or 'always'" <<<"$err" ||
 start_plugin control="$CTL"
 grep -q "checking what comes from the disk" "$NBDKIT_LOG" ||
   fail "the log does not say verify=disk is in force"
+# A cached read is known to have read nothing from the disk through a perf
+# ring where the host allows one (root and tracefs, in a build without
+# ThreadSanitizer: engine/dev-iowatch.c), else through getrusage.
+watch=getrusage
+if [ "$(id -u)" -eq 0 ] && [ "$ENABLE_TSAN" != yes ] &&
+   [ -r /sys/kernel/tracing/events/filemap/mm_filemap_add_to_page_cache/id ]; then
+  watch=perf
+fi
+grep -q "not to have read from the disk through $watch\$" "$NBDKIT_LOG" ||
+  fail "the log does not say cached reads are watched through $watch"
 write_data 90
 # The second read of the 256 blocks came from checked copies in the cache.
 status_check 'verify == "disk" and trusted >= 256'
