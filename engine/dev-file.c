@@ -4,8 +4,10 @@
  * opened O_CLOEXEC and locked with flock, which belongs to the open file
  * description and so survives nbdkit's fork (an fcntl lock would not); the
  * lock is released when the descriptor is closed.  A second opener, in this
- * process or another, gets -EBUSY and a message naming the holder's pid,
- * found by matching the file's device and inode in /proc/locks.
+ * process or another, gets -EBUSY and a message naming the process that
+ * holds the lock now and its command line: /proc/locks names the process
+ * that took it, which nbdkit's fork leaves dead, so the holder is found
+ * by the lock its descriptor shows in /proc/PID/fdinfo.
  *
  * pread and pwrite are positional, so the backend needs no lock for its
  * own sake.  It takes one around each pwrite to a regular file all the
@@ -19,6 +21,7 @@
  */
 #include <config.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -358,11 +361,112 @@ file_lock_holder (const struct stat *st)
   return inode_ambiguous ? 0 : inode_pid;
 }
 
-/* Take the pool lock on fd, or fail with -EBUSY naming the holder. */
+/* Whether process pid holds a flock on st's file: 1 if one of its
+ * descriptors is open on the file and its fdinfo shows the lock, 0 if
+ * none does (or it is gone), -1 if its descriptors cannot be read (another
+ * user's).
+ */
+static int
+pid_holds_flock (int pid, const struct stat *st)
+{
+  char path[320], line[256];
+  struct dirent *d;
+  struct stat fst;
+  bool held = false;
+  DIR *dir;
+
+  snprintf (path, sizeof path, "/proc/%d/fd", pid);
+  dir = opendir (path);
+  if (dir == NULL)
+    return errno == EACCES || errno == EPERM ? -1 : 0;   /* or gone */
+  while (!held && (d = readdir (dir)) != NULL) {
+    FILE *fp;
+
+    if (d->d_name[0] == '.')
+      continue;
+    snprintf (path, sizeof path, "/proc/%d/fd/%s", pid, d->d_name);
+    if (stat (path, &fst) == -1 || fst.st_dev != st->st_dev ||
+        fst.st_ino != st->st_ino)
+      continue;
+    snprintf (path, sizeof path, "/proc/%d/fdinfo/%s", pid, d->d_name);
+    fp = fopen (path, "re");
+    if (fp == NULL)
+      continue;
+    while (!held && fgets (line, sizeof line, fp) != NULL)
+      held = strncmp (line, "lock:", 5) == 0 && strstr (line, " FLOCK ");
+    fclose (fp);
+  }
+  closedir (dir);
+  return held;
+}
+
+/* The process holding the flock on st's file now; 0 if unknown.
+ *
+ * /proc/locks names the process that took the lock, but a flock belongs
+ * to the open file description: nbdkit takes it before it forks into the
+ * background and its child holds it after the taker has exited.  So the
+ * taker is named only if it still holds the lock; otherwise the process
+ * whose descriptor shows the lock in its fdinfo is looked for.
+ */
+static int
+file_lock_owner (const struct stat *st)
+{
+  int taker = file_lock_holder (st), pid, r;
+  struct dirent *d;
+  DIR *dir;
+
+  r = taker > 0 ? pid_holds_flock (taker, st) : 0;
+  if (r != 0)
+    return taker;             /* holds it, or is there but unreadable */
+  dir = opendir ("/proc");
+  if (dir == NULL)
+    return 0;
+  pid = 0;
+  while (pid == 0 && (d = readdir (dir)) != NULL) {
+    int p = atoi (d->d_name);
+
+    if (p > 0 && p != taker && pid_holds_flock (p, st) == 1)
+      pid = p;
+  }
+  closedir (dir);
+  return pid;
+}
+
+/* Write process pid's command line into buf (arguments joined by spaces,
+ * cut with "..." when long); "" if it cannot be read.
+ */
+static void
+describe_process (int pid, char *buf, size_t len)
+{
+  char path[64];
+  size_t n = 0;
+  FILE *fp;
+
+  buf[0] = '\0';
+  snprintf (path, sizeof path, "/proc/%d/cmdline", pid);
+  fp = fopen (path, "re");
+  if (fp == NULL)
+    return;
+  n = fread (buf, 1, len - 1, fp);
+  if (n == len - 1 && fgetc (fp) != EOF && len > 4)
+    memcpy (buf + len - 4, "...", 3);        /* cut: say so */
+  fclose (fp);
+  while (n > 0 && buf[n - 1] == '\0')
+    n--;
+  buf[n] = '\0';
+  for (size_t i = 0; i < n; i++)
+    if (buf[i] == '\0')
+      buf[i] = ' ';
+}
+
+/* Take the pool lock on fd, or fail with -EBUSY naming the holder: its
+ * pid and command line (a server's shows its sockets and pidfile).
+ */
 static int CAIRN_WUR
 file_lock (int fd, const char *path, bool rdonly)
 {
   struct stat st;
+  char cmd[512];
   int pid;
 
   while (flock (fd, (rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) == -1) {
@@ -370,7 +474,12 @@ file_lock (int fd, const char *path, bool rdonly)
       continue;
     if (errno != EWOULDBLOCK)
       return cairn_fail (-errno, "%s: flock: %m", path);
-    pid = fstat (fd, &st) == 0 ? file_lock_holder (&st) : 0;
+    pid = fstat (fd, &st) == 0 ? file_lock_owner (&st) : 0;
+    if (pid > 0)
+      describe_process (pid, cmd, sizeof cmd);
+    if (pid > 0 && cmd[0])
+      return cairn_fail (-EBUSY, "pool %s is in use by process %d (%s)",
+                         path, pid, cmd);
     if (pid > 0)
       return cairn_fail (-EBUSY,
                          "pool %s is in use by process %d (another cairn or "

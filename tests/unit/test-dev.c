@@ -15,7 +15,9 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -419,6 +421,57 @@ Test (file, lock_conflicts_name_pid)
   /* The lock goes with the close. */
   cr_assert_eq (dev_file_open (path, 0, 0, &a), 0, "%s", cairn_errmsg ());
   dev_close (a);
+}
+
+/* nbdkit takes the lock before it forks into the background: the taker
+ * exits, its child holds the lock, and /proc/locks still names the taker.
+ * The message must name the child, the process that holds it now, and
+ * show its command line.
+ */
+Test (file, lock_held_by_a_forked_child_names_the_child)
+{
+  char path[256], want[64];
+  struct cairn_dev *a;
+  int report[2], release[2], status;
+  pid_t taker, holder = 0;
+
+  tmp_path (path, sizeof path, "f.pool");
+  cr_assert_eq (dev_file_open (path, DEV_CREATE, MiB, &a), 0);
+  dev_close (a);
+  cr_assert_eq (pipe (report), 0);
+  cr_assert_eq (pipe (release), 0);
+  taker = fork ();
+  cr_assert_neq (taker, -1);
+  if (taker == 0) {
+    struct cairn_dev *d;
+    pid_t h;
+    char c;
+
+    if (dev_file_open (path, 0, 0, &d) < 0)
+      _exit (1);
+    h = fork ();
+    if (h == 0) {             /* the holder: until release closes */
+      close (release[1]);
+      while (read (release[0], &c, 1) > 0)
+        ;
+      _exit (0);
+    }
+    _exit (write (report[1], &h, sizeof h) == sizeof h ? 0 : 1);
+  }
+  close (release[0]);
+  close (report[1]);
+  cr_assert_eq (read (report[0], &holder, sizeof holder), sizeof holder);
+  cr_assert_eq (waitpid (taker, &status, 0), taker);
+  cr_assert (WIFEXITED (status) && WEXITSTATUS (status) == 0);
+
+  cr_assert_eq (dev_file_open (path, 0, 0, &a), -EBUSY);
+  snprintf (want, sizeof want, "in use by process %d (", (int) holder);
+  cr_assert (strstr (cairn_errmsg (), want) != NULL, "want '%s' in: %s",
+             want, cairn_errmsg ());
+  cr_assert (strstr (cairn_errmsg (), "test-dev") != NULL,
+             "the holder's command line is not shown: %s", cairn_errmsg ());
+  close (release[1]);
+  close (report[0]);
 }
 
 Test (file, read_only_shares)
