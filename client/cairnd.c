@@ -32,6 +32,7 @@
 #include "dev.h"
 #include "pool.h"
 #include "progress.h"
+#include "sockpath.h"
 #include "units.h"
 
 #define MAX_ARGS 64
@@ -126,27 +127,38 @@ is_yes (const char *value)
          strcmp (value, "1") == 0;
 }
 
-/* Apply one key = value setting from the config file. */
+/* Apply one key = value setting from the config file; a relative path is
+ * taken relative to dir, the config file's directory.
+ */
 static int
-apply_setting (struct cairnd_opts *o, const char *key, const char *value)
+apply_setting (struct cairnd_opts *o, const char *key, const char *value,
+               const char *dir)
 {
-  struct { const char *key; char **dst; } strs[] = {
-    { "pool", &o->pool }, { "socket", &o->socket }, { "listen", &o->listen },
-    { "port", &o->port }, { "control", &o->control },
-    { "tls", &o->tls }, { "tls-certs", &o->tls_certs },
-    { "tls-psk", &o->tls_psk }, { "threads", &o->threads },
-    { "cache", &o->cache }, { "verify", &o->verify },
-    { "plugin", &o->plugin },
-    { "create", &o->create }, { "pidfile", &o->pidfile },
-    { "preallocate", &o->preallocate },
-    { "control-group", &o->control_group },
-    { "control-tcp", &o->control_tcp },
-    { "control-tls", &o->control_tls },
+  struct { const char *key; char **dst; bool path; } strs[] = {
+    { "pool", &o->pool, true }, { "socket", &o->socket, true },
+    { "listen", &o->listen, false }, { "port", &o->port, false },
+    { "control", &o->control, true },
+    { "tls", &o->tls, false }, { "tls-certs", &o->tls_certs, true },
+    { "tls-psk", &o->tls_psk, true }, { "threads", &o->threads, false },
+    { "cache", &o->cache, false }, { "verify", &o->verify, false },
+    { "plugin", &o->plugin, true },
+    { "create", &o->create, false }, { "pidfile", &o->pidfile, true },
+    { "preallocate", &o->preallocate, false },
+    { "control-group", &o->control_group, false },
+    { "control-tcp", &o->control_tcp, false },
+    { "control-tls", &o->control_tls, false },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     if (strcmp (key, strs[i].key) == 0) {
       set_opt (strs[i].dst, value);
+      if (strs[i].path && value[0] != '/' && value[0] != '\0') {
+        free (*strs[i].dst);
+        if (asprintf (strs[i].dst, "%s/%s", dir, value) == -1) {
+          perror ("cairnd: asprintf");
+          exit (1);
+        }
+      }
       return 0;
     }
   if (strcmp (key, "foreground") == 0) {
@@ -174,18 +186,41 @@ trim (char *s)
   return s;
 }
 
-/* Read a config file of `key = value` lines ('#' starts a comment). */
+/* The absolute directory of the file at path (which exists), or exit. */
+static char *
+file_dir (const char *path)
+{
+  char *abs = realpath (path, NULL), *slash;
+
+  if (abs == NULL) {
+    fprintf (stderr, "cairnd: %s: %s\n", path, strerror (errno));
+    exit (1);
+  }
+  slash = strrchr (abs, '/');
+  if (slash == abs)
+    slash[1] = '\0';           /* a file in / */
+  else
+    *slash = '\0';
+  return abs;
+}
+
+/* Read a config file of `key = value` lines ('#' starts a comment).
+ * Relative paths in it are relative to its own directory, so that the
+ * file means the same whatever the current directory (under systemd, /).
+ */
 static void
 read_config (struct cairnd_opts *o, const char *path)
 {
   FILE *fp = fopen (path, "r");
   char line[4096];
   unsigned lineno = 0;
+  char *dir;
 
   if (fp == NULL) {
     fprintf (stderr, "cairnd: %s: %s\n", path, strerror (errno));
     exit (1);
   }
+  dir = file_dir (path);
   while (fgets (line, sizeof line, fp)) {
     char *s = trim (line), *eq;
 
@@ -198,12 +233,14 @@ read_config (struct cairnd_opts *o, const char *path)
       exit (1);
     }
     *eq = '\0';
-    if (apply_setting (o, trim (s), trim (eq + 1)) == -1) {
+    if (apply_setting (o, trim (s), trim (eq + 1),
+                       strcmp (dir, "/") == 0 ? "" : dir) == -1) {
       fprintf (stderr, "cairnd: %s:%u: unknown setting '%s' (see cairnd(8))\n",
                path, lineno, trim (s));
       exit (1);
     }
   }
+  free (dir);
   fclose (fp);
 }
 
@@ -410,6 +447,52 @@ tls_mode (struct cairnd_opts *o, bool check_files)
   return mode;
 }
 
+/* Check what nbdkit would fail on with a message that does not say what
+ * to do: the pool and the plugin must be there, and a Unix socket that a
+ * stopped or killed server left behind is removed (a live server's is
+ * refused).  Returns 0, or -1 after saying what is wrong.
+ */
+static int
+check_start (const struct cairnd_opts *o)
+{
+  struct { const char *what, *path; } socks[] = {
+    { "NBD socket", o->socket }, { "control socket", o->control },
+  };
+  struct stat st;
+
+  if (stat (o->pool, &st) == -1) {
+    if (errno == ENOENT)
+      fprintf (stderr, "cairnd: pool %s does not exist: create it with "
+               "--create SIZE (e.g. --create 100G), or with 'cairn mkpool "
+               "%s --size SIZE', or give the path of an existing pool\n",
+               o->pool, o->pool);
+    else
+      fprintf (stderr, "cairnd: pool %s: %s\n", o->pool, strerror (errno));
+    return -1;
+  }
+  if (access (o->plugin, R_OK) == -1) {
+    fprintf (stderr, "cairnd: plugin %s: %s (run 'make install', or give "
+             "--plugin PATH, such as BUILD/.libs/nbdkit-cairn-plugin.so "
+             "in a build tree)\n", o->plugin, strerror (errno));
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof socks / sizeof socks[0]; i++) {
+    bool removed;
+
+    if (socks[i].path == NULL)
+      continue;
+    if (sockpath_reclaim (socks[i].what, socks[i].path, &removed) < 0) {
+      fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
+      return -1;
+    }
+    if (removed)
+      fprintf (stderr, "cairnd: removed the stale %s %s (no server listens "
+               "on it: one stopped or was killed)\n", socks[i].what,
+               socks[i].path);
+  }
+  return 0;
+}
+
 /* Print an argument so that a shell reads it back as it is. */
 static void
 print_quoted (const char *arg)
@@ -525,7 +608,8 @@ main (int argc, char **argv)
   ctl_tls = o.control_tls ? o.control_tls : tls;
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create,
-                                                o.preallocate) < 0)))
+                                                o.preallocate) < 0) ||
+                     check_start (&o) < 0))
     return finish (&o, 1);
 
   add_arg (nargv, &nargc, NBDKIT);

@@ -19,54 +19,10 @@
 #include <unistd.h>
 
 #include "control-int.h"
+#include "sockpath.h"
 
 /* Pending connections the kernel queues for us. */
 #define CONTROL_BACKLOG 128
-
-/* Refuse a path held by a live server; remove a stale socket. */
-static int
-check_socket_path (const char *path)
-{
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  struct stat st;
-  int fd, r;
-
-  if (lstat (path, &st) == -1) {
-    if (errno == ENOENT)
-      return 0;
-    return cairn_fail (-errno, "control socket %s: %s", path,
-                       strerror (errno));
-  }
-  if (!S_ISSOCK (st.st_mode))
-    return cairn_fail (-EEXIST, "control socket %s: the path exists and is "
-                       "not a socket: remove it or choose another path",
-                       path);
-
-  /* Non-blocking, so that a live server with a full backlog gives EAGAIN
-   * instead of holding us up.
-   */
-  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd == -1)
-    return cairn_fail (-errno, "socket: %s", strerror (errno));
-  memcpy (sa.sun_path, path, strlen (path) + 1);
-  r = connect (fd, (struct sockaddr *) &sa, sizeof sa);
-  if (r == 0 || errno == EAGAIN) {
-    close (fd);
-    return cairn_fail (-EADDRINUSE, "control socket %s: another server is "
-                       "already listening on it: stop that server first, "
-                       "or choose another control socket path", path);
-  }
-  r = -errno;
-  close (fd);
-  if (r != -ECONNREFUSED)
-    return cairn_fail (r, "control socket %s: cannot tell whether a server "
-                       "is using it: %s", path, strerror (-r));
-  /* Nobody listens: a server died without removing it. */
-  if (unlink (path) == -1 && errno != ENOENT)
-    return cairn_fail (-errno, "control socket %s: cannot remove the stale "
-                       "socket: %s", path, strerror (errno));
-  return 0;
-}
 
 /* Look a group up by name. */
 static int
@@ -110,6 +66,7 @@ control_listen_unix (uv_loop_t *loop, uv_pipe_t *listener, bool *inited,
   const char *path = cfg->unix_path;
   struct sockaddr_un sa;
   gid_t gid = (gid_t) -1;
+  bool removed;
   int r;
 
   if (strlen (path) >= sizeof sa.sun_path)
@@ -121,7 +78,7 @@ control_listen_unix (uv_loop_t *loop, uv_pipe_t *listener, bool *inited,
     if (r < 0)
       return r;
   }
-  r = check_socket_path (path);
+  r = sockpath_reclaim ("control socket", path, &removed);
   if (r < 0)
     return r;
 
