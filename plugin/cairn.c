@@ -13,12 +13,13 @@
  *   .get_ready   open the device and the pool.  The device is flock'ed
  *                here, before nbdkit forks into the background: the lock
  *                belongs to the open file, so the child keeps it.
- *   .after_fork  start the commit thread and the control server (threads
- *                do not survive a fork).
+ *   .after_fork  start the commit thread, the control server and the
+ *                stop watch (threads do not survive a fork).  The watch
+ *                (stop.c) ends idle client connections once nbdkit
+ *                quits, so that a stop does not wait for them.
  *   .open ...    one connection: vol_open of the export name.
- *   .cleanup     stop the control server and the commit thread, close
- *                (and so commit) the pool,
- *                close the device.  Only here: .unload also runs in paths
+ *   .cleanup     stop the watch, the control server and the commit
+ *                thread, close (and so commit) the pool, close the device.  Only here: .unload also runs in paths
  *                where the pool must not be touched, and nbdkit's parent
  *                leaves through exit() when it daemonises, so nothing that
  *                touches the pool may run from atexit or .unload.  If
@@ -61,6 +62,7 @@
 #include "control.h"
 #include "methods.h"
 #include "units.h"
+#include "stop.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
@@ -455,6 +457,9 @@ cairn_after_fork (void)
 {
   int r;
 
+  /* First: nbdkit's listeners are the only sockets open now. */
+  if (stop_watch_start () < 0)
+    return -1;
   /* Before any background thread can read it. */
   if (reclaim_step)
     vol_reclaim_set_budget (pool, reclaim_step);
@@ -507,6 +512,7 @@ cairn_after_fork (void)
 static void
 cairn_cleanup (void)
 {
+  stop_watch_end ();
   control_server_stop (control);
   control = NULL;
   if (pool) {
