@@ -440,9 +440,10 @@ push_base (json_t *lsnaps, json_t *rsnaps, long k, const char *vol,
     if (*b < 0)
       return cairn_fail (-ESTALE, "the newest snapshot of '%s' on %s ('%s') "
                          "is not one of this server's: there is no base for "
-                         "an incremental stream (give \"from\", roll it back "
-                         "to the newest snapshot both have with \"rollback\", "
-                         "or delete '%s' there to send it whole)", vol,
+                         "an incremental stream (name a base with --from, roll "
+                         "it back to the newest snapshot both have with "
+                         "--rollback, or delete '%s' there to send it whole)",
+                         vol,
                          rm->name, jstr (newest, "snapshot"), vol);
   }
   if (*b >= k)
@@ -683,7 +684,8 @@ pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
              bool rollback, json_t **info)
 {
   struct control_ctx *ctx = pp->ctx;
-  struct repl_recv_opts ro = { .rollback = rollback,
+  char hint[VOL_NAME_MAX + 340];
+  struct repl_recv_opts ro = { .rollback = rollback, .rollback_hint = hint,
                                .progress = pull_received,
                                .progress_opaque = pp };
   struct cairn_pool *pool = ctx_pool (ctx);
@@ -696,6 +698,7 @@ pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
   int slot, r, sr = 0;
 
   snprintf (snap, sizeof snap, "%s@%s", vol, name);
+  snprintf (hint, sizeof hint, "'cairn pull %s %s --rollback'", rm->name, vol);
   slot = stream_recv_claim (vol);
   if (slot < 0)
     return slot;
