@@ -109,10 +109,13 @@ remote_tls (struct control_ctx *ctx, json_t *params, struct tls_ctx **tls)
   if (want ? !json_is_true (want) : !have)
     return 0;
   if (!have)
-    return cairn_fail (-EINVAL, "TLS was asked for, but this server has no "
-                       "control TLS credentials: start it with "
-                       "control-tls-certificates= or control-tls-psk= "
-                       "(cairnd --tls-certs or --tls-psk)");
+    return cairn_fail (-EINVAL, "TLS was asked for (--tls), but this server, "
+                       "which connects to the other one itself, has no "
+                       "control TLS keys: restart it with 'cairnd --tls-psk "
+                       "FILE' or 'cairnd --tls-certs DIR' (control-tls-psk= "
+                       "or control-tls-certificates= in its configuration); "
+                       "the cairn command's own --tls options do not reach "
+                       "it");
   return tls_ctx_new (cfg, false, tls);
 }
 
