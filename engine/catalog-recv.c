@@ -371,6 +371,11 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
       return r;
     pthread_mutex_lock (&cat->tlock);
     vs->flags &= ~(uint64_t) VOLF_PARTIAL;
+    /* The volume came into being as the sender's snapshot: it is as old
+     * as that, not as the receive (which began after it was taken).
+     */
+    if (req->ctime)
+      vs->ctime = req->ctime;
     pthread_mutex_unlock (&cat->tlock);
     r = volrec_store (cat, vs);
     if (r == 0)

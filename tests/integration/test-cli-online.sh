@@ -40,6 +40,11 @@ unchanged () {
 
 make_pool 256M
 
+# A pool nobody has read from yet: its cache has no hit rate to show (it
+# said "100% hits" of nothing).
+runp status
+expect 0 "^cache +0B in 0 nodes, no reads yet$"
+
 # ---------------------------------------------------------------- help
 run help
 expect 0
@@ -279,6 +284,8 @@ grep -qE "^high water +[^ ]+ \([0-9]+ bytes\)$" <<<"$out" || fail "no high water
 jcheck 'j["volumes"] == 5 and j["snapshots"] == 3 and j["failed"] is False and j["size"] == 256 << 20 and j["used"] > 0' status
 jcheck 'j["free_runs"] >= 1 and j["space_map_bytes"] >= 32 * j["free_runs"]' status
 jcheck 'j["used"] <= j["high_water"] <= j["data_size"]' status
+grep -qE "^cache +[^ ]+ in [0-9]+ nodes?, [0-9]+% hits$" <<<"$out" ||
+  fail "no hit rate once the cache was used: $out"
 runp status extra
 expect 2 "unexpected argument 'extra'"
 
@@ -376,4 +383,21 @@ if [ ! -e /run/cairn/control.sock ]; then
   args=(volume list, default socket)
   expect 1 "^cairn: no server at /run/cairn/control.sock: start one with 'cairnd --pool PATH' or use --pool PATH for a stopped pool$"
 fi
+# ---------------------------------------------------------------- receive
+# A received volume is as old as the snapshot it was made from: the
+# receive starts a second (or more) after the snapshot was taken, and the
+# volume's creation time was the receive's.
+POOL_R="$TMPDIR_TEST/pool-r"
+"$CAIRN" mkpool "$POOL_R" --size 64M >/dev/null || fail "mkpool $POOL_R"
+runp volume create rv 1M
+expect 0
+runp snapshot create rv@s
+expect 0
+then=$(date +%s)
+while [ "$(date +%s)" = "$then" ]; do sleep 0.05; done
+"$CAIRN" --pool "$POOL" send rv@s | "$CAIRN" --pool "$POOL_R" receive rv >/dev/null ||
+  fail "send rv@s | receive rv"
+vtime=$("$CAIRN" --pool "$POOL_R" volume show rv --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["ctime"])')
+stime=$("$CAIRN" --pool "$POOL_R" volume show rv@s --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["ctime"])')
+[ "$vtime" = "$stime" ] || fail "received rv created at $vtime, its snapshot rv@s at $stime"
 echo PASS
