@@ -521,6 +521,16 @@ main (int argc, char **argv)
              "talks to a server's TCP control port\n");
     return EXIT_USAGE;
   }
+  if ((cli.tls || cli.tls_username) && !cli.connect &&
+      (strcmp (cli.cmd->name, "replicate") == 0 ||
+       strcmp (cli.cmd->name, "pull") == 0)) {
+    fprintf (stderr, "cairn: --tls and the --tls-* options secure --connect "
+             "HOST[:PORT]; for '%s' the server connects to the other one "
+             "itself, with its own control TLS keys: start that server with "
+             "'cairnd --tls-psk FILE' or 'cairnd --tls-certs DIR' (see "
+             "cairn(8), REPLICATION AND TLS)\n", cli.cmd->name);
+    return EXIT_USAGE;
+  }
   if ((cli.tls || cli.tls_username) && !cli.connect) {
     fprintf (stderr, "cairn: --tls and the --tls-* options secure --connect "
              "HOST[:PORT] (the control socket is local and plain)\n");

@@ -35,12 +35,25 @@ cli_socket_path (const struct cli *cli)
   return env && *env ? env : CLI_DEFAULT_SOCKET;
 }
 
-/* Report a failed call; returns its exit code. */
+int
+cli_exit_code (int code, bool invalid_is_usage)
+{
+  if (code == CAIRN_E_NOT_FOUND)
+    return EXIT_NOT_FOUND;
+  if (code == CONTROL_E_INVALID_PARAMS ||
+      (invalid_is_usage && code == CAIRN_E_INVALID))
+    return EXIT_USAGE;
+  return EXIT_FAIL;
+}
+
+/* Report a failed call; returns its exit code.  A catalog method's
+ * "invalid" error refuses an argument (a name, a size, a shrink without
+ * --force): a usage error.
+ */
 static int
 call_failed (const struct cli *cli, int code, const char *message)
 {
-  return cli_error (cli, code == CAIRN_E_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_FAIL,
-                    "%s", message);
+  return cli_error (cli, cli_exit_code (code, true), "%s", message);
 }
 
 /* Connect to the control port of --connect, with TLS when asked. */

@@ -89,6 +89,15 @@ int cli_usage_error (const struct cli *cli, const char *fmt, ...)
 int cli_error (const struct cli *cli, int code, const char *fmt, ...)
   CAIRN_PRINTF (3, 4);
 
+/* The exit code for a failed method call's error code (proto/rpc.h):
+ * EXIT_NOT_FOUND for "not-found", EXIT_USAGE for "invalid-params" (the
+ * request's arguments) and, when invalid_is_usage, for "invalid" (an
+ * argument the method refused: a bad name, a size out of range; not for
+ * the stream methods, where "invalid" can be a damaged stream), else
+ * EXIT_FAIL (cairn(8), EXIT STATUS).
+ */
+int cli_exit_code (int code, bool invalid_is_usage);
+
 /* Parse the options of a command that takes none but --help: returns -1
  * to go on with the words from optind, or the exit code to stop with.
  */

@@ -416,10 +416,15 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   field_size ("reserve", res, "reserve");
   hits = jnum (cache, "hits");
   misses = jnum (cache, "misses");
-  snprintf (buf, sizeof buf, "%s in %" PRIu64 " %s, %" PRIu64 "%% hits",
-            jsize (cache, "bytes", s), jnum (cache, "nodes"),
-            jnum (cache, "nodes") == 1 ? "node" : "nodes",
-            hits + misses ? hits * 100 / (hits + misses) : 100);
+  if (hits + misses)
+    snprintf (buf, sizeof buf, "%s in %" PRIu64 " %s, %" PRIu64 "%% hits",
+              jsize (cache, "bytes", s), jnum (cache, "nodes"),
+              jnum (cache, "nodes") == 1 ? "node" : "nodes",
+              hits * 100 / (hits + misses));
+  else      /* a percentage of nothing would say 100% */
+    snprintf (buf, sizeof buf, "%s in %" PRIu64 " %s, no reads yet",
+              jsize (cache, "bytes", s), jnum (cache, "nodes"),
+              jnum (cache, "nodes") == 1 ? "node" : "nodes");
   field ("cache", buf);
   if (strcmp (jstr (res, "verify"), "disk") == 0)
     snprintf (buf, sizeof buf, "data from the disk (%" PRIu64 " blocks read "
@@ -433,9 +438,10 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     const char *err = json_string_value (json_object_get (rc, "error"));
 
     if (jnum (rc, "volumes") + jnum (rc, "snapshots") > 0 || (err && *err)) {
-      snprintf (buf, sizeof buf, "%" PRIu64 " deleted volume(s) and %" PRIu64
-                " snapshot(s) giving space back, %s freed so far%s%s",
-                jnum (rc, "volumes"), jnum (rc, "snapshots"),
+      snprintf (buf, sizeof buf, "%" PRIu64 " deleted volume%s and %" PRIu64
+                " snapshot%s giving space back, %s freed so far%s%s",
+                jnum (rc, "volumes"), jnum (rc, "volumes") == 1 ? "" : "s",
+                jnum (rc, "snapshots"), jnum (rc, "snapshots") == 1 ? "" : "s",
                 jsize (rc, "freed", s), err && *err ? "; stopped: " : "",
                 err ? err : "");
       field ("reclaim", buf);

@@ -42,8 +42,8 @@ call_error (const struct cli *cli, struct control_client *c, const char *what)
 {
   int code = control_client_error_code (c);
 
-  return cli_error (cli, code == CAIRN_E_NOT_FOUND ? EXIT_NOT_FOUND
-                    : EXIT_FAIL, "%s%s%s", what ? what : "", what ? ": " : "",
+  return cli_error (cli, cli_exit_code (code, false), "%s%s%s",
+                    what ? what : "", what ? ": " : "",
                     cairn_errmsg ());
 }
 

@@ -292,6 +292,11 @@ int cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
  * is not such a time (exposed for the tests).
  */
 int cat_parse_time (const char *s, uint64_t *tp) CAIRN_WUR;
+/* Fail a lookup of snapshot snap of volume vol that found none: -ENOENT,
+ * saying so, and, when snap looks like a date or a time ("2026-12-07"),
+ * that a time needs the full form.
+ */
+int cat_no_snapshot (const char *vol, const char *snap) CAIRN_WUR;
 int cat_read_snap (struct catalog *cat, uint64_t id, uint64_t gen,
                    struct vol_info *info) CAIRN_WUR;
 /* Fail a use of snapshot export "VOL@SNAP" whose record cat_read_snap

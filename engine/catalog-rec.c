@@ -403,6 +403,17 @@ cat_parse_time (const char *s, uint64_t *tp)
   return 0;
 }
 
+int
+cat_no_snapshot (const char *vol, const char *snap)
+{
+  /* A date begins with a year and a '-'; a name rarely does. */
+  bool date = strlen (snap) >= 5 && digits (snap, 4) >= 0 && snap[4] == '-';
+
+  return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'%s", vol,
+                     snap, date ? " (a time needs the full form "
+                     "YYYY-MM-DDTHH:MM:SSZ, in UTC)" : "");
+}
+
 /* State of cat_lookup_point's walk. */
 struct time_find {
   uint64_t id, t;             /* the volume, the time asked for */
@@ -449,8 +460,7 @@ cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
   if (strchr (spec, ':') == NULL) {
     r = cat_lookup_snap (cat, id, spec, genp);
     if (r == -ENOENT)
-      r = cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'", vol,
-                      spec);
+      r = cat_no_snapshot (vol, spec);
     return r;
   }
   if (cat_parse_time (spec, &tf.t) < 0)

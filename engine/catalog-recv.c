@@ -109,8 +109,8 @@ check_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
   if (vs->max_pin != pgen)
     return cairn_fail (-ESTALE, "volume '%s' has a snapshot or clone newer "
                        "than '%s@%s' (generation %" PRIu64 " against %" PRIu64
-                       "): a stream can only extend the newest state (receive "
-                       "with --rollback to discard the newer snapshots)",
+                       "): a stream can only extend the newest state (--rollback "
+                       "discards the newer snapshots)",
                        vs->name, vs->name, snap, vs->max_pin, pgen);
   btree_get_root (vs->tree, &live);
   if (live.bp.addr != pinned.bp.addr || live.bp.birth != pinned.bp.birth ||
@@ -118,8 +118,8 @@ check_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
     return cairn_fail (-ESTALE, "volume '%s' was written after its snapshot "
                        "'%s' (perhaps with the same bytes): a volume that "
                        "receives incremental streams must stay as its newest "
-                       "snapshot left it (receive with --rollback to discard "
-                       "the writes)", vs->name, snap);
+                       "snapshot left it (--rollback discards the writes)",
+                       vs->name, snap);
   return 0;
 }
 
@@ -295,8 +295,7 @@ apply_partial_create (struct catalog *cat, struct cat_request *req,
     if (r == 0)
       r = cat_lookup_snap (cat, base->id, req->snap, &pgen);
     if (r == -ENOENT)
-      return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
-                         req->name, req->snap);
+      return cat_no_snapshot (req->name, req->snap);
     if (r == 0 && !req->flag)     /* a rollback checks when publishing */
       r = check_base (cat, base, pgen, req->snap);
     if (r < 0)
@@ -372,6 +371,11 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
       return r;
     pthread_mutex_lock (&cat->tlock);
     vs->flags &= ~(uint64_t) VOLF_PARTIAL;
+    /* The volume came into being as the sender's snapshot: it is as old
+     * as that, not as the receive (which began after it was taken).
+     */
+    if (req->ctime)
+      vs->ctime = req->ctime;
     pthread_mutex_unlock (&cat->tlock);
     r = volrec_store (cat, vs);
     if (r == 0)
@@ -387,9 +391,10 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
     return cairn_fail (-ESTALE, "volume '%s' was deleted, renamed or replaced "
                        "during the receive: abort the receive", req->name);
   if (target->opens > 0)
-    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): "
+    return cairn_fail (-EBUSY, "volume '%s' is open by %d client%s: "
                        "disconnect them, then resume the receive",
-                       target->name, target->opens);
+                       target->name, target->opens,
+                       target->opens == 1 ? "" : "s");
   {
     struct vol_info base = { .snap = "" };
 

@@ -300,8 +300,9 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
     return cairn_fail (-ENOMEM, "out of memory");
   r = list_snaps (cat, vs->id, sl);
   if (r == 0 && sl->n > 0 && !(req->flags & VOL_DELETE_RECURSIVE))
-    r = cairn_fail (-EBUSY, "volume '%s' has %zu snapshot(s): delete them first "
-                    "or delete recursively", vs->name, sl->n);
+    r = cairn_fail (-EBUSY, "volume '%s' has %zu snapshot%s: delete %s first "
+                    "or use --recursive", vs->name, sl->n,
+                    sl->n == 1 ? "" : "s", sl->n == 1 ? "it" : "them");
   for (size_t i = 0; r == 0 && i < sl->n; i++)
     r = drop_snapshot (cat, vs, sl->gen[i], sl->name[i]);
   snaplist_free (sl);
@@ -539,8 +540,7 @@ apply_snap_change (struct catalog *cat, struct cat_request *req)
     return r;
   r = cat_lookup_snap (cat, vs->id, req->snap, &sgen);
   if (r == -ENOENT)
-    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
-                       vs->name, req->snap);
+    return cat_no_snapshot (vs->name, req->snap);
   if (r < 0)
     return r;
   if (req->kind == REQ_SNAP_DELETE)

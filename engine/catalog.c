@@ -556,8 +556,8 @@ apply_resize (struct catalog *cat, struct cat_request *req)
 
     if (!req->flag)
       return cairn_fail (-EINVAL, "shrinking '%s' from %" PRIu64 " to %" PRIu64
-                         " bytes discards the data past the new end: ask for "
-                         "it explicitly (force)", vs->name, vs->size, req->size);
+                         " bytes discards the data past the new end: use "
+                         "--force", vs->name, vs->size, req->size);
     if (vs->opens > 0)
       return cairn_fail (-EBUSY, "volume '%s' is open: disconnect its clients "
                          "before shrinking it", vs->name);
@@ -836,12 +836,12 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (r < 0)
     return r;
   if (vs->opens > 0)
-    return cairn_fail (-EBUSY, "volume '%s' is open by %d client(s): disconnect "
-                       "them before rolling it back", vs->name, vs->opens);
+    return cairn_fail (-EBUSY, "volume '%s' is open by %d client%s: disconnect "
+                       "them before rolling it back", vs->name, vs->opens,
+                       vs->opens == 1 ? "" : "s");
   r = cat_lookup_snap (cat, vs->id, req->snap, &sgen);
   if (r == -ENOENT)
-    return cairn_fail (-ENOENT, "volume '%s' has no snapshot named '%s'",
-                       vs->name, req->snap);
+    return cat_no_snapshot (vs->name, req->snap);
   if (r < 0)
     return r;
   /* A damaged snapshot record fails the clone below: find out before the

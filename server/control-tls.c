@@ -105,10 +105,17 @@ conn_sniff (struct conn *conn, unsigned char first)
   srv_warn (srv, "control: refused the plain (non-TLS) client %s: this "
            "port has control-tls=require", conn->peer);
   conn->refused = true;
+  /* The client may be the cairn command or another server that replicates
+   * (cairn replicate, cairn pull): that one connects with its own control
+   * TLS keys, so the advice names both.
+   */
   conn_send_error (conn, CAIRN_E_PERMISSION, "this server's control port "
-                   "requires TLS (control-tls=require): connect with 'cairn "
-                   "--tls' and the server's CA certificate or PSK (see "
-                   "cairn(8))");
+                   "requires TLS (control-tls=require): the cairn command "
+                   "connects with 'cairn --connect HOST --tls-psk FILE' (or "
+                   "--tls-certificates DIR); a server that replicates here "
+                   "(cairn replicate, cairn pull) connects with its own "
+                   "keys: start it with 'cairnd --tls-psk FILE' or 'cairnd "
+                   "--tls-certs DIR' (see cairn(8), REPLICATION AND TLS)");
   return false;
 }
 

@@ -109,10 +109,13 @@ remote_tls (struct control_ctx *ctx, json_t *params, struct tls_ctx **tls)
   if (want ? !json_is_true (want) : !have)
     return 0;
   if (!have)
-    return cairn_fail (-EINVAL, "TLS was asked for, but this server has no "
-                       "control TLS credentials: start it with "
-                       "control-tls-certificates= or control-tls-psk= "
-                       "(cairnd --tls-certs or --tls-psk)");
+    return cairn_fail (-EINVAL, "TLS was asked for (--tls), but this server, "
+                       "which connects to the other one itself, has no "
+                       "control TLS keys: restart it with 'cairnd --tls-psk "
+                       "FILE' or 'cairnd --tls-certs DIR' (control-tls-psk= "
+                       "or control-tls-certificates= in its configuration); "
+                       "the cairn command's own --tls options do not reach "
+                       "it");
   return tls_ctx_new (cfg, false, tls);
 }
 
@@ -440,9 +443,10 @@ push_base (json_t *lsnaps, json_t *rsnaps, long k, const char *vol,
     if (*b < 0)
       return cairn_fail (-ESTALE, "the newest snapshot of '%s' on %s ('%s') "
                          "is not one of this server's: there is no base for "
-                         "an incremental stream (give \"from\", roll it back "
-                         "to the newest snapshot both have with \"rollback\", "
-                         "or delete '%s' there to send it whole)", vol,
+                         "an incremental stream (name a base with --from, roll "
+                         "it back to the newest snapshot both have with "
+                         "--rollback, or delete '%s' there to send it whole)",
+                         vol,
                          rm->name, jstr (newest, "snapshot"), vol);
   }
   if (*b >= k)
@@ -683,7 +687,8 @@ pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
              bool rollback, json_t **info)
 {
   struct control_ctx *ctx = pp->ctx;
-  struct repl_recv_opts ro = { .rollback = rollback,
+  char hint[VOL_NAME_MAX + 340];
+  struct repl_recv_opts ro = { .rollback = rollback, .rollback_hint = hint,
                                .progress = pull_received,
                                .progress_opaque = pp };
   struct cairn_pool *pool = ctx_pool (ctx);
@@ -696,6 +701,7 @@ pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
   int slot, r, sr = 0;
 
   snprintf (snap, sizeof snap, "%s@%s", vol, name);
+  snprintf (hint, sizeof hint, "'cairn pull %s %s --rollback'", rm->name, vol);
   slot = stream_recv_claim (vol);
   if (slot < 0)
     return slot;

@@ -156,6 +156,18 @@ target_damaged (void *opaque, const struct vol_damage *d)
   return strcmp (d->name, s->vol) == 0 ? vol_damage_error (d) : 0;
 }
 
+/* How a refusal names the rollback the user can ask for (item 7 of
+ * issue 33): the command's own words when the method knows them, else the
+ * option that every receiving command shares.  Messages name what the
+ * user types, not the protocol's parameter ("rollback").
+ */
+static const char *
+rollback_hint (const struct repl_recv *rr)
+{
+  return rr->opts.rollback_hint ? rr->opts.rollback_hint
+                                : "the same command with --rollback";
+}
+
 /* With rollback: the stream's base may be any snapshot of the target (s,
  * oldest first); name it (NAME@SNAP) in base.  What lies after it is
  * discarded when the receive publishes, so only the snapshots up to the
@@ -240,8 +252,9 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
         r = cairn_fail (-ESTALE, "the stream's base is '%s@%s', but '%s' has "
                         "newer snapshots ('%s' is the newest): a stream only "
                         "extends the newest snapshot, so delete the newer ones "
-                        "first, or receive with --rollback to discard them",
-                        rr->target, s.v[i].snap, rr->target, newest->snap);
+                        "first, or run %s to discard them",
+                        rr->target, s.v[i].snap, rr->target, newest->snap,
+                        rollback_hint (rr));
         goto out;
       }
     r = cairn_fail (-ESTALE, "the newest snapshot of '%s' is '%s' (GUID "
@@ -264,10 +277,10 @@ check_incremental (struct repl_recv *rr, char base[2 * VOL_NAME_MAX + 2])
     r = cairn_fail (-ESTALE, "volume '%s' was written after its snapshot '%s' "
                     "(first change at byte %" PRIu64 "), so the stream does not "
                     "apply to it: a volume that receives incremental streams "
-                    "must stay as its newest snapshot left it (receive with "
-                    "--rollback to discard the writes, or delete it and "
-                    "receive a full stream to start over)", rr->target,
-                    newest->snap, change);
+                    "must stay as its newest snapshot left it (run %s to "
+                    "discard the writes, or delete it and receive a full "
+                    "stream to start over)", rr->target, newest->snap, change,
+                    rollback_hint (rr));
  out:
   free (s.v);
   return r;

@@ -80,6 +80,11 @@ struct repl_recv_opts {
   bool rollback;              /* an incremental stream may roll a target
                                  that diverged from its base back to the
                                  base when it publishes (receive.c) */
+  /* The command that asks for rollback, as the user types it, for the
+   * advice of a refusal ("cairn pull HOST VOL --rollback"); NULL: the
+   * option alone ("--rollback", which receive and replicate share).
+   */
+  const char *rollback_hint;
 };
 
 struct repl_recv_result {

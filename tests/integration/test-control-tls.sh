@@ -142,7 +142,7 @@ run --connect "127.0.0.1:$PORT_A" --tls-psk "$PSK" --tls-username bob volume lis
 expect 1 "has no key for user 'bob'"
 # A plain client: told to use TLS, and the server says it refused one.
 run --connect "127.0.0.1:$PORT_A" volume list
-expect 1 "requires TLS \(control-tls=require\): connect with 'cairn --tls'"
+expect 1 "requires TLS \(control-tls=require\): the cairn command connects with 'cairn --connect HOST --tls-psk FILE' .*a server that replicates here \(cairn replicate, cairn pull\) connects with its own keys: start it with 'cairnd --tls-psk FILE'"
 logged "refused the plain \(non-TLS\) client 127.0.0.1:[0-9]+"
 # The options are checked.
 run --tls-psk "$PSK" volume list

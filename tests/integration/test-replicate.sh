@@ -244,7 +244,8 @@ diverge_b b2 2
 scribble v 71 $((64 * 1024 * 1024))
 ca snapshot create v@s7 >/dev/null
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
-expect 1 "has newer snapshots \('b2' is the newest\).*--rollback"
+expect 1 "has newer snapshots \('b2' is the newest\).*or run 'cairn pull 127.0.0.1:$PORT_A v --rollback' to discard them"
+grep -q "receive with" <<<"$out" && fail "a refused pull names another command: $out"
 cb receive v --abort >/dev/null 2>&1 || true
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --rollback
 expect 0 "received v@s7 from 127.0.0.1:$PORT_A \(incremental"
@@ -272,7 +273,7 @@ diverge_b b3 3
 scribble v 111 $((64 * 1024 * 1024))
 ca snapshot create v@s11 >/dev/null
 run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B"
-expect 1 "\('b3'\) is not one of this server's.*\"rollback\""
+expect 1 "\('b3'\) is not one of this server's.*name a base with --from, roll it back to the newest snapshot both have with --rollback"
 run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B" --rollback
 expect 0 "sent v@s11 to 127.0.0.1:$PORT_B \(incremental"
 cb snapshot list v | grep -qw b3 && fail "v@b3 survived replicate --rollback"

@@ -192,13 +192,13 @@ receive_after_write () {
 # Pool B's v is written: the next incremental is refused, saying why.
 receive_after_write 'write -P 0x77 0 4k'
 expect 1 "was written after its snapshot 's3' \(first change at byte 0\)"
-grep -q "receive with --rollback to discard the writes" <<<"$out" ||
+grep -q "run the same command with --rollback to discard the writes" <<<"$out" ||
   fail "the refusal does not mention --rollback: $out"
 [ "$(catalog_b)" = "$before" ] || fail "a refused incremental changed the catalog"
 # A snapshot of B's own after s3, and more writes: refused, saying why.
 "$CAIRN" --pool "$POOL_B" snapshot create v@local >/dev/null || fail "snapshot v@local"
 receive_after_write 'write -P 0x78 8M 1M'
-expect 1 "has newer snapshots \('local' is the newest\).*or receive with --rollback to discard them"
+expect 1 "has newer snapshots \('local' is the newest\).*or run the same command with --rollback to discard them"
 # With --rollback, a stream cut short destroys nothing (and keeps its
 # progress, discarded here) ...
 run --pool "$POOL_B" receive v --rollback < <(head -c 1000000 "$TMPDIR_TEST/s4.stream")

@@ -429,7 +429,7 @@ Test (methods, volume_delete)
   /* A volume with snapshots goes only recursively. */
   fails ("volume.delete", "{'name':'db'}", CAIRN_E_BUSY, "1 snapshot");
   fails ("volume.delete", "{'name':'db','recursive':false}", CAIRN_E_BUSY,
-         "delete recursively");
+         "delete it first or use --recursive");
   fails ("volume.delete", "{'name':'db','recursive':'yes'}",
          CONTROL_E_INVALID_PARAMS, "\"recursive\" must be true or false");
   fails ("volume.delete", "{'name':'nope'}", CAIRN_E_NOT_FOUND,

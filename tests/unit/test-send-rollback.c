@@ -156,7 +156,7 @@ Test (send_rollback, written_target)
   cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len, &rng, NULL),
                 -ESTALE);
   assert_said ("was written after its snapshot 's1'");
-  assert_said ("receive with --rollback to discard the writes");
+  assert_said ("run the same command with --rollback to discard the writes");
   pool = assert_unchanged (dev, pool, before, "a refused diverged receive");
   free (before);
   cr_assert_eq (repl_recv_abort (pool, "v"), -ENOENT, "the refusal kept a partial");
@@ -201,7 +201,7 @@ Test (send_rollback, newer_snapshots)
   cr_assert_eq (receive_buf (pool, "v", src.incr.p, src.incr.len, &rng, NULL),
                 -ESTALE);
   assert_said ("has newer snapshots ('extra' is the newest)");
-  assert_said ("or receive with --rollback to discard them");
+  assert_said ("or run the same command with --rollback to discard them");
   pool = assert_unchanged (dev, pool, before, "a refused receive");
   free (before);
 
@@ -240,7 +240,7 @@ Test (send_rollback, newer_snapshot_held_open)
   cr_assert_eq (vol_open (pool, "v@extra", &v), 0, "%s", cairn_errmsg ());
   before = listing (pool);
   cr_assert_eq (receive_rollback (pool, &src, &rng, &res), -EBUSY);
-  assert_said ("volume 'v' is open by 1 client(s)");
+  assert_said ("volume 'v' is open by 1 client:");
   cr_assert (res.kept, "the refused publish did not keep the receive");
   assert_block (pool, "v@extra", 7, 42);
   now = listing (pool);
