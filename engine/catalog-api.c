@@ -413,6 +413,38 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   return r;
 }
 
+int
+vol_state_name (struct cairn_pool *pool, uint64_t id, uint64_t gen,
+                char vol[VOL_NAME_MAX + 1], char snap[VOL_NAME_MAX + 1])
+{
+  struct volstate *vs;
+  struct vol_info si;
+  struct catalog *cat;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  *vol = *snap = '\0';
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_id_locked (cat, id);
+  if (vs && vs_visible (vs))
+    snprintf (vol, VOL_NAME_MAX + 1, "%s", vs->name);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL)
+    for (size_t i = 0; i < cat->ndamaged; i++)   /* fixed once loaded (DV-1) */
+      if (cat->damaged[i].id == id)
+        snprintf (vol, VOL_NAME_MAX + 1, "%s", cat->damaged[i].name);
+  if (*vol == '\0')
+    return -ENOENT;
+  if (vs == NULL)
+    return 0;                   /* a damaged volume lists no snapshots */
+  r = cat_read_snap (cat, id, gen, &si);
+  if (r == 0)
+    snprintf (snap, VOL_NAME_MAX + 1, "%s", si.snap);
+  /* None at gen, or a damaged record: the state is "VOL@#GEN". */
+  return r == -ENOENT || r == -EIO ? 0 : r;
+}
+
 /* Report snapshot j of sl (volume vi), whose record did not decode (the
  * message is cairn_errmsg's), to damage.
  */

@@ -97,6 +97,16 @@ int vol_set_quota (struct cairn_pool *pool, const char *name, uint64_t bytes)
  * snapshot taken at or before TIME, see cat_lookup_point). */
 int vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
   CAIRN_WUR;
+/* Name the state of volume id at generation gen (a clone's origin) in
+ * O(log n): vol gets the volume's name and snap the name of its snapshot
+ * at gen, or "" when no snapshot with a readable record is there (then the
+ * state is "VOL@#GEN").  A volume whose record is damaged keeps the name
+ * its name index gives, with snap "".  -ENOENT when the volume has no name
+ * (hidden: deleted while clones depend on it).
+ */
+int vol_state_name (struct cairn_pool *pool, uint64_t id, uint64_t gen,
+                    char vol[VOL_NAME_MAX + 1], char snap[VOL_NAME_MAX + 1])
+  CAIRN_WUR;
 /* Call fn for every visible volume, in name order, then (with_snapshots)
  * each volume's snapshots after it, oldest first.  A damaged record (see
  * vol_list_tolerant) fails the listing with -EIO and a message naming it

@@ -98,6 +98,14 @@ static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
 static bool check_every_read;   /* verify=always */
 static char *default_export;
+/* nbdkit 1.32 refuses a list of more than 10,000 exports (MAX_EXPORTS in
+ * its server/exports.c): nbdkit_add_export fails past it and the whole
+ * listing with it, so the client gets no list at all.  list-max= lowers
+ * the bound.
+ */
+#define LIST_MAX_NBDKIT 10000u
+static unsigned list_max = LIST_MAX_NBDKIT;
+
 
 /* The pool, open from .get_ready to .cleanup.  Set before nbdkit serves
  * anything and only read afterwards, so connections need no lock for it.
@@ -271,6 +279,16 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "list-max") == 0) {
+    if (nbdkit_parse_unsigned ("list-max", value, &list_max) == -1)
+      return -1;
+    if (list_max == 0 || list_max > LIST_MAX_NBDKIT) {
+      nbdkit_error ("list-max=%s: give how many exports a listing holds at "
+                    "most, 1 to %u (nbdkit's own bound)", value,
+                    LIST_MAX_NBDKIT);
+      return -1;
+    }
+  }
   else if (strcmp (key, "control-handshake-timeout") == 0) {
     if (nbdkit_parse_unsigned ("control-handshake-timeout", value,
                                &handshake_timeout_s) == -1)
@@ -386,6 +404,7 @@ cairn_config_complete (void)
   "verify=disk|always      Check data that comes from the disk (default)\n" \
   "                        or every read, cached copies too.\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
+  "list-max=<N>            Exports a listing holds at most (10000).\n" \
   "default-export=<NAME>   Export served for the empty export name."
 
 /* Print version and features for `nbdkit --dump-plugin cairn`. */
@@ -565,41 +584,115 @@ export_name (const struct vol_info *info, char *buf, size_t len)
     snprintf (buf, len, "%s", info->name);
 }
 
+/* The sections of a listing: live volumes, snapshots. */
+static bool
+want_volume (const struct vol_info *info)
+{
+  return !info->is_snapshot;
+}
+
+static bool
+want_snapshot (const struct vol_info *info)
+{
+  return info->is_snapshot;
+}
+
+/* A listing in progress: live volumes first, then snapshots (each
+ * volume's oldest first, volumes in name order), at most list_max
+ * entries.  The last entry is held back (last, last_desc) until the
+ * listing knows how many did not fit, which its description then says.
+ * A later kind of state (checkpoints) is one more section after the
+ * snapshots: a pass of list_section with its own filter.
+ */
 struct list_ctx {
   struct nbdkit_exports *exports;
   bool readonly;
+  bool (*want) (const struct vol_info *info);   /* this section's filter */
+  unsigned listed;              /* entries added, the held one included */
+  uint64_t left_out;            /* states past the bound */
+  bool held;
+  char last[2 * VOL_NAME_MAX + 2], last_desc[2 * VOL_NAME_MAX + 128];
 };
 
-/* vol_list callback: add one export. */
+/* vol_list callback: add one export of the section, hold back the one
+ * that fills the list, count those past it.
+ */
 static int
 add_export (void *opaque, const struct vol_info *info)
 {
   struct list_ctx *ctx = opaque;
   char name[2 * VOL_NAME_MAX + 2], desc[2 * VOL_NAME_MAX + 128];
 
+  if (!ctx->want (info))
+    return 0;
+  if (ctx->listed == list_max) {
+    ctx->left_out++;
+    return 0;
+  }
   export_name (info, name, sizeof name);
   describe (info, ctx->readonly, desc, sizeof desc);
+  if (++ctx->listed == list_max) {
+    memcpy (ctx->last, name, sizeof name);
+    memcpy (ctx->last_desc, desc, sizeof desc);
+    ctx->held = true;
+    return 0;
+  }
   return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
 }
 
+/* Add the held-back last entry, saying how many states did not fit. */
+static int
+add_last (struct list_ctx *ctx)
+{
+  char desc[sizeof ctx->last_desc + 256];
+
+  if (!ctx->held)
+    return 0;
+  if (ctx->left_out == 0)
+    snprintf (desc, sizeof desc, "%s", ctx->last_desc);
+  else {
+    snprintf (desc, sizeof desc, "%s; the list stops here, at %u exports: "
+              "%" PRIu64 " more not listed (all can be opened by name; "
+              "'cairn snapshot list VOL' lists a volume's snapshots)",
+              ctx->last_desc, list_max, ctx->left_out);
+    nbdkit_debug ("listing exports: %" PRIu64 " left out past list-max=%u",
+                  ctx->left_out, list_max);
+  }
+  return nbdkit_add_export (ctx->exports, ctx->last, desc) == -1 ? -ENOMEM : 0;
+}
+
 /* vol_list_tolerant callback: a snapshot or a volume whose record is
- * damaged is not exported (opening it fails); say so in the server's log.
+ * damaged is not exported (opening it fails); say so in the server's log,
+ * once: volumes in the volumes' section, snapshots in the snapshots'.
  */
 static int
 skip_damaged (void *opaque, const struct vol_damage *d)
 {
-  (void) opaque;
-  if (d->kind == VOL_DAMAGE_VOLUME)
+  struct list_ctx *ctx = opaque;
+  bool volume = d->kind == VOL_DAMAGE_VOLUME;
+
+  if (volume && ctx->want == want_volume)
     nbdkit_error ("listing exports: leaving out volume %s and its snapshots: "
                   "%s (run 'cairn fsck')", *d->name ? d->name : "?", d->what);
-  else
+  else if (!volume && ctx->want == want_snapshot)
     nbdkit_error ("listing exports: leaving out %s@%s: %s (run 'cairn fsck')",
                   d->name, *d->snap ? d->snap : "?", d->what);
   return 0;
 }
 
-/* List every volume and snapshot, asking the engine each time; one damaged
- * record leaves out only what it describes.
+/* One section of the listing: the states that want picks. */
+static int
+list_section (struct list_ctx *ctx, bool (*want) (const struct vol_info *),
+              bool with_snapshots)
+{
+  ctx->want = want;
+  return vol_list_tolerant (pool, with_snapshots, add_export, skip_damaged,
+                            ctx);
+}
+
+/* List the live volumes, then the snapshots, up to list_max exports (see
+ * struct list_ctx), asking the engine each time; one damaged record leaves
+ * out only what it describes.
  */
 static int
 cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
@@ -611,7 +704,11 @@ cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
   int r;
 
   cairn_error_clear ();
-  r = vol_list_tolerant (pool, true, add_export, skip_damaged, &ctx);
+  r = list_section (&ctx, want_volume, false);
+  if (r == 0)
+    r = list_section (&ctx, want_snapshot, true);
+  if (r == 0)
+    r = add_last (&ctx);
   if (r < 0) {
     /* nbdkit_add_export has already reported its own failure. */
     if (*cairn_errmsg ())

@@ -219,7 +219,7 @@ volume_list (struct control_ctx *ctx, json_t *params, json_t **result)
     r = oom ();
   for (size_t i = 0; r == 0 && i < l.n; i++)
     if (snaps || !l.v[i].is_snapshot)
-      r = append_info (arr, &l, &l.v[i]);
+      r = append_info (arr, ctx_pool (ctx), &l.v[i]);
   if (r == 0) {
     *result = json_pack ("{s:o}", "volumes", arr);
     arr = NULL;

@@ -71,7 +71,7 @@ json_t *damaged_array (const struct listing *l, uint64_t id);
 int set_damaged (json_t *obj, const struct listing *l, uint64_t id)
   CAIRN_WUR;
 /* Append the object of vi to the array arr. */
-int append_info (json_t *arr, const struct listing *l,
+int append_info (json_t *arr, struct cairn_pool *pool,
                  const struct vol_info *vi) CAIRN_WUR;
 /* Describe one volume or snapshot (VOL@SNAP) by name into *result; with
  * related, with its snapshots and clones.

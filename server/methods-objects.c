@@ -150,16 +150,6 @@ set_damaged (json_t *obj, const struct listing *l, uint64_t id)
          ? 0 : oom ();
 }
 
-/* The volume with this id in the listing, or NULL if it is hidden. */
-static const struct vol_info *
-listing_volume (const struct listing *l, uint64_t id)
-{
-  for (size_t i = 0; i < l->n; i++)
-    if (!l->v[i].is_snapshot && l->v[i].id == id)
-      return &l->v[i];
-  return NULL;
-}
-
 /* "VOL" or "VOL@SNAP". */
 static void
 full_name (const struct vol_info *vi, char buf[FULL_NAME_MAX])
@@ -170,46 +160,33 @@ full_name (const struct vol_info *vi, char buf[FULL_NAME_MAX])
     snprintf (buf, FULL_NAME_MAX, "%s", vi->name);
 }
 
-/* The name of damaged volume id in the listing, or NULL. */
-static const char *
-listing_damaged_volume (const struct listing *l, uint64_t id)
-{
-  for (size_t i = 0; i < l->nd; i++)
-    if (l->d[i].kind == VOL_DAMAGE_VOLUME && l->d[i].id == id &&
-        *l->d[i].name)
-      return l->d[i].name;
-  return NULL;
-}
-
 /* Name a clone's origin: "VOL@SNAP" when a snapshot pins it, else
  * "VOL@#GEN" (always for an origin whose record is damaged, whose
- * snapshots are not listed).  False when vi is no clone or its origin is
- * hidden (or l is NULL).
+ * snapshots are not listed).  A lookup, not a walk of the listing, so that
+ * describing one object costs the same at any snapshot count (issue #27).
+ * False when vi is no clone or its origin is hidden.
  */
-static bool
-origin_name (const struct listing *l, const struct vol_info *vi,
-             char buf[FULL_NAME_MAX])
+static int
+origin_name (struct cairn_pool *pool, const struct vol_info *vi,
+             char buf[FULL_NAME_MAX], bool *has)
 {
-  const struct vol_info *ov;
-  const char *dv;
+  char vol[VOL_NAME_MAX + 1], snap[VOL_NAME_MAX + 1];
+  int r;
 
-  if (vi->origin_id == 0 || l == NULL)
-    return false;
-  ov = listing_volume (l, vi->origin_id);
-  if (ov == NULL && (dv = listing_damaged_volume (l, vi->origin_id))) {
-    snprintf (buf, FULL_NAME_MAX, "%s@#%" PRIu64, dv, vi->origin_gen);
-    return true;
-  }
-  if (ov == NULL)
-    return false;
-  for (size_t i = 0; i < l->n; i++)
-    if (l->v[i].is_snapshot && l->v[i].id == vi->origin_id &&
-        l->v[i].gen == vi->origin_gen) {
-      snprintf (buf, FULL_NAME_MAX, "%s@%s", ov->name, l->v[i].snap);
-      return true;
-    }
-  snprintf (buf, FULL_NAME_MAX, "%s@#%" PRIu64, ov->name, vi->origin_gen);
-  return true;
+  *has = false;
+  if (vi->origin_id == 0)
+    return 0;
+  r = vol_state_name (pool, vi->origin_id, vi->origin_gen, vol, snap);
+  if (r == -ENOENT)
+    return 0;
+  if (r < 0)
+    return r;
+  if (*snap)
+    snprintf (buf, FULL_NAME_MAX, "%s@%s", vol, snap);
+  else
+    snprintf (buf, FULL_NAME_MAX, "%s@#%" PRIu64, vol, vi->origin_gen);
+  *has = true;
+  return 0;
 }
 
 /* Seconds since 1970 as ISO 8601 in UTC. */
@@ -224,35 +201,45 @@ iso_time (uint64_t t, char buf[32])
     snprintf (buf, 32, "%" PRIu64, t);    /* a damaged record: show it raw */
 }
 
-/* The object describing a volume or snapshot. */
-static json_t *
-info_object (const struct listing *l, const struct vol_info *vi)
+/* The object describing a volume or snapshot into *objp. */
+static int
+info_object (struct cairn_pool *pool, const struct vol_info *vi,
+             json_t **objp)
 {
   char name[FULL_NAME_MAX], origin[FULL_NAME_MAX], ctime[32], guid[17];
-  bool has_origin = origin_name (l, vi, origin);
+  bool has_origin;
+  int r = origin_name (pool, vi, origin, &has_origin);
 
+  if (r < 0)
+    return r;
   full_name (vi, name);
   iso_time (vi->ctime, ctime);
   snprintf (guid, sizeof guid, "%016" PRIx64, vi->guid);
-  return json_pack ("{s:s, s:s, s:s?, s:s?, s:I, s:I, s:I, s:I, s:s, s:b, s:s?}",
-                    "name", name,
-                    "volume", vi->name,
-                    "snapshot", vi->is_snapshot ? vi->snap : NULL,
-                    "guid", vi->is_snapshot ? guid : NULL,
-                    "id", (json_int_t) vi->id,
-                    "generation", (json_int_t) vi->gen,
-                    "size", (json_int_t) vi->size,
-                    "referenced", (json_int_t) vi->referenced,
-                    "ctime", ctime,
-                    "readonly", (int) vi->readonly,
-                    "origin", has_origin ? origin : NULL);
+  *objp = json_pack ("{s:s, s:s, s:s?, s:s?, s:I, s:I, s:I, s:I, s:s, s:b, s:s?}",
+                     "name", name,
+                     "volume", vi->name,
+                     "snapshot", vi->is_snapshot ? vi->snap : NULL,
+                     "guid", vi->is_snapshot ? guid : NULL,
+                     "id", (json_int_t) vi->id,
+                     "generation", (json_int_t) vi->gen,
+                     "size", (json_int_t) vi->size,
+                     "referenced", (json_int_t) vi->referenced,
+                     "ctime", ctime,
+                     "readonly", (int) vi->readonly,
+                     "origin", has_origin ? origin : NULL);
+  return *objp ? 0 : oom ();
 }
 
 /* Append the object of vi to the array arr. */
 int
-append_info (json_t *arr, const struct listing *l, const struct vol_info *vi)
+append_info (json_t *arr, struct cairn_pool *pool, const struct vol_info *vi)
 {
-  return json_array_append_new (arr, info_object (l, vi)) == 0 ? 0 : oom ();
+  json_t *obj;
+  int r = info_object (pool, vi, &obj);
+
+  if (r == 0 && json_array_append_new (arr, obj) < 0)
+    r = oom ();
+  return r;
 }
 
 /* vol_list_props callback: add a property to a JSON object. */
@@ -276,15 +263,15 @@ describe (struct cairn_pool *pool, const char *name, bool related,
   json_t *obj = NULL, *snaps = NULL, *clones = NULL;
   int r = vol_stat (pool, name, &vi);
 
-  if (r == 0)
+  /* Only the related names need the whole listing: an object alone costs
+   * the same at any snapshot count (the reply of every snapshot.create).
+   */
+  if (r == 0 && related)
     r = listing_load (pool, &l);
+  if (r == 0)
+    r = info_object (pool, &vi, &obj);
   if (r < 0)
     goto out;
-  obj = info_object (&l, &vi);
-  if (obj == NULL) {
-    r = oom ();
-    goto out;
-  }
   if (related) {
     snaps = vi.is_snapshot ? NULL : json_array ();
     clones = json_array ();

@@ -99,7 +99,7 @@ snapshot_list (struct control_ctx *ctx, json_t *params, json_t **result)
     r = oom ();
   for (size_t i = 0; r == 0 && i < l.n; i++)
     if (l.v[i].is_snapshot && l.v[i].id == vi.id)
-      r = append_info (arr, &l, &l.v[i]);
+      r = append_info (arr, pool, &l.v[i]);
   if (r == 0) {
     *result = json_pack ("{s:o}", "snapshots", arr);
     arr = NULL;
