@@ -301,7 +301,7 @@ cmd_volume_rollback (const struct cli *cli, int argc, char **argv)
   if (r == EXIT_OK && o.json)
     r = print_json (cli, res);
   else if (r == EXIT_OK)
-    printf ("rolled %s back to %s; its previous state and snapshots are now %s\n",
+    printf ("rolled %s back to %s; its previous state and later snapshots are now %s\n",
             vol, argv[optind], argv[optind + 1]);
   json_decref (res);
   return r;

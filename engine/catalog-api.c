@@ -255,6 +255,11 @@ vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
                              .name2 = keep_as };
   int r = vol_check_name (keep_as);
 
+  /* Space of deleted snapshots still being given back in the background
+   * may be the volume's, after SNAP: finish it first (VR-1).
+   */
+  if (r == 0)
+    r = vol_reclaim_wait (pool, NULL, NULL);
   return r < 0 ? r : cat_submit (pool, &req);
 }
 

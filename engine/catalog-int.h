@@ -405,6 +405,13 @@ int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
  */
 int reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
                             struct volstate *to) CAIRN_WUR;
+/* A rollback of from to its pin at gen (catalog-rollback.c VR-4): from's
+ * deadlist entries that died after gen move to to when born after gen,
+ * and are forgotten (not freed) when born at or before it.  The held
+ * counts of both follow.
+ */
+int reclaim_move_deadlist (struct catalog *cat, struct volstate *from,
+                           struct volstate *to, uint64_t gen) CAIRN_WUR;
 /* Count the blocks on a volume's deadlist into vs->held. */
 int reclaim_count_held (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
 /* The end of the deaths a free record from lo_d may still free (RC-3). */
@@ -582,6 +589,18 @@ int apply_create (struct catalog *cat, struct cat_request *req, uint64_t gen)
   CAIRN_WUR;
 int apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   CAIRN_WUR;
+/* A new volume state for tree t (the request fills in the rest), NULL
+ * without memory; give it its records, name item and place in the table
+ * (it is freed on failure); copy from_id's user properties to to_id.
+ */
+struct volstate *volstate_new (uint64_t id, struct btree *t, const char *name,
+                               uint64_t size, uint64_t gen);
+int publish_volume (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
+int copy_props (struct catalog *cat, uint64_t from_id, uint64_t to_id)
+  CAIRN_WUR;
+/* Roll a volume back to one of its snapshots (catalog-rollback.c). */
+int apply_rollback (struct catalog *cat, struct cat_request *req,
+                    uint64_t gen) CAIRN_WUR;
 /* Remove a volume state from the table and free it (tlock held). */
 void table_remove (struct catalog *cat, struct volstate *vs);
 /* Delete every property of a volume (it is being destroyed). */

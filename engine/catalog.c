@@ -27,6 +27,8 @@
  *   catalog-recv.c  the requests of a receive (partial volumes, and
  *                   publishing with or without a rollback), with their
  *                   design note
+ *   catalog-rollback.c  rolling a volume back to one of its snapshots
+ *                   (reverse promotion, design note VR-n there)
  *   catalog-damage.c  volume records that do not decode: the catalog
  *                   loads every other volume, and that one is listed as
  *                   damaged, cannot be used or deleted, and keeps its name
@@ -449,7 +451,7 @@ need_volume (struct catalog *cat, const char *name, struct volstate **vsp)
 }
 
 /* A new volume state for tree t (the request fills in the rest). */
-static struct volstate *
+struct volstate *
 volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
               uint64_t gen)
 {
@@ -472,7 +474,7 @@ volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
 /* Give a new volume its records and its place in the table (it is freed
  * on failure).  A partial volume gets no name item.
  */
-static int
+int
 publish_volume (struct catalog *cat, struct volstate *vs)
 {
   uint8_t key[1 + VOL_NAME_MAX], idv[8];
@@ -690,7 +692,7 @@ prop_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
 /* Give volume to_id a copy of from_id's user properties (not the internal
  * ones, whose keys have no ':').
  */
-static int
+int
 copy_props (struct catalog *cat, uint64_t from_id, uint64_t to_id)
 {
   struct prop_copy pc = { NULL, 0, 0 };
@@ -817,76 +819,6 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
     vs->flags |= VOLF_PARTIAL;
   req->out_id = id;
   return publish_volume (cat, vs);
-}
-
-/* Roll a volume back: rename it, then clone its snapshot under its old
- * name, in one generation.
- */
-static int
-apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
-{
-  char src[2 * VOL_NAME_MAX + 2];
-  struct cat_request rn = { .kind = REQ_RENAME, .name = req->name,
-                            .name2 = req->name2 };
-  struct cat_request cl = { .kind = REQ_CLONE, .name = src, .name2 = req->name };
-  struct volstate *vs = NULL;
-  uint64_t sgen;
-  int r = need_volume (cat, req->name, &vs);
-
-  if (r < 0)
-    return r;
-  if (vs->opens > 0)
-    return cairn_fail (-EBUSY, "volume '%s' is open by %d client%s: disconnect "
-                       "them before rolling it back", vs->name, vs->opens,
-                       vs->opens == 1 ? "" : "s");
-  r = cat_lookup_snap (cat, vs->id, req->snap, &sgen);
-  if (r == -ENOENT)
-    return cat_no_snapshot (vs->name, req->snap);
-  if (r < 0)
-    return r;
-  /* A damaged snapshot record fails the clone below: find out before the
-   * rename, which a failed request must not leave behind.
-   */
-  {
-    struct vol_info info;
-
-    r = cat_read_snap (cat, vs->id, sgen, &info);
-    if (r < 0) {
-      snprintf (src, sizeof src, "%s@%s", vs->name, req->snap);
-      return cat_snap_unreadable (r, src);
-    }
-  }
-  if (cat_find_name (cat, req->name2))
-    return cairn_fail (-EEXIST, "a volume named '%s' exists already: choose "
-                       "another name to keep the rolled-back state under",
-                       req->name2);
-  r = cat_name_free (cat, req->name2);
-  if (r < 0)
-    return r;
-  snprintf (src, sizeof src, "%s@%s", req->name2, req->snap);
-  r = apply_rename (cat, &rn);
-  if (r == 0)
-    r = apply_clone (cat, &cl, gen);
-  req->out_id = cl.out_id;
-  /* The volume keeps its settings: quota, read-only flag, user
-   * properties (the old lineage keeps its own copy).
-   */
-  if (r == 0)
-    r = copy_props (cat, vs->id, cl.out_id);
-  if (r == 0) {
-    struct volstate *nv;
-
-    pthread_mutex_lock (&cat->tlock);
-    nv = cat_find_id_locked (cat, cl.out_id);
-    if (nv) {
-      nv->quota = vs->quota;
-      nv->flags |= vs->flags & VOLF_READONLY;
-    }
-    pthread_mutex_unlock (&cat->tlock);
-    r = nv ? volrec_store (cat, nv) : cairn_fail (-EIO, "internal error: the "
-                                                  "rolled-back volume is missing");
-  }
-  return r;
 }
 
 /* Apply a request inside the freeze of generation gen. */

@@ -144,6 +144,34 @@ cmp_run (const void *x, const void *y)
   return (int) a->type - (int) b->type;
 }
 
+/* Does the newer state b descend from volume a's state at since: is it a
+ * state of a itself, or of a volume whose chain of origins reaches a at a
+ * generation at or after since (a clone of a later state, or the history
+ * a rollback kept)?  Every block of b born at or before since is then
+ * one a had at since, so the walk by birth finds what changed.
+ */
+static bool
+in_lineage (struct cairn_volume *a, struct cairn_volume *b)
+{
+  struct volstate *va = vol_state (a), *vs = vol_state (b);
+  struct catalog *cat = va->cat;
+  uint64_t since = vol_pin_gen (a);
+  bool yes = false;
+
+  if (va == vs)
+    return true;
+  pthread_mutex_lock (&cat->tlock);
+  for (size_t hops = 0; vs && vs->origin_id && hops <= cat->nvols; hops++) {
+    if (vs->origin_id == va->id) {
+      yes = vs->origin_gen >= since;
+      break;
+    }
+    vs = cat_find_id_locked (cat, vs->origin_id);
+  }
+  pthread_mutex_unlock (&cat->tlock);
+  return yes;
+}
+
 /* Open the two states of a diff and check that they make sense. */
 static int
 open_pair (struct cairn_pool *pool, const char *from, const char *to,
@@ -157,9 +185,11 @@ open_pair (struct cairn_pool *pool, const char *from, const char *to,
   if (r == 0 && vol_pin_gen (a) == 0)
     r = cairn_fail (-EINVAL, "'%s' is a live volume: the older side of a diff "
                     "must be a snapshot or a kept generation", from);
-  if (r == 0 && vol_state (a) != vol_state (b))
-    r = cairn_fail (-EINVAL, "'%s' and '%s' are not states of one volume", from,
-                    to);
+  if (r == 0 && !in_lineage (a, b))
+    r = cairn_fail (-EINVAL, "'%s' and '%s' are not states of one volume, and "
+                    "'%s' does not start from '%s' or a later state of its "
+                    "volume (a clone, or what a rollback kept)", from, to, to,
+                    from);
   if (r == 0 && vol_pin_gen (b) && vol_pin_gen (b) <= vol_pin_gen (a))
     r = cairn_fail (-EINVAL, "'%s' is not older than '%s'", from, to);
   if (r < 0) {

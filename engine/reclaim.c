@@ -30,6 +30,13 @@
  *        origin) as if it had written the changes itself.  Until then no
  *        pin removal looks at them (they are under the partial's id), and
  *        destroying the partial drops them without freeing anything (RC-1).
+ *  RC-6  A rollback of S to its pin O (catalog-rollback.c VR-4) hands the
+ *        history after O to a new clone X of (S, O): S's entries that died
+ *        after O move to X when born after O (X owns them, RC-1, and they
+ *        are kept for its pins, RC-2), and are forgotten when born at or
+ *        before O (they are in S's live tree again, and S's deadlist will
+ *        take them when S stops referencing them).  RC-1..RC-3 then hold
+ *        for both, as fsck's audit shows.
  *
  * Deadlist entries are gathered in memory as trees change (the free
  * function must not modify another tree in the middle of a B-tree
@@ -419,19 +426,19 @@ reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
   return r;
 }
 
-/* A published partial's deadlist becomes its target's (RC-5): entries
- * born after the target's origin move to the target's id, the others go.
- * In the freeze, after the pending entries were written.
+/* Move from's deadlist entries that died after after_d: those born after
+ * keep_b go to `to`, the others are forgotten (not freed).  The held
+ * counts follow.  In the freeze, after the pending entries were written.
  */
-int
-reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
-                        struct volstate *to)
+static int
+move_entries (struct catalog *cat, struct volstate *from, struct volstate *to,
+              uint64_t after_d, uint64_t keep_b)
 {
   struct btree_cursor *cur;
   uint8_t key[DL_KEY];
   int r;
 
-  if (cat->deadlist == NULL)
+  if (cat->deadlist == NULL || after_d == UINT64_MAX)
     return 0;
   for (;;) {
     uint8_t batch[256][DL_KEY + DL_VAL];
@@ -441,7 +448,8 @@ reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
     if (r < 0)
       return r;
     put_be64 (key, from->id);
-    memset (key + 8, 0, DL_KEY - 8);
+    put_be64 (key + 8, after_d + 1);
+    put_be64 (key + 16, 0);
     btree_rdlock (cat->deadlist);
     for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && n < ARRAY_SIZE (batch);
          r = btree_cursor_next (cur)) {
@@ -466,7 +474,7 @@ reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
 
       r = btree_delete (cat->deadlist, k, DL_KEY);
       __atomic_sub_fetch (&from->held, len, __ATOMIC_RELAXED);
-      if (r < 0 || get_le64 (v + 8) <= to->origin_gen)
+      if (r < 0 || get_le64 (v + 8) <= keep_b)
         continue;
       put_be64 (k, to->id);
       r = btree_insert (cat->deadlist, k, DL_KEY, v, DL_VAL, BTREE_RESERVE);
@@ -478,6 +486,26 @@ reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
     if (n < ARRAY_SIZE (batch))
       return 0;
   }
+}
+
+/* A published partial's deadlist becomes its target's (RC-5): entries
+ * born after the target's origin move to the target's id, the others go.
+ */
+int
+reclaim_adopt_deadlist (struct catalog *cat, struct volstate *from,
+                        struct volstate *to)
+{
+  return move_entries (cat, from, to, 0, to->origin_gen);
+}
+
+/* A rollback of from to its pin at gen gives the deaths after gen to the
+ * volume that keeps the later states (catalog-rollback.c VR-4).
+ */
+int
+reclaim_move_deadlist (struct catalog *cat, struct volstate *from,
+                       struct volstate *to, uint64_t gen)
+{
+  return move_entries (cat, from, to, gen, gen);
 }
 
 /* Count the blocks on a volume's deadlist (opening the catalog). */

@@ -194,10 +194,16 @@ int snap_delete (struct cairn_pool *pool, const char *vol, const char *snap)
 int snap_rename (struct cairn_pool *pool, const char *vol, const char *from,
                  const char *to) CAIRN_WUR;
 /* Roll VOL back to its snapshot SNAP, keeping every later state valid
- * (DESIGN §2.4): the current volume, with all its snapshots, is renamed
- * KEEP_AS, and VOL becomes a new writable clone of KEEP_AS@SNAP.  Nothing
- * is copied and nothing is lost; delete KEEP_AS (recursively) when its
- * states are no longer wanted.  -EBUSY while VOL is open.
+ * (DESIGN §2.4, catalog-rollback.c): VOL stays the same volume (id,
+ * properties, quota) with its snapshots up to and including SNAP, and its
+ * live state becomes SNAP's again, so that incremental sends, replication
+ * and diffs from those snapshots go on.  What came after SNAP -- the live
+ * state as it was and the snapshots taken after SNAP, with their clones --
+ * becomes KEEP_AS, a writable clone of VOL@SNAP.  Nothing is copied and
+ * nothing is lost; delete KEEP_AS (recursively) when its states are no
+ * longer wanted.  Space of deleted snapshots still being reclaimed is
+ * waited for first.  -EBUSY while VOL or one of its snapshots is open or
+ * a receive into VOL is in progress.
  */
 int vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
                   const char *keep_as) CAIRN_WUR;

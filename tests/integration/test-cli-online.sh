@@ -353,18 +353,18 @@ expect 3 "has no property 'com.example:owner'"
 runp snapshot create props@s1
 expect 0
 runp volume rollback props@s1 props-old
-expect 0 "^rolled props back to props@s1; its previous state and snapshots are now props-old$"
-jcheck 'j["origin"] == "props-old@s1" and j["snapshots"] == []' volume show props
-jcheck '"props-old@s1" in j["snapshots"]' volume show props-old
+expect 0 "^rolled props back to props@s1; its previous state and later snapshots are now props-old$"
+jcheck 'j["snapshots"] == ["props@s1"]' volume show props
+jcheck 'j["origin"] == "props@s1" and j["snapshots"] == []' volume show props-old
 runp volume rollback props@nope props-older
 expect 3 "no snapshot named 'nope'"
 runp volume rollback props props-older
 expect 2 "is not VOL@SNAP"
-runp volume rollback props-old@s1 props
+runp volume rollback props@s1 props-old
 expect 1 "exists already"
-runp volume delete props
+runp volume delete props-old
 expect 0
-runp volume delete props-old --recursive
+runp volume delete props --recursive
 expect 0
 
 # No server: the message says how to start one, or to use --pool.

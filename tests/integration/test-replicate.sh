@@ -404,6 +404,66 @@ less_than_mib 56
 same w@f4
 same w@f5
 
+# ---------------------------------------------------------------- rollback
+# A rollback keeps the volume's snapshots up to the one rolled back to, so
+# replication goes on incrementally after it (issue #33).  On A: r@mon,
+# r@tue, r@wed replicated to B; r rolled back to tue (wed and the old data
+# kept as r-bad), written (256 KiB), snapshotted as thu.  The push of thu
+# rolls B back from wed to tue (--rollback: B has a snapshot A set aside)
+# and sends only the change, not the volume's 20 MiB.  Then B rolls back
+# too, and a pull brings the next snapshot from the common one.
+ca volume create r 64M >/dev/null || fail "volume create r"
+head -c 20M /dev/urandom >"$TMPDIR_TEST/rnd"
+nbdcopy "$TMPDIR_TEST/rnd" "nbd+unix:///r?socket=$NBD_A" || fail "nbdcopy r"
+ca snapshot create r@mon >/dev/null
+for s in tue:21 wed:22; do
+  scribble r "${s#*:}" $((64 * 1024 * 1024))
+  s=${s%:*}
+  ca snapshot create "r@$s" >/dev/null
+done
+run --socket "$CTL_A" replicate r@wed --to "127.0.0.1:$PORT_B"
+expect 0 "sent r@wed to 127.0.0.1:$PORT_B \(incremental"
+run --socket "$CTL_A" volume rollback r@tue r-bad
+expect 0
+snaps=$(ca snapshot list r)
+grep -qw tue <<<"$snaps" && grep -qw mon <<<"$snaps" ||
+  fail "r lost its snapshots up to tue in the rollback: $snaps"
+grep -qw wed <<<"$snaps" && fail "r kept wed, taken after tue: $snaps"
+ca snapshot list r-bad | grep -qw wed || fail "r-bad does not have wed"
+qemu-img compare -f raw -F raw "nbd+unix:///r@tue?socket=$NBD_A" \
+  "nbd+unix:///r?socket=$NBD_A" >/dev/null || fail "r is not r@tue after the rollback"
+qemu-img compare -f raw -F raw "nbd+unix:///r@wed?socket=$NBD_B" \
+  "nbd+unix:///r-bad?socket=$NBD_A" >/dev/null || fail "r-bad is not what r was"
+run --socket "$CTL_A" diff r@tue r-bad
+expect 0 "of data"
+qemu-io -f raw -c "write -P 0x5a 1M 256K" "nbd+unix:///r?socket=$NBD_A" \
+  >/dev/null || fail "qemu-io on r"
+ca snapshot create r@thu >/dev/null
+run --socket "$CTL_A" replicate r@thu --to "127.0.0.1:$PORT_B"
+expect 1 "\('wed'\) is not one of this server's"
+run --socket "$CTL_A" replicate r@thu --to "127.0.0.1:$PORT_B" --rollback
+expect 0 "sent r@thu to 127.0.0.1:$PORT_B \(incremental stream, 256K of data\)"
+grep -c "^sent" <<<"$out" | grep -qx 1 || fail "the push sent more than thu: $out"
+snaps=$(cb snapshot list r)
+grep -qw wed <<<"$snaps" && fail "B's r kept wed after the push with --rollback: $snaps"
+same r@mon
+same r@tue
+same r@thu
+same r
+# The other side: B rolls back to tue (keeping thu as r-was), A takes fri;
+# a pull brings fri from tue, incrementally, without --rollback.
+run --socket "$CTL_B" volume rollback r@tue r-was
+expect 0
+qemu-io -f raw -c "write -P 0x6b 8M 128K" "nbd+unix:///r?socket=$NBD_A" \
+  >/dev/null || fail "qemu-io on r"
+ca snapshot create r@fri >/dev/null
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" r
+expect 0 "received r@thu from 127.0.0.1:$PORT_A \(incremental stream, 256K of data\)"
+expect 0 "received r@fri from 127.0.0.1:$PORT_A \(incremental stream, 128K of data\)"
+same r@thu
+same r@fri
+same r
+
 # Both pools are clean after all this.
 kill "$PID_A"; wait "$PID_A" || fail "nbdkit A did not exit cleanly"; PID_A=
 kill "$PID_B"; wait "$PID_B" || fail "nbdkit B did not exit cleanly"; PID_B=

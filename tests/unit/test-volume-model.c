@@ -381,8 +381,18 @@ do_delete_volume (struct world *w, struct state *v)
   drop_state (v);
 }
 
-/* Roll the volume of snapshot s back to it: its lineage moves to a new
- * name with all its snapshots; the volume becomes a clone of s.
+/* The number M of snapshot "vN@sM": snapshots are taken one at a time,
+ * so it orders a volume's snapshots as their generations do.
+ */
+static unsigned long
+snap_number (const struct state *s)
+{
+  return strtoul (strchr (s->name, '@') + 2, NULL, 10);
+}
+
+/* Roll the volume of snapshot s back to it: the volume keeps s and its
+ * older snapshots and becomes s again; its live state and the snapshots
+ * after s move to a new name (catalog-rollback.c, VR-n).
  */
 static void
 do_rollback (struct world *w, struct state *s)
@@ -416,9 +426,10 @@ do_rollback (struct world *w, struct state *s)
   snprintf (keep, sizeof keep, "v%u", w->next_vol++);
   cr_assert_eq (vol_rollback (w->pool, vol, snap, keep), 0, "rollback %s@%s: %s",
                 vol, snap, cairn_errmsg ());
-  /* The old lineage, renamed. */
+  /* The later history, under the new name. */
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && strcmp (w->st[i].vol, vol) == 0) {
+    if (w->st[i].used && strcmp (w->st[i].vol, vol) == 0 &&
+        (!w->st[i].snapshot || snap_number (&w->st[i]) > snap_number (s))) {
       const char *at = strchr (w->st[i].name, '@');
       char name[64];
 

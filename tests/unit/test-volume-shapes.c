@@ -648,8 +648,9 @@ do_clone (struct world *w, struct state *src)
   w->n_clone++;
 }
 
-/* Roll the volume of snapshot s back to it: its lineage moves to a new
- * name with all its snapshots, the volume becomes a clone of s.
+/* Roll the volume of snapshot s back to it: the volume keeps s and its
+ * older snapshots and becomes s again; its live state and the snapshots
+ * after s move to a new name (catalog-rollback.c, VR-n).
  */
 static void
 do_rollback (struct world *w, struct state *s)
@@ -669,7 +670,8 @@ do_rollback (struct world *w, struct state *s)
   cr_assert_eq (vol_rollback (w->pool, vol, snap, keep), 0, PH "%s", PHA (w),
                 cairn_errmsg ());
   for (unsigned i = 0; i < MAXSTATES; i++)
-    if (w->st[i].used && strcmp (w->st[i].vol, vol) == 0) {
+    if (w->st[i].used && strcmp (w->st[i].vol, vol) == 0 &&
+        (!w->st[i].snapshot || w->st[i].seq > s->seq)) {
       const char *at = strchr (w->st[i].name, '@');
       char name[64];
 

@@ -468,12 +468,19 @@ Test (volume, rollback_keeps_later_states)
     cr_assert_eq (vol_stat (pool, "v", &vi), 0);
     cr_assert_eq (vi.quota, 8 << 20);
   }
-  /* v reads as s1; the old lineage keeps its live state and snapshots. */
+  /* v reads as s1 and keeps it; the later history (s2 and the live
+   * state) is v-old's.
+   */
   cr_assert_eq (vol_open (pool, "v", &v), 0);
   cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, a, 4096);
   cr_assert_eq (vol_pwrite (v, c, 4096, 0, 0), 0);
   vol_close (v);
+  cr_assert_eq (vol_open (pool, "v@s1", &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
+  cr_assert_arr_eq (buf, a, 4096);
+  vol_close (v);
+  cr_assert_eq (vol_open (pool, "v-old@s1", &v), -ENOENT);
   cr_assert_eq (vol_open (pool, "v-old@s2", &v), 0, "%s", cairn_errmsg ());
   cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, b, 4096);
@@ -491,7 +498,10 @@ Test (volume, rollback_keeps_later_states)
   cr_assert_eq (vol_pread (v, buf, 4096, 0), 0);
   cr_assert_arr_eq (buf, c, 4096);
   vol_close (v);
-  cr_assert_eq (vol_delete (pool, "v", 0), 0);
+  /* v kept its snapshot s1 (the one rolled back to). */
+  cr_assert_eq (vol_delete (pool, "v", 0), -EBUSY);
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
   cr_assert_eq (pool_close (pool), 0);
   assert_fsck_clean (dev, "after deleting both");
   dev_close (dev);
