@@ -10,6 +10,9 @@
  *   RK_PIN      + be64 id + be64 gen    pin record: why the volume's state
  *                                       at gen must stay readable
  *   RK_CONFIG   + text                  pool-wide settings
+ *   RK_CKPT     + be64 id + be64 gen    checkpoint record (checkpoint.c)
+ *   RK_CKPTTIME + be64 id + be64 time + be64 gen
+ *                                       the checkpoints of a volume by time
  *
  * A volume's id is the id of its tree.  Deadlists live in a tree of their
  * own (reclaim.c).
@@ -33,6 +36,10 @@
 #define RK_FREE 11u           /* + be64 id + be64 lo_d + be64 lo_b ->
                                  u64 hi_d, u64 hi_b: deadlist entries of a
                                  removed pin left to free (reaper.c) */
+#define RK_CKPT 12u           /* + be64 id + be64 gen -> checkpoint record */
+#define RK_CKPTTIME 13u       /* + be64 id + be64 ctime + be64 gen -> le64
+                                 gen: the same checkpoints by time, so that
+                                 VOL@TIME is one seek (checkpoint.c) */
 #define RK_DEFER 10u          /* + be64 id + be64 gen -> u32 snapshots
                                  deleted while open: pin reasons to drop
                                  when no handle has the state open */
@@ -107,9 +114,33 @@ int snaprec_decode (const uint8_t *p, size_t len, uint64_t id, uint64_t gen,
 
 /* Pin record:
  *   0 u32 snapshots   4 u32 clones   8 root pointer (48)   56 u8 root level
- *   57 7 reserved
+ *   57 u8 flags (PINF_*)   58 6 reserved
+ * A pin has at least one reason: a snapshot, a clone or a checkpoint.
  */
 #define PINREC_LEN 64u
+#define PINREC_FLAGS 57u
+#define PINF_CKPT 1u          /* a checkpoint keeps the state (checkpoint.c);
+                                 written with FEATURE_INCOMPAT_CKPT */
+#define PINF_ALL PINF_CKPT
+
+/* A pin record, decoded. */
+struct pinrec {
+  uint32_t snaps, clones;
+  bool ckpt;
+  struct btree_root root;
+};
+
+/* Why a state is pinned: the reasons a pin record counts. */
+enum pin_why { PIN_SNAP, PIN_CLONE, PIN_CKPT };
+
+/* Checkpoint record (RK_CKPT, little-endian):
+ *   0  u64 ctime: when its commit was frozen (seconds since 1970, the
+ *      pool's clock)
+ *   8  u64 written: bytes of data the volume wrote in the generation
+ *   16 u64 size: the volume's size then (bytes)
+ *   24 u64 reserved (0)
+ */
+#define CKPTREC_LEN 32u
 
 /* Destroy record: a deleted volume that nothing needs any more, being taken
  * apart in the background (reaper.c).  The volume's record, name, tree
@@ -163,13 +194,17 @@ struct volstate {
                                  concurrent writers share it) */
   uint64_t reuse_seen;        /* the space_reuse_hint the hint last
                                  followed (atomic) */
+  uint64_t gen_written;       /* data bytes written in the open generation
+                                 (atomic; a checkpoint's "written") */
+  int ckpt_setting;           /* the volume's "checkpoints" setting: 1 on,
+                                 0 off, -1 the pool's default */
 };
 
 enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
   REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA, REQ_ROLLBACK,
   REQ_PARTIAL_CREATE, REQ_PARTIAL_SAVE, REQ_PARTIAL_PUBLISH, REQ_PARTIAL_ABORT,
-  REQ_REAP,
+  REQ_REAP, REQ_CKPT_DROP, REQ_CKPT_SET, REQ_CKPT_PROMOTE,
 };
 
 /* REQ_CREATE and REQ_CLONE flag: make a partial volume (VOLF_PARTIAL). */
@@ -241,6 +276,17 @@ struct catalog {
                                  the reaper at its end */
   struct xstats *xstats;      /* I/O statistics per export (volstats.c;
                                  the pointer under tlock) */
+  /* Checkpoints (checkpoint.c). */
+  int ckpt_default;           /* the pool's "checkpoints": 1 on, 0 off */
+  bool ckpt_any;              /* some checkpoint may exist (freeze only) */
+  bool ckpt_due;              /* the collector should run (atomic) */
+  int64_t ckpt_collected;     /* when it last started (pool clock) */
+  uint64_t ckpt_dropped;      /* checkpoints it dropped since the pool
+                                 opened (atomic) */
+  uint64_t ckpt_pressure_dropped; /* of those, beyond the policy because
+                                 space ran short (atomic) */
+  uint64_t ckpt_pressure_events;  /* times that happened (atomic) */
+  int64_t ckpt_pressure_last; /* when it last did (pool clock, atomic) */
   /* Snapshot barriers (catalog-snap.c): ids of volumes with a snapshot
    * requested and not yet frozen, one entry per request.
    */
@@ -275,15 +321,19 @@ struct volstate *cat_find_partial (struct catalog *cat, const char *name);
 int cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
                     uint32_t *snaps, uint32_t *clones, struct btree_root *root)
   CAIRN_WUR;
+/* Read pin record (id, gen): -ENOENT when none, -EIO when corrupt. */
+int cat_read_pin (struct catalog *cat, uint64_t id, uint64_t gen,
+                  struct pinrec *pr) CAIRN_WUR;
 int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
                      uint64_t *genp) CAIRN_WUR;
 /* The generation that "VOL@SPEC" names for reading (SPEC not "#GEN"): the
  * snapshot named SPEC, or, when SPEC is a time "YYYY-MM-DDTHH:MM:SSZ"
  * (DESIGN §3), the newest kept state taken at or before it.  The kept
- * states with a time are the snapshots (a generation only a clone pins has
- * none), so that is the newest snapshot of volume id whose creation time
- * is at or before SPEC; a record that does not decode has no time and is
- * passed over.  -ENOENT with a message naming vol when nothing matches,
+ * states with a time are the snapshots and the checkpoints (a generation
+ * only a clone pins has none), so that is the newest of volume id's
+ * snapshots and checkpoints whose time is at or before SPEC (the later
+ * generation of two in the same second); a snapshot record that does not
+ * decode has no time and is passed over.  -ENOENT with a message naming vol when nothing matches,
  * -EINVAL for a malformed time.
  */
 int cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
@@ -315,6 +365,12 @@ void cat_key (uint8_t *key, unsigned type, uint64_t id, uint64_t gen);
  * order, under the root tree's read lock (fn must not change the tree):
  * fn returns 0 to go on, > 0 to stop (not an error), < 0 to fail.
  */
+int cat_foreach_prefix_from (struct catalog *cat, const uint8_t *start,
+                             size_t slen, size_t plen,
+                             int (*fn) (void *opaque, const uint8_t *key,
+                                        size_t klen, const uint8_t *val,
+                                        size_t vlen),
+                             void *opaque) CAIRN_WUR;
 int cat_foreach_prefix (struct catalog *cat, const uint8_t *prefix,
                         size_t plen,
                         int (*fn) (void *opaque, const uint8_t *key,
@@ -420,6 +476,43 @@ int reclaim_record_end (struct catalog *cat, uint64_t id, uint64_t lo_d,
 /* The newest pin of a volume, from its pin records (0: none). */
 int reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
   CAIRN_WUR;
+
+/* checkpoint.c: continuous checkpoints (design note CK-n there) */
+/* Load the settings (catalog_get); take the checkpoints of generation gen
+ * (in its freeze, before the request: CK-2).
+ */
+int ckpt_load (struct catalog *cat) CAIRN_WUR;
+int ckpt_take (struct catalog *cat, uint64_t gen) CAIRN_WUR;
+/* Read checkpoint (id, gen)'s record: -ENOENT when there is none. */
+int ckpt_read (struct catalog *cat, uint64_t id, uint64_t gen,
+               struct vol_checkpoint *c) CAIRN_WUR;
+/* Delete the records of checkpoint (id, gen), leaving its pin as it is
+ * (a caller that removes the pin itself: a rollback's RB-2).
+ */
+int ckpt_records_del (struct catalog *cat, uint64_t id, uint64_t gen)
+  CAIRN_WUR;
+/* The newest checkpoint of volume id at or before time t: -ENOENT when
+ * none.
+ */
+int ckpt_at_time (struct catalog *cat, uint64_t id, uint64_t t,
+                  uint64_t *genp, uint64_t *ctimep) CAIRN_WUR;
+/* Drop every checkpoint of vs that no handle has open (CK-5, freeze). */
+int ckpt_drop_all (struct catalog *cat, struct volstate *vs) CAIRN_WUR;
+/* Requests: drop checkpoints, change a setting (freeze). */
+int apply_ckpt_drop (struct catalog *cat, struct cat_request *req) CAIRN_WUR;
+int apply_ckpt_set (struct catalog *cat, struct cat_request *req) CAIRN_WUR;
+/* Promote a checkpoint to a snapshot (catalog-snap.c, freeze). */
+int apply_ckpt_promote (struct catalog *cat, struct cat_request *req,
+                        uint64_t gen) CAIRN_WUR;
+/* Run the collector over every volume (the reaper's thread). */
+int ckpt_collect (struct catalog *cat) CAIRN_WUR;
+/* Is the pool's free space under the collector's threshold?  Drop the
+ * oldest checkpoints nothing else keeps until it is not (only: of that
+ * volume, for its quota), freeing what they held at once with reclaim.
+ */
+bool ckpt_space_low (struct catalog *cat);
+int ckpt_relieve (struct catalog *cat, struct volstate *only, bool reclaim,
+                  uint64_t *dropped) CAIRN_WUR;
 
 /* reaper.c: deletes that run in the background and survive restarts */
 /* Start taking apart volume vs, which nothing needs any more (no pins, no
@@ -612,10 +705,12 @@ int volrec_decode (const uint8_t *p, size_t len, uint64_t id,
                    struct volstate **vsp) CAIRN_WUR;
 size_t snaprec_encode (const struct snaprec *sr, uint8_t *p);
 /* Pins, snapshots and deletes (catalog-snap.c).  Add a reason to pin
- * (vs, gen) at root.
+ * (vs, gen) at root; drop one (the last frees what only it kept, RC-3).
  */
 int pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
-             const struct btree_root *root, bool clone) CAIRN_WUR;
+             const struct btree_root *root, enum pin_why why) CAIRN_WUR;
+int pin_release (struct catalog *cat, struct volstate *vs, uint64_t gen,
+                 enum pin_why why) CAIRN_WUR;
 /* Finish the deletes that waited for handles to close (in the freeze). */
 int cat_settle (struct catalog *cat, uint64_t gen) CAIRN_WUR;
 /* The requests that delete a volume, take snapshots and delete or rename

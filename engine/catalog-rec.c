@@ -174,6 +174,7 @@ volrec_decode (const uint8_t *p, size_t len, uint64_t id,
   vs->origin_gen = get_le64 (p + 48);
   vs->referenced = (int64_t) get_le64 (p + 56);
   vs->quota = get_le64 (p + 64);
+  vs->ckpt_setting = -1;      /* ckpt_load reads the volume's own */
   memcpy (vs->name, p + VOLREC_FIXED, nlen);
   vs->name[nlen] = '\0';
   vs->held_stored = volrec_held (p, len);
@@ -279,14 +280,29 @@ cat_foreach_prefix (struct catalog *cat, const uint8_t *prefix, size_t plen,
                                const uint8_t *val, size_t vlen),
                     void *opaque)
 {
+  return cat_foreach_prefix_from (cat, prefix, plen, plen, fn, opaque);
+}
+
+/* cat_foreach_prefix from key start (slen bytes) on, for the items whose
+ * key starts with start's first plen bytes.
+ */
+int
+cat_foreach_prefix_from (struct catalog *cat, const uint8_t *start,
+                         size_t slen, size_t plen,
+                         int (*fn) (void *opaque, const uint8_t *key,
+                                    size_t klen, const uint8_t *val,
+                                    size_t vlen),
+                         void *opaque)
+{
   struct btree *root = pool_root_tree (cat->pool);
   struct btree_cursor *cur;
+  const uint8_t *prefix = start;
   int fr = 0, r = btree_cursor_new (root, &cur);
 
   if (r < 0)
     return r;
   btree_rdlock (root);
-  for (r = btree_cursor_seek (cur, prefix, plen); r == 0; r = btree_cursor_next (cur)) {
+  for (r = btree_cursor_seek (cur, start, slen); r == 0; r = btree_cursor_next (cur)) {
     const uint8_t *k, *v;
     size_t kl, vl;
 
@@ -471,9 +487,22 @@ cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
   r = cat_foreach_prefix (cat, key, 9, time_item, &tf);
   if (r < 0)
     return r;
+  /* The newest checkpoint at or before it, if newer than that snapshot. */
+  {
+    uint64_t cgen, ctime;
+
+    r = ckpt_at_time (cat, id, tf.t, &cgen, &ctime);
+    if (r < 0 && r != -ENOENT)
+      return r;
+    if (r == 0 && (!tf.found || ctime > tf.ctime ||
+                   (ctime == tf.ctime && cgen > tf.gen))) {
+      tf.found = true;
+      tf.gen = cgen;
+    }
+  }
   if (!tf.found)
-    return cairn_fail (-ENOENT, "volume '%s' has no snapshot taken at or "
-                       "before %s", vol, spec);
+    return cairn_fail (-ENOENT, "volume '%s' has no snapshot or checkpoint "
+                       "taken at or before %s", vol, spec);
   *genp = tf.gen;
   return 0;
 }

@@ -49,8 +49,8 @@
  *         at or before the base with the new snapshot's name.  A refusal
  *         changes nothing; the partial stays for a later publish.
  *   RB-2  Every snapshot record newer than the base goes, and every pin
- *         newer than the base (with its deferred-delete record): RB-1 left
- *         them no other reason.  The base is then the target's newest pin.
+ *         newer than the base (with its deferred-delete record, and its
+ *         checkpoint's records: CK-1): RB-1 left them no other reason.  The base is then the target's newest pin.
  *   RB-3  The target's deadlist entries that died after the base are
  *         settled at once, synchronously (and the background free ranges
  *         over them dropped, reaper.c RP-6): those born after the base were
@@ -224,9 +224,15 @@ rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
                     "disconnect its clients, then resume", vs->name);
   for (size_t i = 0; r == 0 && i < gl.n; i++) {
     struct open_pin *op = cat_open_pin (cat, vs->id, gl.gen[i]);
+    struct pinrec pr;
 
+    /* A checkpoint's records go with its pin (CK-1). */
+    r = cat_read_pin (cat, vs->id, gl.gen[i], &pr);
+    if (r == 0 && pr.ckpt)
+      r = ckpt_records_del (cat, vs->id, gl.gen[i]);
     cat_key (key, RK_PIN, vs->id, gl.gen[i]);
-    r = cat_root_del (cat, key, 17);
+    if (r == 0)
+      r = cat_root_del (cat, key, 17);
     cat_key (key, RK_DEFER, vs->id, gl.gen[i]);
     if (r == 0 && (r = cat_root_del (cat, key, 17)) == -ENOENT)
       r = 0;

@@ -29,9 +29,10 @@
  *         live tree is its state at O and X's is K's former live tree.
  *         Pin O gets one more clone reason, X's.
  *   VR-3  Records keyed by (id, gen) with gen > O -- RK_PIN, RK_SNAP,
- *         RK_DEFER (moved_types below: a new record type of that key
- *         shape needs one line there) -- and the index items whose value
- *         names such a state, RK_SNAPNAME, move from K to X unchanged, with
+ *         RK_DEFER, RK_CKPT (moved_types below: a new record type of that
+ *         key shape needs one line there) -- and the index items whose
+ *         value names such a state, RK_SNAPNAME and RK_CKPTTIME, move from
+ *         K to X unchanged (checkpoints after O are X's history now), with
  *         the handles' bookkeeping of those states (cat->open_pins).
  *         Volumes whose origin is (K, g > O) get origin X.
  *   VR-4  Deadlist entries (D, B) of K (reclaim_move_deadlist):
@@ -74,11 +75,11 @@
 /* Root-tree records keyed type + be64 id + be64 gen that follow their
  * state to the volume keeping the history after the rollback (VR-3).
  */
-static const uint8_t moved_types[] = { RK_PIN, RK_SNAP, RK_DEFER };
+static const uint8_t moved_types[] = { RK_PIN, RK_SNAP, RK_DEFER, RK_CKPT };
 /* Index items keyed type + be64 id + something else, whose value is the
  * le64 generation of the state they name (VR-3).
  */
-static const uint8_t moved_index_types[] = { RK_SNAPNAME };
+static const uint8_t moved_index_types[] = { RK_SNAPNAME, RK_CKPTTIME };
 
 /* One root-tree item to move from K to X. */
 struct moved_item {
@@ -115,10 +116,11 @@ gather_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
   struct moved_item *it;
   uint64_t gen;
 
-  if (mv->type == RK_SNAPNAME) {
+  if (mv->type == RK_SNAPNAME || mv->type == RK_CKPTTIME) {
     if (vl != 8)
       return cairn_fail (-EIO, "corrupt %s item (volume %" PRIu64 ", %zu-byte "
-                         "value): run cairn fsck", "snapshot name", get_be64 (k + 1),
+                         "value): run cairn fsck", mv->type == RK_SNAPNAME ?
+                         "snapshot name" : "checkpoint time", get_be64 (k + 1),
                          vl);
     gen = get_le64 (v);
   }
@@ -366,6 +368,7 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   x->origin_gen = o;
   x->quota = vs->quota;
   x->flags = vs->flags & VOLF_READONLY;
+  x->ckpt_setting = vs->ckpt_setting;   /* copy_props copies its record */
   x->referenced = __atomic_load_n (&vs->referenced, __ATOMIC_RELAXED);
   r = publish_volume (cat, x);          /* frees x on failure */
   if (r < 0)

@@ -20,10 +20,10 @@
 
 /* ---------------------------------------------------------------- pins */
 
-/* Read a pin record. */
+/* Read a pin record into pr (catalog-int.h has the layout). */
 int
-cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
-                uint32_t *snaps, uint32_t *clones, struct btree_root *root)
+cat_read_pin (struct catalog *cat, uint64_t id, uint64_t gen,
+              struct pinrec *pr)
 {
   uint8_t key[17], val[PINREC_LEN];
   size_t len;
@@ -33,73 +33,98 @@ cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
   r = cat_root_get (cat, key, 17, val, sizeof val, &len);
   if (r < 0)
     return r;
-  if (len != PINREC_LEN)
+  if (len != PINREC_LEN || (val[PINREC_FLAGS] & ~PINF_ALL))
     return cairn_fail (-EIO, "corrupt pin record (volume %" PRIu64 ", generation "
                        "%" PRIu64 ")", id, gen);
-  if (snaps)
-    *snaps = get_le32 (val);
-  if (clones)
-    *clones = get_le32 (val + 4);
-  if (root) {
-    blkptr_decode (val + 8, &root->bp);
-    root->level = val[56];
-  }
+  pr->snaps = get_le32 (val);
+  pr->clones = get_le32 (val + 4);
+  blkptr_decode (val + 8, &pr->root.bp);
+  pr->root.level = val[56];
+  pr->ckpt = (val[PINREC_FLAGS] & PINF_CKPT) != 0;
   return 0;
 }
 
-/* Add a reason to pin (id, gen) at root. */
+/* Read a pin record's counts and root (each may be NULL). */
 int
-pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
-         const struct btree_root *root, bool clone)
+cat_lookup_pin (struct catalog *cat, uint64_t id, uint64_t gen,
+                uint32_t *snaps, uint32_t *clones, struct btree_root *root)
 {
-  uint8_t key[17], val[PINREC_LEN] = { 0 };
-  uint32_t snaps = 0, clones = 0;
-  struct btree_root old;
-  int r = cat_lookup_pin (cat, vs->id, gen, &snaps, &clones, &old);
-
-  if (r < 0 && r != -ENOENT)
-    return r;
-  if (r == 0)
-    root = &old;
-  if (clone)
-    clones++;
-  else
-    snaps++;
-  put_le32 (val, snaps);
-  put_le32 (val + 4, clones);
-  blkptr_encode (&root->bp, val + 8);
-  val[56] = root->level;
-  cat_key (key, RK_PIN, vs->id, gen);
-  r = cat_root_put (cat, key, 17, val, sizeof val);
-  if (r == 0 && gen > vs->max_pin)
-    vs->max_pin = gen;
-  return r;
-}
-
-/* Drop a reason to pin (id, gen); the last one frees what was unique. */
-static int
-pin_release (struct catalog *cat, struct volstate *vs, uint64_t gen, bool clone)
-{
-  uint8_t key[17], val[PINREC_LEN];
-  uint32_t snaps, clones;
-  struct btree_root root;
-  int r = cat_lookup_pin (cat, vs->id, gen, &snaps, &clones, &root);
+  struct pinrec pr;
+  int r = cat_read_pin (cat, id, gen, &pr);
 
   if (r < 0)
     return r;
-  if (clone)
-    clones--;
-  else
-    snaps--;
-  cat_key (key, RK_PIN, vs->id, gen);
-  if (snaps + clones > 0) {
-    memset (val, 0, sizeof val);
-    put_le32 (val, snaps);
-    put_le32 (val + 4, clones);
-    blkptr_encode (&root.bp, val + 8);
-    val[56] = root.level;
-    return cat_root_put (cat, key, 17, val, sizeof val);
+  if (snaps)
+    *snaps = pr.snaps;
+  if (clones)
+    *clones = pr.clones;
+  if (root)
+    *root = pr.root;
+  return 0;
+}
+
+/* Write pin record (id, gen). */
+static int
+pin_store (struct catalog *cat, uint64_t id, uint64_t gen,
+           const struct pinrec *pr)
+{
+  uint8_t key[17], val[PINREC_LEN] = { 0 };
+
+  put_le32 (val, pr->snaps);
+  put_le32 (val + 4, pr->clones);
+  blkptr_encode (&pr->root.bp, val + 8);
+  val[56] = pr->root.level;
+  val[PINREC_FLAGS] = pr->ckpt ? PINF_CKPT : 0;
+  cat_key (key, RK_PIN, id, gen);
+  return cat_root_put (cat, key, 17, val, sizeof val);
+}
+
+/* Add a reason (why) to pin (vs, gen) at root; an existing pin keeps its
+ * root.  A checkpoint is one reason at most.
+ */
+int
+pin_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
+         const struct btree_root *root, enum pin_why why)
+{
+  struct pinrec pr = { .root = *root };
+  int r = cat_read_pin (cat, vs->id, gen, &pr);
+
+  if (r < 0 && r != -ENOENT)
+    return r;
+  if (r == -ENOENT)
+    pr = (struct pinrec) { .root = *root };
+  switch (why) {
+  case PIN_SNAP: pr.snaps++; break;
+  case PIN_CLONE: pr.clones++; break;
+  case PIN_CKPT: pr.ckpt = true; break;
   }
+  r = pin_store (cat, vs->id, gen, &pr);
+  if (r == 0 && gen > vs->max_pin)
+    __atomic_store_n (&vs->max_pin, gen, __ATOMIC_RELEASE);
+  return r;
+}
+
+/* Drop a reason (why) to pin (vs, gen); the last one frees what was
+ * unique to the state (RC-3).
+ */
+int
+pin_release (struct catalog *cat, struct volstate *vs, uint64_t gen,
+             enum pin_why why)
+{
+  uint8_t key[17];
+  struct pinrec pr;
+  int r = cat_read_pin (cat, vs->id, gen, &pr);
+
+  if (r < 0)
+    return r;
+  switch (why) {
+  case PIN_SNAP: pr.snaps--; break;
+  case PIN_CLONE: pr.clones--; break;
+  case PIN_CKPT: pr.ckpt = false; break;
+  }
+  if (pr.snaps + pr.clones > 0 || pr.ckpt)
+    return pin_store (cat, vs->id, gen, &pr);
+  cat_key (key, RK_PIN, vs->id, gen);
   r = reclaim_pin_removed (cat, vs, gen);
   if (r == 0)
     r = cat_root_del (cat, key, 17);
@@ -237,7 +262,7 @@ drop_snapshot (struct catalog *cat, struct volstate *vs, uint64_t sgen,
   if (op && op->opens > 0)
     r = defer_pin (cat, vs, sgen, op);
   else
-    r = pin_release (cat, vs, sgen, false);
+    r = pin_release (cat, vs, sgen, PIN_SNAP);
   pthread_mutex_unlock (&cat->tlock);
   return r;
 }
@@ -270,7 +295,7 @@ destroy_volume (struct catalog *cat, struct volstate *vs, uint64_t gen)
    */
   if (origin == NULL)
     return 0;
-  r = pin_release (cat, origin, origin_gen, true);
+  r = pin_release (cat, origin, origin_gen, PIN_CLONE);
   if (r == 0 && (origin->flags & VOLF_HIDDEN) && origin->opens == 0) {
     bool pins;
     r = has_pins (cat, origin->id, &pins);
@@ -308,6 +333,8 @@ apply_delete (struct catalog *cat, struct cat_request *req, uint64_t gen)
   snaplist_free (sl);
   if (r == 0)
     r = cat_root_del (cat, key, name_key (key, RK_NAME, NULL, vs->name));
+  if (r == 0)
+    r = ckpt_drop_all (cat, vs);        /* CK-5 */
   if (r == 0)
     r = has_pins (cat, vs->id, &pins);
   if (r < 0)
@@ -395,7 +422,7 @@ cat_settle (struct catalog *cat, uint64_t gen)
         kept++;               /* still open: its close settles it */
       else {
         for (uint32_t j = 0; j < d[i].n && r == 0; j++)
-          r = pin_release (cat, vs, d[i].gen, false);
+          r = pin_release (cat, vs, d[i].gen, PIN_SNAP);
         cat_key (key, RK_DEFER, d[i].id, d[i].gen);
         if (r == 0)
           r = cat_root_del (cat, key, 17);
@@ -406,7 +433,9 @@ cat_settle (struct catalog *cat, uint64_t gen)
     }
   } while (r == 0 && n == ARRAY_SIZE (d) && kept < n);
 
-  /* Hidden volumes with neither handles nor pins left. */
+  /* Hidden volumes with neither handles nor pins left, once the
+   * checkpoints that were open when they were deleted are gone (CK-5).
+   */
   while (r == 0 && again) {
     struct volstate *doomed = NULL;
 
@@ -416,8 +445,13 @@ cat_settle (struct catalog *cat, uint64_t gen)
       struct volstate *vs = cat->vols[i];
       bool pins = true;
 
-      if ((vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL)) == VOLF_HIDDEN &&
-          vs->opens == 0 && (r = has_pins (cat, vs->id, &pins)) == 0 && !pins)
+      if ((vs->flags & (VOLF_HIDDEN | VOLF_PARTIAL)) != VOLF_HIDDEN ||
+          vs->opens != 0)
+        continue;
+      pthread_mutex_unlock (&cat->tlock);
+      r = ckpt_drop_all (cat, vs);
+      pthread_mutex_lock (&cat->tlock);
+      if (r == 0 && (r = has_pins (cat, vs->id, &pins)) == 0 && !pins)
         doomed = vs;
       if (r < 0)
         break;
@@ -478,7 +512,79 @@ snap_add (struct catalog *cat, struct volstate *vs, uint64_t gen,
   if (r == 0)
     r = cat_root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, name), gv, 8);
   if (r == 0)
-    r = pin_add (cat, vs, gen, &root, false);
+    r = pin_add (cat, vs, gen, &root, PIN_SNAP);
+  return r;
+}
+
+/* Make checkpoint req->name ("VOL@#GEN" or "VOL@TIME") snapshot req->snap
+ * (checkpoint.c's vol_checkpoint_promote): the snapshot has the
+ * checkpoint's time, size and root, and pins the state as a snapshot does
+ * (CK-4: the collector never drops it).
+ */
+int
+apply_ckpt_promote (struct catalog *cat, struct cat_request *req,
+                    uint64_t gen)
+{
+  uint8_t key[1 + 8 + VOL_NAME_MAX], val[SNAPREC_FIXED + VOL_NAME_MAX], gv[8];
+  char vol[VOL_NAME_MAX + 1];
+  const char *at = strchr (req->name, '@');
+  struct volstate *vs = NULL;
+  struct vol_checkpoint c;
+  struct vol_info si;
+  struct pinrec pr;
+  struct snaprec sr = { .ctime = 0 };
+  uint64_t cgen = 0;
+  int r;
+
+  (void) gen;
+  if (at == NULL || (size_t) (at - req->name) > VOL_NAME_MAX)
+    return cairn_fail (-EINVAL, "'%s': name a checkpoint as VOL@#GEN or "
+                       "VOL@YYYY-MM-DDTHH:MM:SSZ", req->name);
+  memcpy (vol, req->name, (size_t) (at - req->name));
+  vol[at - req->name] = '\0';
+  r = need_volume (cat, vol, &vs);
+  if (r == 0 && at[1] == '#') {
+    char *end;
+
+    errno = 0;
+    cgen = strtoull (at + 2, &end, 10);
+    if (errno || *end || end == at + 2)
+      r = cairn_fail (-EINVAL, "'%s': expected a generation number after "
+                      "'@#'", req->name);
+  }
+  else if (r == 0)
+    r = cat_lookup_point (cat, vs->id, vol, at + 1, &cgen);
+  if (r < 0)
+    return r;
+  r = cat_read_pin (cat, vs->id, cgen, &pr);
+  if (r == -ENOENT || (r == 0 && !pr.ckpt))
+    return cairn_fail (-ENOENT, "volume '%s' has no checkpoint at generation "
+                       "%" PRIu64 " (cairn checkpoint list %s shows the "
+                       "ones kept)", vol, cgen, vol);
+  if (r == 0 && (r = cat_read_snap (cat, vs->id, cgen, &si)) == 0)
+    return cairn_fail (-EEXIST, "the state of '%s' at generation %" PRIu64
+                       " is snapshot '%s' already", vol, cgen, si.snap);
+  if (r == -ENOENT)
+    r = snap_name_free (cat, vs, req->snap);
+  if (r == 0)
+    r = ckpt_read (cat, vs->id, cgen, &c);
+  if (r == 0)
+    r = new_guid (&sr.guid);
+  if (r < 0)
+    return r;
+  sr.ctime = c.ctime;
+  sr.size = c.size;
+  sr.referenced = c.referenced / BLOCK_SIZE;
+  snprintf (sr.name, sizeof sr.name, "%s", req->snap);
+  cat_key (key, RK_SNAP, vs->id, cgen);
+  r = cat_root_put (cat, key, 17, val, snaprec_encode (&sr, val));
+  put_le64 (gv, cgen);
+  if (r == 0)
+    r = cat_root_put (cat, key, name_key (key, RK_SNAPNAME, &vs->id, req->snap),
+                      gv, 8);
+  if (r == 0)
+    r = pin_add (cat, vs, cgen, &pr.root, PIN_SNAP);
+  req->out_id = cgen;
   return r;
 }
 

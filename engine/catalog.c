@@ -207,6 +207,24 @@ catalog_freeze (struct cairn_pool *pool, void *opaque, uint64_t gen)
       __atomic_store_n (&cat->settle, true, __ATOMIC_RELEASE); /* next time */
     }
   }
+  /* What the request and the settle took out of trees under pins (a
+   * shrink's punch) joins the deadlists in this generation too: nothing
+   * else would commit it.
+   */
+  if (reclaim_flush_pending (cat) < 0) {
+    r = freeze_fails ("the blocks that this commit's catalog change freed "
+                      "under snapshots could not be recorded");
+    goto out;
+  }
+  /* The checkpoints of this generation: after the request and the
+   * settle, so that each pins a root no later change of this freeze
+   * frees (CK-2).
+   */
+  if (ckpt_take (cat, gen) < 0) {
+    r = freeze_fails ("the checkpoints of this commit could not be "
+                      "recorded");
+    goto out;
+  }
   /* Work this freeze left for the background (a commit by the timer may
    * settle a delete: no request follows to start the reaper).  It starts
    * now and waits for the commit before its first step.
@@ -397,6 +415,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
       goto fail;
   }
   r = reaper_load_jobs (cat);
+  if (r == 0)
+    r = ckpt_load (cat);
   if (r < 0)
     goto fail;
   pool_attach (pool, cat, catalog_destroy, catalog_freeze, catalog_quiesce);
@@ -468,6 +488,7 @@ volstate_new (uint64_t id, struct btree *t, const char *name, uint64_t size,
   vs->ctime = (uint64_t) time (NULL);
   vs->create_gen = gen;
   vs->held_stored = -1;
+  vs->ckpt_setting = -1;      /* the pool's default */
   return vs;
 }
 
@@ -801,7 +822,7 @@ apply_clone (struct catalog *cat, struct cat_request *req, uint64_t gen)
   r = pool_tree_create_from (cat->pool, &root, &id, &t);
   if (r < 0)
     return r;
-  r = pin_add (cat, src, pgen, &root, true);
+  r = pin_add (cat, src, pgen, &root, PIN_CLONE);
   if (r < 0)
     return r;
   vs = volstate_new (id, t, req->name2, src->size, gen);
@@ -843,6 +864,9 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_PARTIAL_PUBLISH: return apply_partial_publish (cat, req, gen);
   case REQ_PARTIAL_ABORT: return apply_partial_abort (cat, req, gen);
   case REQ_REAP: return reaper_apply (cat, req, gen);
+  case REQ_CKPT_DROP: return apply_ckpt_drop (cat, req);
+  case REQ_CKPT_SET: return apply_ckpt_set (cat, req);
+  case REQ_CKPT_PROMOTE: return apply_ckpt_promote (cat, req, gen);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }

@@ -304,15 +304,14 @@ snap_space (struct cairn_pool *pool, const char *vol, const char *snap,
   memset (sp, 0, sizeof *sp);
   sp->referenced = info.referenced;
   {
-    uint32_t snaps, clones;
+    struct pinrec pr;
 
-    /* While a clone (or another snapshot) also pins this state, deleting
-     * the snapshot frees nothing.
+    /* While a clone, another snapshot or a checkpoint also pins this
+     * state, deleting the snapshot frees nothing.
      */
-    r = cat_lookup_pin (cat, vol_state (a)->id, vol_pin_gen (a), &snaps,
-                        &clones, NULL);
+    r = cat_read_pin (cat, vol_state (a)->id, vol_pin_gen (a), &pr);
     unique = 0;
-    if (r == 0 && snaps + clones == 1)
+    if (r == 0 && pr.snaps + pr.clones == 1 && !pr.ckpt)
       r = reclaim_unique_blocks (cat, vol_state (a), vol_pin_gen (a), &unique);
   }
   if (r == 0)

@@ -222,6 +222,42 @@ find_destroying (struct fsck *f, uint64_t id)
   return NULL;
 }
 
+/* Does the root tree hold an item of type with the 16 bytes idgen (be64
+ * id, be64 gen) after it?  An error reads as no.
+ */
+static bool
+root_has (struct fsck *f, unsigned type, const uint8_t *idgen, size_t n)
+{
+  struct btree *root = pool_root_tree (f->pool);
+  uint8_t key[17], val[PINREC_LEN];
+  size_t vl;
+  int r;
+
+  key[0] = (uint8_t) type;
+  memcpy (key + 1, idgen, n);
+  btree_rdlock (root);
+  r = btree_lookup (root, key, 1 + n, val, sizeof val, &vl);
+  btree_unlock (root);
+  return r == 0;
+}
+
+/* Has pin (idgen) its checkpoint flag (CK-1)? */
+static bool
+root_pin_ckpt (struct fsck *f, const uint8_t *idgen)
+{
+  struct btree *root = pool_root_tree (f->pool);
+  uint8_t key[17], val[PINREC_LEN];
+  size_t vl;
+  int r;
+
+  key[0] = RK_PIN;
+  memcpy (key + 1, idgen, 16);
+  btree_rdlock (root);
+  r = btree_lookup (root, key, 17, val, sizeof val, &vl);
+  btree_unlock (root);
+  return r == 0 && vl == PINREC_LEN && (val[PINREC_FLAGS] & PINF_CKPT);
+}
+
 /* Visitor: a root tree (catalog) item. */
 static int
 on_root_item (void *opaque, const uint8_t *key, size_t klen,
@@ -247,9 +283,19 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       problem (f, "root tree: bad pin record (key %zu, value %zu bytes)", klen, vlen);
       return 0;
     }
-    if (get_le32 (val) + get_le32 (val + 4) == 0)
+    if (val[PINREC_FLAGS] & ~PINF_ALL)
+      problem (f, "pin of volume %" PRIu64 " at generation %" PRIu64
+               " has unknown flags 0x%x", get_be64 (key + 1),
+               get_be64 (key + 9), val[PINREC_FLAGS]);
+    if (get_le32 (val) + get_le32 (val + 4) == 0 &&
+        !(val[PINREC_FLAGS] & PINF_CKPT))
       problem (f, "pin of volume %" PRIu64 " at generation %" PRIu64
                " has no reason left", get_be64 (key + 1), get_be64 (key + 9));
+    if ((val[PINREC_FLAGS] & PINF_CKPT) &&
+        !root_has (f, RK_CKPT, key + 1, 16))
+      problem (f, "checkpoint of volume %" PRIu64 " at generation %" PRIu64
+               " has no checkpoint record", get_be64 (key + 1),
+               get_be64 (key + 9));
     blkptr_decode (val + 8, &root.bp);
     root.level = val[56];
     return add_tree (f, get_be64 (key + 1), &root, true);
@@ -293,6 +339,20 @@ on_root_item (void *opaque, const uint8_t *key, size_t klen,
       problem (f, "root tree: %s", cairn_errmsg ());
     return 0;
   }
+  case RK_CKPT:
+    if (klen != 17 || vlen != CKPTREC_LEN)
+      problem (f, "root tree: bad checkpoint record (key %zu, value %zu "
+               "bytes)", klen, vlen);
+    else if (!root_pin_ckpt (f, key + 1))
+      problem (f, "checkpoint record of volume %" PRIu64 " at generation %"
+               PRIu64 " has no checkpoint pin", get_be64 (key + 1),
+               get_be64 (key + 9));
+    return 0;
+  case RK_CKPTTIME:
+    if (klen != 25 || vlen != 8 || get_le64 (val) != get_be64 (key + 17))
+      problem (f, "root tree: bad checkpoint time item (key %zu, value %zu "
+               "bytes)", klen, vlen);
+    return 0;
   case RK_NAME:
   case RK_SNAPNAME:
   case RK_PROP:

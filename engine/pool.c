@@ -79,6 +79,8 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
                        "from 4K to 64K", node_size);
   sb.version = POOL_FORMAT_VERSION;
   sb.incompat = FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG;
+  if (opts && opts->checkpoints)
+    sb.compat |= FEATURE_COMPAT_CKPT_NEW;
   if (opts && opts->uuid)
     memcpy (sb.uuid, opts->uuid, 16);
   else if (getrandom (sb.uuid, 16, 0) != 16)
@@ -638,6 +640,29 @@ pool_attach (struct cairn_pool *pool, void *obj, void (*destroy) (void *),
   pool->attached_destroy = destroy;
   pool->freeze_hook = hook;
   pool->attached_quiesce = quiesce;
+}
+
+/* Give the pool a clock (pool.h). */
+void
+pool_set_clock (struct cairn_pool *pool, int64_t (*clock) (void *opaque),
+                void *opaque)
+{
+  pool->clock_opaque = opaque;
+  pool->clock = clock;
+}
+
+/* The pool's time (pool.h). */
+int64_t
+pool_now (struct cairn_pool *pool)
+{
+  return pool->clock ? pool->clock (pool->clock_opaque) : (int64_t) time (NULL);
+}
+
+/* Has the pool these compat feature flags (pool.h)? */
+bool
+pool_has_compat (struct cairn_pool *pool, uint64_t bits)
+{
+  return (pool->sb.compat & bits) == bits;
 }
 
 bool

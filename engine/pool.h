@@ -37,11 +37,19 @@ struct cairn_pool;
 #define FEATURE_INCOMPAT_SHA256 (1ull << 0)     /* checksums are SHA-256 */
 #define FEATURE_INCOMPAT_SPACELOG (1ull << 1)   /* space map: base + log */
 #define FEATURE_INCOMPAT_VOLHELD (1ull << 2)    /* volume records keep held */
+#define FEATURE_INCOMPAT_CKPT (1ull << 3)       /* pins a checkpoint keeps
+                                                   (an older reader would
+                                                   take them for reasonless
+                                                   pins) */
 #define FEATURE_INCOMPAT_SUPPORTED \
   (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG | \
-   FEATURE_INCOMPAT_VOLHELD)
+   FEATURE_INCOMPAT_VOLHELD | FEATURE_INCOMPAT_CKPT)
 #define FEATURE_RO_COMPAT_SUPPORTED 0ull
-#define FEATURE_COMPAT_SUPPORTED 0ull
+#define FEATURE_COMPAT_CKPT_NEW (1ull << 0)     /* made to take checkpoints:
+                                                   the pool's default
+                                                   "checkpoints" is on until
+                                                   set (checkpoint.c) */
+#define FEATURE_COMPAT_SUPPORTED FEATURE_COMPAT_CKPT_NEW
 
 /* Tree ids.  The root tree is the catalog of everything else. */
 #define TREE_ID_ROOT 1ull
@@ -50,6 +58,8 @@ struct cairn_pool;
 struct pool_format_opts {
   uint32_t node_size;             /* 0: NODE_SIZE_DEFAULT */
   const uint8_t *uuid;            /* NULL: a random one */
+  bool checkpoints;               /* volumes take checkpoints unless told
+                                     otherwise (FEATURE_COMPAT_CKPT_NEW) */
 };
 
 struct pool_open_opts {
@@ -177,6 +187,15 @@ void *pool_attached (struct cairn_pool *pool);
  * failed, and not told otherwise (pool_open_opts.no_background)?
  */
 bool pool_background_allowed (struct cairn_pool *pool);
+/* Has the pool every compat feature flag of bits? */
+bool pool_has_compat (struct cairn_pool *pool, uint64_t bits);
+/* The pool's clock, in seconds since 1970: what checkpoints record and
+ * retention measures against.  Tests set a fake one (before any commit
+ * that should use it); NULL brings back the real one, time (2).
+ */
+void pool_set_clock (struct cairn_pool *pool, int64_t (*clock) (void *opaque),
+                     void *opaque);
+int64_t pool_now (struct cairn_pool *pool);
 /* Serialises pool_attach callers (lazy creation of the attached object). */
 void pool_attach_lock (struct cairn_pool *pool);
 void pool_attach_unlock (struct cairn_pool *pool);

@@ -547,8 +547,13 @@ any_work (struct catalog *cat, bool *yes)
   struct freerec f;
   struct destrec d;
   uint64_t id;
-  int r = first_free (cat, &f, yes, NULL);
+  int r;
 
+  if (__atomic_load_n (&cat->ckpt_due, __ATOMIC_ACQUIRE)) {
+    *yes = true;              /* the checkpoint collector (checkpoint.c) */
+    return 0;
+  }
+  r = first_free (cat, &f, yes, NULL);
   if (r == 0 && !*yes) {
     r = first_record (cat, &id, &d, NULL);
     *yes = id != 0;
@@ -563,11 +568,17 @@ reap_step (struct cairn_pool *pool, struct catalog *cat, bool *more)
   struct reaper *rp = cat->reaper;
   struct reap_step s = { 0 };
   struct cat_request req = { .kind = REQ_REAP, .data = &s };
-  uint64_t seen;
+  uint64_t seen = 0;
   int r;
 
   *more = false;
   pthread_mutex_lock (&rp->step_lock);
+  /* The checkpoint collector first: what it drops becomes free records. */
+  if (__atomic_exchange_n (&cat->ckpt_due, false, __ATOMIC_ACQ_REL) &&
+      (r = ckpt_collect (cat)) < 0) {
+    r = cairn_fail (r, "collecting checkpoints: %s", cairn_errmsg ());
+    goto out;
+  }
   seen = reap_jobs_seq (cat);   /* jobs listed before the reads below */
   r = first_free (cat, &s.fr, &s.is_free, NULL);
   if (r == 0 && s.is_free) {

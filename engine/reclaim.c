@@ -154,39 +154,63 @@ reclaim_flush_pending (struct catalog *cat)
   return r;
 }
 
-/* State of pin_neighbours. */
-struct neighbours {
-  uint64_t gen, below, above;
-};
-
-/* cat_foreach_pin callback: the newest pin below gen, the oldest above. */
-static int
-neighbour_pin (void *opaque, uint64_t g, const uint8_t *rec, size_t len)
+/* The generation of the pin record of volume id the cursor is on, or 0
+ * when it is on another item.
+ */
+static uint64_t
+cursor_pin (struct btree_cursor *cur, uint64_t id)
 {
-  struct neighbours *nb = opaque;
+  const uint8_t *k, *v;
+  size_t kl, vl;
 
-  if (g < nb->gen)
-    nb->below = g;
-  else if (g > nb->gen) {
-    nb->above = g;
-    return 1;
-  }
-  return 0;
+  btree_cursor_item (cur, &k, &kl, &v, &vl);
+  if (kl != 17 || k[0] != RK_PIN || get_be64 (k + 1) != id)
+    return 0;
+  return get_be64 (k + 9);
 }
 
 /* The pins of volume id around gen: the newest below and the oldest above
- * (0 and UINT64_MAX when none).
+ * (0 and UINT64_MAX when none).  Two seeks in the root tree: with a
+ * checkpoint at every commit a volume may have many thousands of pins,
+ * and removing one must not cost a walk over them.
  */
 static int
 pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
                 uint64_t *below, uint64_t *above)
 {
-  struct neighbours nb = { gen, 0, UINT64_MAX };
-  int r = cat_foreach_pin (cat, id, neighbour_pin, &nb);
+  struct btree *root = pool_root_tree (cat->pool);
+  struct btree_cursor *cur;
+  uint8_t key[17];
+  int r = btree_cursor_new (root, &cur);
 
-  *below = nb.below;
-  *above = nb.above;
-  return r;
+  *below = 0;
+  *above = UINT64_MAX;
+  if (r < 0)
+    return r;
+  btree_rdlock (root);
+  if (gen > 0) {
+    cat_key (key, RK_PIN, id, gen - 1);
+    r = btree_cursor_seek_le (cur, key, sizeof key);
+    if (r == 0) {
+      uint64_t g = cursor_pin (cur, id);
+
+      if (g < gen)
+        *below = g;
+    }
+  }
+  if ((r == 0 || r == -ENOENT) && gen < UINT64_MAX) {
+    cat_key (key, RK_PIN, id, gen + 1);
+    r = btree_cursor_seek (cur, key, sizeof key);
+    if (r == 0) {
+      uint64_t g = cursor_pin (cur, id);
+
+      if (g > gen)
+        *above = g;
+    }
+  }
+  btree_unlock (root);
+  btree_cursor_free (cur);
+  return r == -ENOENT ? 0 : r;
 }
 
 /* The end of the deaths a free record of volume id starting at lo_d may

@@ -162,6 +162,8 @@ struct cairn_pool {
                                      before failed is set, then never */
   uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
   uint64_t need_incompat;         /* pool_need_feature, under the freeze */
+  int64_t (*clock) (void *opaque);  /* pool_set_clock; NULL: time (NULL) */
+  void *clock_opaque;
 
   /* The space map is loaded after pool_open returns (pool.c, "loading
    * the space map"): space_ensure waits for it.

@@ -169,9 +169,16 @@ vol_open (struct cairn_pool *pool, const char *export_name,
         snprintf (v->info.snap, sizeof v->info.snap, "%s", si.snap);
       }
       else if (r == -ENOENT) {
-        v->size = vs->size;
-        v->info.ctime = 0;
-        r = 0;
+        struct vol_checkpoint c;
+
+        /* A checkpoint knows its size and time; a generation only a
+         * clone pins has the volume's current size and no time.
+         */
+        r = ckpt_read (cat, vs->id, gen, &c);
+        v->size = r == 0 ? c.size : vs->size;
+        v->info.ctime = r == 0 ? c.ctime : 0;
+        v->info.referenced = r == 0 ? c.referenced : 0;
+        r = r == -ENOENT ? 0 : r;
       }
       else
         r = cat_snap_unreadable (r, export_name);
@@ -607,6 +614,7 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
     if (own)
       sha256_blocks (data, n, own);
     txn_note_data (pool, n * BLOCK_SIZE);
+    __atomic_add_fetch (&vs->gen_written, n * BLOCK_SIZE, __ATOMIC_RELAXED);
   }
   got = 0;
   for (size_t i = 0; r == 0 && i < npieces; i++) {
@@ -747,7 +755,12 @@ merge_write (struct cairn_volume *v, const void *buf, uint32_t count,
   return r;
 }
 
-/* Write bytes through a handle: checked, counted, FUA honoured. */
+/* Write bytes through a handle: checked, counted, FUA honoured.  A write
+ * that finds the pool (or the volume's quota) full first makes the
+ * checkpoint collector give back what only checkpoints hold, oldest first
+ * beyond their policy, and tries again (checkpoint.c, "Collection"): a
+ * client gets ENOSPC only when no checkpoint is left to drop.
+ */
 static int
 write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
              uint64_t off, unsigned flags, bool zero, const uint8_t *sums)
@@ -763,6 +776,19 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
     snap_barrier_wait (v->cat, v->vs->id);
   if (r == 0 && count > 0)
     r = merge_write (v, buf, count, off, zero, sums);
+  for (int tries = 0; r == -ENOSPC && tries < 8; tries++) {
+    char why[512];
+    uint64_t dropped = 0;
+    bool pool_low = ckpt_space_low (v->cat);
+
+    snprintf (why, sizeof why, "%s", cairn_errmsg ());
+    if (ckpt_relieve (v->cat, pool_low ? NULL : v->vs, true, &dropped) < 0 ||
+        dropped == 0) {
+      r = cairn_fail (-ENOSPC, "%s", why);
+      break;
+    }
+    r = merge_write (v, buf, count, off, zero, sums);
+  }
   if (r == 0 && count > 0 && (flags & VOL_FUA))
     r = pool_commit (v->cat->pool);
   if (r < 0)

@@ -215,6 +215,81 @@ int vol_rollback (struct cairn_pool *pool, const char *vol, const char *snap,
 int vol_clone (struct cairn_pool *pool, const char *src, const char *newname)
   CAIRN_WUR;
 
+/* ---- continuous checkpoints (checkpoint.c)
+ *
+ * Every commit that changed a volume is a checkpoint of it (unless the
+ * volume's "checkpoints" setting, or the pool's default, is off): its
+ * state at the end of that generation, exported read-only as VOL@#GEN and
+ * found by VOL@TIME.  A retention policy per volume (or the pool's) says
+ * which the collector keeps (retention.h); a checkpoint with a snapshot or
+ * clone at its generation, or open by a client, is never collected.
+ */
+struct vol_checkpoint {
+  uint64_t gen;
+  uint64_t ctime;             /* its commit, seconds since 1970 */
+  uint64_t written;           /* bytes of data written in its generation */
+  uint64_t size;              /* the volume's size then (bytes) */
+  uint64_t referenced;        /* bytes of data its state maps */
+  /* Filled in by vol_checkpoint_list only: */
+  char snapshot[VOL_NAME_MAX + 1]; /* the snapshot at its generation, "" */
+  uint32_t clones;            /* clones that started from it */
+  unsigned opens;             /* handles open on it (a lease) */
+  uint64_t unique;            /* bytes dropping it would free now (0 while
+                                 a snapshot or clone keeps the state) */
+};
+/* Call fn for the checkpoints of vol taken in [since, until] (seconds),
+ * oldest first; a non-zero return from fn stops the walk (> 0 is not an
+ * error).  Costs a seek, then per checkpoint listed a few lookups and a
+ * scan of what died after it until the next kept state.
+ */
+int vol_checkpoint_list (struct cairn_pool *pool, const char *vol,
+                         uint64_t since, uint64_t until,
+                         int (*fn) (void *opaque,
+                                    const struct vol_checkpoint *c),
+                         void *opaque) CAIRN_WUR;
+/* Make the checkpoint that export (VOL@#GEN or VOL@TIME) names a snapshot
+ * VOL@snap, with the checkpoint's time; the checkpoint stays a checkpoint
+ * too (the collector may drop that reason, never the snapshot).
+ */
+int vol_checkpoint_promote (struct cairn_pool *pool, const char *export,
+                            const char *snap) CAIRN_WUR;
+/* Apply vol's retention policy now: fn (may be NULL) gets every
+ * checkpoint with its mark ("remove", "keep-within", ..., "protected");
+ * unless dry_run, the ones marked remove are dropped (*droppedp counts
+ * them; NULL allowed).
+ */
+int vol_checkpoint_prune (struct cairn_pool *pool, const char *vol,
+                          bool dry_run,
+                          int (*fn) (void *opaque, uint64_t gen,
+                                     int64_t ctime, const char *mark),
+                          void *opaque, uint64_t *droppedp) CAIRN_WUR;
+/* Run the collector over every volume now (it also runs in the
+ * background once a minute while checkpoints exist).
+ */
+int vol_checkpoint_collect (struct cairn_pool *pool) CAIRN_WUR;
+/* Change a checkpoint setting of vol (NULL: the pool's default):
+ * "checkpoints" (on | off; value NULL: back to the pool's), "retention"
+ * ("inherit" or NULL: back to the pool's policy) or one option of the
+ * policy ("keep-within", "keep-last", "keep-minutely", "keep-hourly",
+ * "keep-daily", "keep-weekly", "keep-monthly": retention_parse).
+ */
+int vol_checkpoint_set (struct cairn_pool *pool, const char *vol,
+                        const char *key, const char *value) CAIRN_WUR;
+/* Parse "YYYY-MM-DDTHH:MM:SSZ" (UTC) into seconds since 1970: 0, or
+ * -EINVAL with a message saying the form expected.
+ */
+int vol_parse_time (const char *s, uint64_t *tp) CAIRN_WUR;
+struct vol_ckpt_settings {
+  bool checkpoints;           /* taken */
+  bool own_checkpoints;       /* the volume's own setting, not the pool's */
+  char retention[192];        /* the policy, as text */
+  bool own_retention;
+  uint64_t dropped;           /* checkpoints collected since the pool
+                                 opened */
+};
+int vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
+                             struct vol_ckpt_settings *st) CAIRN_WUR;
+
 /* ---- receiving (for server/receive.c)
  *
  * A receive builds the state it receives in a partial volume: a volume

@@ -786,8 +786,9 @@ Test (points_in_time, newest_snapshot_at_or_before)
   expect_point (pool, "a@2030-01-01T00:00:00Z", "s3", 3);
 
   cr_assert_eq (vol_open (pool, "a@2026-11-30T23:59:59Z", &v), -ENOENT);
-  cr_assert (strstr (cairn_errmsg (), "volume 'a' has no snapshot taken at "
-                     "or before 2026-11-30T23:59:59Z"), "%s", cairn_errmsg ());
+  cr_assert (strstr (cairn_errmsg (), "volume 'a' has no snapshot or "
+                     "checkpoint taken at or before 2026-11-30T23:59:59Z"),
+             "%s", cairn_errmsg ());
   cr_assert_eq (vol_open (pool, "a@2026-13-01T00:00:00Z", &v), -ENOENT);
   cr_assert_eq (vol_stat (pool, "a@2026-12-01T01:00", &info), -EINVAL);
   cr_assert (strstr (cairn_errmsg (), "neither a snapshot name nor a time of "

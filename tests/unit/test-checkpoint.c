@@ -1,0 +1,383 @@
+/* Unit tests of continuous checkpoints (engine/checkpoint.c, CK-n): every
+ * commit that changed a volume is a state that can be read back, found by
+ * generation or time, promoted, and collected by policy, with fsck clean
+ * and every block back once everything is deleted.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "test-pool.h"
+#include "test-util.h"
+
+#define VBLOCKS 64u
+#define VSIZE (VBLOCKS * 4096u)
+
+/* The fake clock the tests move. */
+static int64_t
+fake_clock (void *opaque)
+{
+  return *(int64_t *) opaque;
+}
+
+/* Open dev without background work, on the fake clock *now. */
+static struct cairn_pool *
+open_fake (struct cairn_dev *dev, int64_t *now)
+{
+  struct pool_open_opts o = { .no_background = true };
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (dev, &o, &pool), 0, "%s", cairn_errmsg ());
+  pool_set_clock (pool, fake_clock, now);
+  return pool;
+}
+
+/* Write block blk of vol with the pattern of tag. */
+static void
+write_block (struct cairn_pool *pool, const char *vol, uint64_t blk,
+             uint64_t tag)
+{
+  struct cairn_volume *v;
+  uint8_t buf[4096];
+
+  fill_pattern (buf, sizeof buf, tag);
+  cr_assert_eq (vol_open (pool, vol, &v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_pwrite (v, buf, sizeof buf, blk * 4096, 0), 0, "%s",
+                cairn_errmsg ());
+  vol_close (v);
+}
+
+/* Read the whole of export into buf (VSIZE bytes). */
+static int
+read_all (struct cairn_pool *pool, const char *export, uint8_t *buf)
+{
+  struct cairn_volume *v;
+  int r = vol_open (pool, export, &v);
+
+  if (r < 0)
+    return r;
+  r = vol_pread (v, buf, VSIZE, 0);
+  vol_close (v);
+  return r;
+}
+
+/* What vol_checkpoint_list reported. */
+struct ck_seen {
+  struct vol_checkpoint c[4096];
+  size_t n;
+};
+
+static int
+collect_ck (void *opaque, const struct vol_checkpoint *c)
+{
+  struct ck_seen *s = opaque;
+
+  cr_assert_lt (s->n, ARRAY_SIZE (s->c));
+  s->c[s->n++] = *c;
+  return 0;
+}
+
+static void
+list_ck (struct cairn_pool *pool, const char *vol, struct ck_seen *s)
+{
+  s->n = 0;
+  cr_assert_eq (vol_checkpoint_list (pool, vol, 0, UINT64_MAX, collect_ck, s),
+                0, "%s", cairn_errmsg ());
+}
+
+/* A pool with checkpoints on and one volume "v". */
+static struct cairn_pool *
+ck_pool (struct cairn_dev **devp, int64_t *now)
+{
+  struct cairn_pool *pool;
+
+  *devp = mem_pool (256 << 20, NULL);
+  pool = open_fake (*devp, now);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0, "%s", cairn_errmsg ());
+  return pool;
+}
+
+/* CK-2: a commit that changed a volume is a checkpoint; one that did not
+ * is none; each reads back as it was, by generation and by time.
+ */
+Test (checkpoint, every_changing_commit_is_a_state)
+{
+  int64_t now = 1796640000;   /* 2026-12-07T10:40:00Z */
+  struct cairn_dev *dev;
+  struct cairn_pool *pool = ck_pool (&dev, &now);
+  uint8_t buf[VSIZE], want[4096];
+  struct ck_seen *s = calloc (1, sizeof *s);
+  char exp[128];
+  uint64_t g[3];
+
+  for (int i = 0; i < 3; i++) {
+    write_block (pool, "v", 0, 100 + (uint64_t) i);
+    now += 10;
+    cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (pool_commit (pool), 0);     /* nothing changed */
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 3, "three commits changed v: %zu checkpoints", s->n);
+  for (int i = 0; i < 3; i++) {
+    g[i] = s->c[i].gen;
+    cr_assert_eq (s->c[i].ctime, 1796640010 + 10 * (uint64_t) i);
+    cr_assert_eq (s->c[i].written, 4096, "each wrote one block");
+    cr_assert_eq (s->c[i].size, VSIZE);
+    snprintf (exp, sizeof exp, "v@#%" PRIu64, g[i]);
+    cr_assert_eq (read_all (pool, exp, buf), 0, "%s: %s", exp, cairn_errmsg ());
+    fill_pattern (want, sizeof want, 100 + (uint64_t) i);
+    cr_assert_arr_eq (buf, want, 4096, "%s holds its own write", exp);
+  }
+  /* By time: the newest at or before it. */
+  cr_assert_eq (read_all (pool, "v@2026-12-07T10:40:25Z", buf), 0, "%s",
+                cairn_errmsg ());
+  fill_pattern (want, sizeof want, 101);
+  cr_assert_arr_eq (buf, want, 4096, "10:40:25 is the second state (10:40:20)");
+  cr_assert_eq (read_all (pool, "v@2026-12-07T10:40:09Z", buf), -ENOENT,
+                "nothing was kept before the first commit");
+  /* A volume with checkpoints off takes none. */
+  cr_assert_eq (vol_checkpoint_set (pool, "v", "checkpoints", "off"), 0);
+  write_block (pool, "v", 1, 7);
+  cr_assert_eq (pool_commit (pool), 0);
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 3, "off: no new checkpoint");
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after three checkpoints");
+  dev_close (dev);
+  free (s);
+}
+
+/* Retention on the fake clock: keep-within keeps the last hour, older ones
+ * go (RC-3 frees what only they held), a promoted one stays as a snapshot,
+ * an open one stays until closed (CK-3); fsck is clean and deleting the
+ * volume returns every block.
+ */
+Test (checkpoint, policy_collects_and_promotion_keeps)
+{
+  int64_t now = 1796640000;
+  struct cairn_dev *dev = mem_pool (256 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  uint64_t base = empty_pool_blocks (dev, &pool), dropped;
+  struct ck_seen *s = calloc (1, sizeof *s);
+  struct cairn_volume *held;
+  uint8_t buf[VSIZE], want[4096];
+  char exp[128];
+  uint64_t promoted, leased;
+
+  cr_assert_eq (pool_close (pool), 0);
+  pool = open_fake (dev, &now);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
+  cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
+  /* 20 states, 10 minutes apart, each overwriting the same 8 blocks. */
+  for (uint64_t i = 0; i < 20; i++) {
+    for (uint64_t b = 0; b < 8; b++)
+      write_block (pool, "v", b, 1000 * i + b);
+    now += 600;
+    cr_assert_eq (pool_commit (pool), 0);
+  }
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 20);
+  promoted = s->c[2].gen;
+  leased = s->c[4].gen;
+  snprintf (exp, sizeof exp, "v@#%" PRIu64, promoted);
+  cr_assert_eq (vol_checkpoint_promote (pool, exp, "kept"), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_checkpoint_promote (pool, exp, "again"), -EEXIST);
+  snprintf (exp, sizeof exp, "v@#%" PRIu64, leased);
+  cr_assert_eq (vol_open (pool, exp, &held), 0, "%s", cairn_errmsg ());
+
+  /* The policy: the last hour (6 states at most, 10 minutes apart). */
+  cr_assert_eq (vol_checkpoint_set (pool, "v", "keep-within", "1h"), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_checkpoint_prune (pool, "v", false, NULL, NULL, &dropped),
+                0, "%s", cairn_errmsg ());
+  list_ck (pool, "v", s);
+  /* Younger than an hour: the states at now, now-600 .. now-3000 (6 of
+   * them; now-3600 is not younger), plus the open one.  The promoted one
+   * is a checkpoint no more (CK-4), and stays as the snapshot.
+   */
+  cr_assert_eq (s->n, 6 + 1, "kept %zu", s->n);
+  cr_assert_eq (dropped, 13);
+  cr_assert_eq (s->c[0].gen, leased);
+  for (size_t i = 1; i < s->n; i++)
+    cr_assert_gt ((int64_t) s->c[i].ctime, now - 3600);
+  /* The promoted state reads as it was, as a snapshot too. */
+  cr_assert_eq (read_all (pool, "v@kept", buf), 0, "%s", cairn_errmsg ());
+  fill_pattern (want, sizeof want, 2000);
+  cr_assert_arr_eq (buf, want, 4096);
+  /* Closing the lease lets the next pass take it. */
+  vol_close (held);
+  cr_assert_eq (vol_checkpoint_prune (pool, "v", false, NULL, NULL, &dropped),
+                0);
+  cr_assert_eq (dropped, 1, "the lease ended");
+  snprintf (exp, sizeof exp, "v@#%" PRIu64, leased);
+  cr_assert_eq (read_all (pool, exp, buf), -ENOENT);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after collecting");
+  pool = open_fake (dev, &now);
+  cr_assert_eq (read_all (pool, "v@kept", buf), 0, "the promotion survives");
+  cr_assert_arr_eq (buf, want, 4096);
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_blocks_in_use (pool), base, "every block is back");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting everything");
+  dev_close (dev);
+  free (s);
+}
+
+/* The model: every kept checkpoint reads as the model's state at its
+ * generation, after random writes, commits, snapshots, promotions, clones,
+ * policy changes, prunes and reopens; fsck is clean at every reopen and
+ * deleting everything returns every block.
+ */
+Test (checkpoint, model_random_histories)
+{
+  uint64_t seed = test_seed ("checkpoint.model_random_histories", 2718);
+  struct rng rng = { seed };
+  int64_t now = 1796640000;
+  struct cairn_dev *dev = mem_pool (256 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  uint64_t base = empty_pool_blocks (dev, &pool);
+  uint8_t *cur = calloc (1, VSIZE), *buf = malloc (VSIZE);
+  struct ck_seen *s = calloc (1, sizeof *s);
+  /* The model's state at each generation a checkpoint was seen at. */
+  struct { uint64_t gen; uint8_t *data; } *states = calloc (4096, sizeof *states);
+  size_t nstates = 0;
+  unsigned steps = 300 * test_scale (), commits = 0, prunes = 0, promotions = 0,
+    clones = 0, reopens = 0, snaps = 0;
+  static const char *const opts[] = {
+    "keep-within", "keep-last", "keep-minutely", "keep-hourly", "keep-daily",
+  };
+
+  cr_assert_eq (pool_close (pool), 0);
+  pool = open_fake (dev, &now);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
+  cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
+  for (unsigned step = 0; step < steps; step++) {
+    unsigned what = (unsigned) rng_below (&rng, 100);
+    char exp[128];
+
+    if (what < 50) {
+      uint64_t blk = rng_below (&rng, VBLOCKS), tag = rng_next (&rng);
+
+      write_block (pool, "v", blk, tag);
+      fill_pattern (cur + blk * 4096, 4096, tag);
+    }
+    else if (what < 75) {
+      now += (int64_t) rng_below (&rng, 900) + 1;
+      cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+      commits++;
+    }
+    else if (what < 82) {
+      const char *opt = opts[rng_below (&rng, ARRAY_SIZE (opts))];
+      char val[32];
+
+      if (strcmp (opt, "keep-within") == 0)
+        snprintf (val, sizeof val, "%um", (unsigned) rng_below (&rng, 120));
+      else
+        snprintf (val, sizeof val, "%u", (unsigned) rng_below (&rng, 6));
+      cr_assert_eq (vol_checkpoint_set (pool, "v", opt, val), 0, "%s=%s: %s",
+                    opt, val, cairn_errmsg ());
+      cr_assert_eq (vol_checkpoint_prune (pool, "v", false, NULL, NULL, NULL),
+                    0, "%s", cairn_errmsg ());
+      prunes++;
+    }
+    else if (what < 86 && nstates) {
+      list_ck (pool, "v", s);
+      if (s->n) {
+        char name[32];
+        int r;
+
+        snprintf (exp, sizeof exp, "v@#%" PRIu64,
+                  s->c[rng_below (&rng, s->n)].gen);
+        snprintf (name, sizeof name, "p%u", promotions + snaps);
+        r = vol_checkpoint_promote (pool, exp, name);
+        cr_assert (r == 0 || r == -EEXIST, "%s: %s", exp, cairn_errmsg ());
+        promotions += r == 0;
+      }
+    }
+    else if (what < 89) {
+      char name[32];
+
+      snprintf (name, sizeof name, "s%u", snaps++);
+      cr_assert_eq (snap_create (pool, "v", name), 0, "%s", cairn_errmsg ());
+    }
+    else if (what < 92) {
+      list_ck (pool, "v", s);
+      if (s->n) {
+        snprintf (exp, sizeof exp, "v@#%" PRIu64,
+                  s->c[rng_below (&rng, s->n)].gen);
+        cr_assert_eq (vol_clone (pool, exp, "c"), 0, "%s", cairn_errmsg ());
+        write_block (pool, "c", rng_below (&rng, VBLOCKS), rng_next (&rng));
+        cr_assert_eq (vol_delete (pool, "c", VOL_DELETE_RECURSIVE), 0, "%s",
+                      cairn_errmsg ());
+        clones++;
+      }
+    }
+    else if (what < 95) {
+      cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+      snprintf (exp, sizeof exp, "seed %" PRIu64 ", step %u", seed, step);
+      assert_fsck_clean (dev, exp);
+      pool = open_fake (dev, &now);
+      reopens++;
+    }
+    else
+      now += (int64_t) rng_below (&rng, 86400);
+    /* Every step may have committed (a catalog change commits): a new
+     * checkpoint is the newest, and holds the model's state now.
+     */
+    list_ck (pool, "v", s);
+    for (size_t i = 0; i < s->n; i++)
+      if (nstates == 0 || s->c[i].gen > states[nstates - 1].gen) {
+        cr_assert_lt (nstates, 4096);
+        states[nstates].gen = s->c[i].gen;
+        states[nstates].data = malloc (VSIZE);
+        memcpy (states[nstates].data, cur, VSIZE);
+        nstates++;
+      }
+    /* Every kept checkpoint holds the model's state at its generation. */
+    for (size_t i = 0; i < s->n; i++) {
+      size_t j = 0;
+
+      while (j < nstates && states[j].gen != s->c[i].gen)
+        j++;
+      cr_assert_lt (j, nstates, "seed %" PRIu64 " step %u: checkpoint %"
+                    PRIu64 " has no model state", seed, step, s->c[i].gen);
+      snprintf (exp, sizeof exp, "v@#%" PRIu64, s->c[i].gen);
+      cr_assert_eq (read_all (pool, exp, buf), 0, "%s", cairn_errmsg ());
+      cr_assert_arr_eq (buf, states[j].data, VSIZE, "seed %" PRIu64 " step %u:"
+                        " %s differs from the model", seed, step, exp);
+    }
+  }
+  fprintf (stderr, "checkpoint.model_random_histories: seed %" PRIu64 ", %u "
+           "steps: %u commits, %zu states seen, %u prunes, %u promotions, %u "
+           "snapshots, %u clones, %u reopens\n", seed, steps, commits, nstates,
+           prunes, promotions, snaps, clones, reopens);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "at the end");
+  pool = open_fake (dev, &now);
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_blocks_in_use (pool), base, "seed %" PRIu64 ": every "
+                "block is back", seed);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting everything");
+  dev_close (dev);
+  for (size_t i = 0; i < nstates; i++)
+    free (states[i].data);
+  free (states);
+  free (s);
+  free (cur);
+  free (buf);
+}
