@@ -139,6 +139,9 @@ static const struct command commands[] = {
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_volume_commands, CMD_ONLINE },
   { "snapshot", "create, list, rename and delete snapshots",
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_snapshot_commands, CMD_ONLINE },
+  { "checkpoint", "list, promote and prune continuous checkpoints",
+    "SUBCOMMAND [ARGS]", "", cli_run_group, cli_checkpoint_commands,
+    CMD_ONLINE },
   { "clone", "make a writable volume from a volume or a snapshot",
     "SOURCE NAME [--json]",
 "Create volume NAME as a writable clone of SOURCE: a volume (its state\n"

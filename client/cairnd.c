@@ -350,7 +350,8 @@ create_pool (const char *path, const char *size_text, const char *prealloc_text)
   r = dev_file_preallocate (dev, prealloc, progress_fn, &progress);
   progress_end (&progress);
   if (r == 0)
-    r = pool_format (dev, NULL, uuid);
+    r = pool_format (dev, &(struct pool_format_opts) { .checkpoints = true },
+                     uuid);
   if (r < 0) {
     fprintf (stderr, "cairnd: %s\n", cairn_errmsg ());
     dev_close (dev);

@@ -142,6 +142,12 @@ int cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
  */
 extern const struct command cli_volume_commands[];
 extern const struct command cli_snapshot_commands[];
+extern const struct command cli_checkpoint_commands[];
+/* online-checkpoint.c: is key (klen bytes) a checkpoint setting, which
+ * `cairn volume set` passes to checkpoint.set; print what that returns.
+ */
+bool cli_checkpoint_key (const char *key, size_t klen);
+void cli_print_checkpoint_settings (const char *what, json_t *settings);
 int cmd_clone (const struct cli *cli, int argc, char **argv);
 int cmd_diff (const struct cli *cli, int argc, char **argv);
 int cmd_status (const struct cli *cli, int argc, char **argv);
@@ -170,6 +176,8 @@ void field (const char *label, const char *value);
 /* The options of an online subcommand. */
 struct opts {
   bool json, recursive, force, snapshots;
+  bool dry_run, pool_default;     /* --dry-run, --default */
+  const char *since, *until;      /* --since TIME, --until TIME */
 };
 /* Parse the options of a subcommand: --json and --help, and those of the
  * letters in extra ("r", "f", "s"); then check that from min to max words

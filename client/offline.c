@@ -177,7 +177,8 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
   enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
   const char *said;
   struct progress progress;
-  struct pool_format_opts fo = { .node_size = NODE_SIZE_DEFAULT };
+  struct pool_format_opts fo = { .node_size = NODE_SIZE_DEFAULT,
+                                 .checkpoints = true };
   struct cairn_dev *dev = NULL;
   const char *path = NULL;
   uint64_t size = 0, pool_bytes;

@@ -203,13 +203,14 @@ cmd_volume_set (const struct cli *cli, int argc, char **argv)
 {
   static const char *const names[] = { "NAME", "PROPERTY=VALUE" };
   struct opts o;
-  json_t *params, *props, *res;
+  json_t *params, *props, *ckpt, *res;
   int r = parse_opts (cli, argc, argv, "", 2, 64, names, &o);
 
   if (r >= 0)
     return r;
   params = json_pack ("{s:s}", "name", argv[optind]);
   props = json_object ();
+  ckpt = json_object ();
   for (int i = optind + 1; params && props && i < argc; i++) {
     const char *eq = strchr (argv[i], '=');
     const char *value = eq ? eq + 1 : NULL;
@@ -235,6 +236,14 @@ cmd_volume_set (const struct cli *cli, int argc, char **argv)
                                     json_integer ((json_int_t) quota)))
         r = cli_error (cli, EXIT_FAIL, "out of memory");
     }
+    else if (cli_checkpoint_key (argv[i], (size_t) klen)) {
+      char key[32];
+
+      snprintf (key, sizeof key, "%.*s", klen, argv[i]);
+      if (json_object_set_new (ckpt, key, strcmp (value, "inherit") == 0
+                               ? json_null () : json_string (value)))
+        r = cli_error (cli, EXIT_FAIL, "out of memory");
+    }
     else if (memchr (argv[i], ':', (size_t) klen)) {
       char key[VOL_PROP_KEY_MAX + 1];
 
@@ -245,16 +254,35 @@ cmd_volume_set (const struct cli *cli, int argc, char **argv)
     }
     else
       r = cli_usage_error (cli, "unknown property '%.*s': set readonly, quota, "
+                           "a checkpoint setting (cairn checkpoint set --help) "
                            "or a user property module:name", klen, argv[i]);
     if (r >= 0) {
       json_decref (params);
       json_decref (props);
+      json_decref (ckpt);
       return r;
     }
   }
   if (params && props && json_object_size (props) > 0)
     json_object_set (params, "properties", props);
   json_decref (props);
+  /* Checkpoint settings go to checkpoint.set first. */
+  if (json_object_size (ckpt) > 0) {
+    r = cli_call (cli, true, "checkpoint.set",
+                  json_pack ("{s:s, s:O}", "volume", argv[optind],
+                             "settings", ckpt), &res);
+    if (r == EXIT_OK && !o.json)
+      cli_print_checkpoint_settings (argv[optind], res);
+    json_decref (res);
+    if (r != EXIT_OK || (json_object_size (params) == 1 && !o.json)) {
+      json_decref (ckpt);
+      json_decref (params);
+      return r;
+    }
+  }
+  json_decref (ckpt);
+  if (json_object_size (params) == 1)
+    json_object_set_new (params, "properties", json_object ());
   r = cli_call (cli, true, "volume.set", params, &res);
   if (r == EXIT_OK && o.json)
     r = print_json (cli, res);
@@ -357,6 +385,8 @@ const struct command cli_volume_commands[] = {
 "  readonly=on|off       a read-only volume is exported read-only\n"
 "  quota=SIZE|none       bound on its data plus what its snapshots keep\n"
 "  module:name=VALUE     a user property (an empty VALUE removes it)\n"
+"  checkpoints=on|off|inherit, keep-within=DURATION, keep-last=N,\n"
+"  keep-hourly=N, ...    checkpoint settings (cairn checkpoint set)\n"
 "Each setting is applied in turn; a failure leaves the earlier ones set.\n"
 "\n"
 "  -j, --json            print the volume as JSON\n",

@@ -31,31 +31,44 @@ static const struct option all_options[] = {
   { "recursive", no_argument, NULL, 'r' },
   { "force", no_argument, NULL, 'f' },
   { "snapshots", no_argument, NULL, 's' },
+  { "since", required_argument, NULL, 'S' },
+  { "until", required_argument, NULL, 'U' },
+  { "dry-run", no_argument, NULL, 'n' },
+  { "default", no_argument, NULL, 'D' },
   { "help", no_argument, NULL, 'h' },
 };
 
 /* Parse the options of a subcommand: --json and --help, and those of the
- * letters in extra ("r", "f", "s"); then check that from min to max words
- * are left (names: what they are, for the message).  Returns -1 to go on
- * with the words from optind, or the exit code to stop with.
+ * letters in extra ("r", "f", "s", "S", "U", "n", "D"); then check that
+ * from min to max words are left (names: what they are, for the message).
+ * Returns -1 to go on with the words from optind, or the exit code to stop
+ * with.
  */
 int
 parse_opts (const struct cli *cli, int argc, char **argv, const char *extra,
             int min, int max, const char *const *names, struct opts *o)
 {
   struct option longs[ARRAY_SIZE (all_options) + 1];
-  char shorts[16];
-  size_t n = 0;
+  char shorts[32];
+  size_t n = 0, k = 0;
   int c, npos;
 
+  shorts[k++] = 'j';
+  shorts[k++] = 'h';
   for (size_t i = 0; i < ARRAY_SIZE (all_options); i++) {
     int v = all_options[i].val;
 
-    if (v == 'j' || v == 'h' || strchr (extra, v))
+    if (v == 'j' || v == 'h' || strchr (extra, v)) {
       longs[n++] = all_options[i];
+      if (v != 'j' && v != 'h') {
+        shorts[k++] = (char) v;
+        if (all_options[i].has_arg)
+          shorts[k++] = ':';
+      }
+    }
   }
+  shorts[k] = '\0';
   memset (&longs[n], 0, sizeof longs[n]);
-  snprintf (shorts, sizeof shorts, "jh%s", extra);
   memset (o, 0, sizeof *o);
   while ((c = getopt_long (argc, argv, shorts, longs, NULL)) != -1) {
     switch (c) {
@@ -63,6 +76,10 @@ parse_opts (const struct cli *cli, int argc, char **argv, const char *extra,
     case 'r': o->recursive = true; break;
     case 'f': o->force = true; break;
     case 's': o->snapshots = true; break;
+    case 'S': o->since = optarg; break;
+    case 'U': o->until = optarg; break;
+    case 'n': o->dry_run = true; break;
+    case 'D': o->pool_default = true; break;
     case 'h':
       cli_usage (cli->cmd);
       return EXIT_OK;

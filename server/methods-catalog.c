@@ -644,6 +644,11 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
 /* ---------------------------------------------------------------- table */
 
 static const struct control_method catalog_methods[] = {
+  { .name = "checkpoint.list", .handler = checkpoint_list, .blocking = true },
+  { .name = "checkpoint.promote", .handler = checkpoint_promote,
+    .blocking = true },
+  { .name = "checkpoint.prune", .handler = checkpoint_prune, .blocking = true },
+  { .name = "checkpoint.set", .handler = checkpoint_set, .blocking = true },
   { .name = "pool.status", .handler = pool_status, .blocking = true },
   { .name = "snapshot.create", .handler = snapshot_create, .blocking = true },
   { .name = "snapshot.delete", .handler = snapshot_delete, .blocking = true },

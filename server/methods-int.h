@@ -79,6 +79,19 @@ int append_info (json_t *arr, struct cairn_pool *pool,
 int describe (struct cairn_pool *pool, const char *name, bool related,
               json_t **result) CAIRN_WUR;
 
+/* Seconds since 1970 as ISO 8601 in UTC ("2026-12-02T10:00:00Z"). */
+void iso_time (uint64_t t, char buf[32]);
+
+/* methods-checkpoint.c: the "checkpoint.*" methods (cairn-protocol(7)). */
+int checkpoint_list (struct control_ctx *ctx, json_t *params,
+                     json_t **result) CAIRN_WUR;
+int checkpoint_promote (struct control_ctx *ctx, json_t *params,
+                        json_t **result) CAIRN_WUR;
+int checkpoint_prune (struct control_ctx *ctx, json_t *params,
+                      json_t **result) CAIRN_WUR;
+int checkpoint_set (struct control_ctx *ctx, json_t *params, json_t **result)
+  CAIRN_WUR;
+
 /* methods-snapshot.c: the "snapshot.*" methods (cairn-protocol(7)). */
 int snapshot_create (struct control_ctx *ctx, json_t *params,
                      json_t **result) CAIRN_WUR;

@@ -190,7 +190,7 @@ origin_name (struct cairn_pool *pool, const struct vol_info *vi,
 }
 
 /* Seconds since 1970 as ISO 8601 in UTC. */
-static void
+void
 iso_time (uint64_t t, char buf[32])
 {
   time_t tt = (time_t) t;

@@ -155,7 +155,7 @@ jcheck 'j["readonly"] is False' volume set db readonly=off
 unchanged volume set db readonly=maybe
 expect 2 "readonly must be 'on' or 'off', not 'maybe'"
 unchanged volume set db compression=on
-expect 2 "unknown property 'compression': set readonly, quota, or a user property"
+expect 2 "unknown property 'compression': set readonly, quota, a checkpoint setting"
 unchanged volume set db readonly
 expect 2 "'readonly' is not PROPERTY=VALUE"
 unchanged volume set db
@@ -227,6 +227,14 @@ expect 1 "already"
 unchanged snapshot rename db@nope x
 expect 3 "no snapshot named 'nope'"
 
+# A new pool takes checkpoints: the one of s1's commit keeps s1's state
+# while the policy keeps it (an hour), so deleting s1 alone would free
+# nothing.  A policy of no checkpoints drops it; then s1's unique data is
+# its own.
+runp checkpoint set db keep-within=0
+expect 0 "^db: checkpoints=on \(pool\), retention keep-within=0 \(volume\)$"
+runp checkpoint prune db
+expect 0 "^removed [0-9]+ checkpoints?, kept 0$"
 runp snapshot space db@s1
 expect 0 "^snapshot +db@s1$"
 grep -qE "^unique +" <<<"$out" || fail "no unique in: $out"

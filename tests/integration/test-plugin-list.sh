@@ -3,7 +3,7 @@
 # description and capabilities; a snapshot serves the volume's old state
 # read-only and refuses writes; a volume flagged read-only, readonly=true
 # and nbdkit -r serve read-only too; VOL@TIME names the newest snapshot
-# taken at or before TIME; unknown and malformed names are
+# or checkpoint taken at or before TIME; unknown and malformed names are
 # refused and logged; the empty name is refused unless default-export= is
 # set; -D cairn.verbose=1 logs requests.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
@@ -93,14 +93,15 @@ assert h.is_read_only()
 assert h.pread(4096, 0) == b'old!' * 1024
 " || fail "export vol1@#$g"
 done
-# A point in time, VOL@TIME: the newest snapshot taken at or before it
-# (vol1@s1, taken a moment ago, for any time from now on); a time before
-# every snapshot, or one that is no date, is an unknown export.
+# A point in time, VOL@TIME: the newest snapshot or checkpoint taken at or
+# before it (for any time from now on, the checkpoint of the commit that
+# the FUA write above made: a new pool takes checkpoints); a time before
+# every kept state, or one that is no date, is an unknown export.
 nbdsh -c "
 h.set_export_name('vol1@2099-12-31T23:59:59Z')
 h.connect_unix('$SOCK')
 assert h.is_read_only()
-assert h.pread(4096, 0) == b'old!' * 1024
+assert h.pread(4096, 0) == b'new!' * 1024
 " || fail "export vol1@2099-12-31T23:59:59Z"
 for bad in vol1@2000-01-01T00:00:00Z vol1@2026-02-30T00:00:00Z vol1@2026-12-01T00:00; do
   nbdsh -c "
@@ -113,7 +114,7 @@ else:
     raise SystemExit('served')
 " || fail "export '$bad' was served"
 done
-grep -q "volume 'vol1' has no snapshot taken at or before 2000-01-01T00:00:00Z" \
+grep -q "volume 'vol1' has no snapshot or checkpoint taken at or before 2000-01-01T00:00:00Z" \
   "$NBDKIT_LOG" || fail "no 'no snapshot taken at or before' in the log"
 nbdsh -u "$(uri c1)" -c '
 assert not h.is_read_only()

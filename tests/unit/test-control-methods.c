@@ -236,7 +236,8 @@ write_data (const char *name, uint64_t off, uint32_t len, int fill)
 /* ---------------------------------------------------------------- tests */
 
 static const char *const all_methods[] = {
-  "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
+  "checkpoint.list", "checkpoint.promote", "checkpoint.prune",
+  "checkpoint.set", "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
   "snapshot.rename", "snapshot.space", "stats.list", "stats.show",
   "volume.clone", "volume.create",
   "volume.delete", "volume.diff", "volume.list", "volume.rename",
@@ -262,6 +263,89 @@ Test (methods, listed_and_blocking)
                "%s is not blocking: engine work belongs on the threadpool",
                cairn_catalog_methods.methods[i].name);
   cr_assert_eq (cairn_catalog_methods.n, ARRAY_SIZE (all_methods));
+}
+
+/* The checkpoint.* methods: settings for the pool and a volume, a list
+ * with times and sizes, promotion to a snapshot, prune with a dry run,
+ * and their refusals.
+ */
+Test (methods, checkpoints)
+{
+  json_t *res, *arr;
+  char params[256];
+  json_int_t g1, g2;
+
+  res = ok ("checkpoint.set", "{'settings':{'checkpoints':'on'}}");
+  cr_assert_str_eq (jstr (res, "checkpoints"), "on");
+  cr_assert_str_eq (jstr (res, "retention"), "keep-within=1h");
+  json_decref (res);
+  json_decref (ok ("volume.create", "{'name':'db','size':1048576}"));
+  write_data ("db", 0, 8192, 1);
+  cr_assert_eq (pool_commit (pool), 0);
+  write_data ("db", 0, 4096, 2);
+  cr_assert_eq (pool_commit (pool), 0);
+  res = ok ("checkpoint.list", "{'volume':'db'}");
+  arr = json_object_get (res, "checkpoints");
+  cr_assert_eq (json_array_size (arr), 2, "two commits wrote db");
+  g1 = jint (json_array_get (arr, 0), "generation");
+  g2 = jint (json_array_get (arr, 1), "generation");
+  cr_assert_eq (jint (json_array_get (arr, 0), "written"), 8192);
+  cr_assert_eq (jint (json_array_get (arr, 1), "written"), 4096);
+  /* The data block the second commit overwrote, and the volume tree's
+   * leaf it copied (one node).
+   */
+  cr_assert_eq (jint (json_array_get (arr, 0), "unique"),
+                4096 + NODE_SIZE_DEFAULT, "unique %lld",
+                (long long) jint (json_array_get (arr, 0), "unique"));
+  cr_assert_eq (jint (json_array_get (arr, 1), "unique"), 0);
+  cr_assert_str_eq (jstr (json_object_get (res, "settings"), "checkpoints_from"),
+                    "pool");
+  json_decref (res);
+  /* A policy that keeps only the newest: a dry run marks, then prune drops. */
+  res = ok ("checkpoint.set", "{'volume':'db','settings':{'keep-within':'0',"
+            "'keep-last':'1'}}");
+  cr_assert_str_eq (jstr (res, "retention"), "keep-within=0,keep-last=1");
+  cr_assert_str_eq (jstr (res, "retention_from"), "volume");
+  json_decref (res);
+  snprintf (params, sizeof params, "{'checkpoint':'db@#%lld','name':'first'}",
+            (long long) g1);
+  res = ok ("checkpoint.promote", params);
+  cr_assert_str_eq (jstr (res, "name"), "db@first");
+  cr_assert_eq (jint (res, "generation"), g1);
+  json_decref (res);
+  fails ("checkpoint.promote", params, CAIRN_E_EXISTS, "is snapshot 'first' "
+         "already");
+  res = ok ("checkpoint.prune", "{'volume':'db','dry_run':true}");
+  arr = json_object_get (res, "checkpoints");
+  /* The promoted one follows the policy too: only its checkpoint goes,
+   * the snapshot stays.
+   */
+  cr_assert_str_eq (jstr (json_array_get (arr, 0), "mark"), "remove");
+  cr_assert_str_eq (jstr (json_array_get (arr, 1), "mark"), "keep-last");
+  cr_assert_eq (jint (res, "removed"), 1);
+  json_decref (res);
+  res = ok ("checkpoint.prune", "{'volume':'db'}");
+  cr_assert_eq (jint (res, "removed"), 1);
+  json_decref (res);
+  res = ok ("checkpoint.list", "{'volume':'db'}");
+  arr = json_object_get (res, "checkpoints");
+  cr_assert_eq (json_array_size (arr), 1);
+  cr_assert_eq (jint (json_array_get (arr, 0), "generation"), g2);
+  json_decref (res);
+  res = ok ("snapshot.list", "{'volume':'db'}");
+  cr_assert_eq (json_array_size (json_object_get (res, "snapshots")), 1,
+                "the snapshot stays");
+  json_decref (res);
+  fails ("checkpoint.list", "{'volume':'db','since':'yesterday'}",
+         CONTROL_E_INVALID_PARAMS, "YYYY-MM-DDTHH:MM:SSZ");
+  fails ("checkpoint.set", "{'volume':'db','settings':{'keep-hourly':'lots'}}",
+         CAIRN_E_INVALID, "keep-hourly");
+  fails ("checkpoint.set", "{'volume':'db','settings':{'checkpoints':'maybe'}}",
+         CAIRN_E_INVALID, "give on or off");
+  snprintf (params, sizeof params, "{'checkpoint':'db@#%lld','name':'x'}",
+            (long long) g2 + 1000);
+  fails ("checkpoint.promote", params, CAIRN_E_NOT_FOUND, "no checkpoint at "
+         "generation");
 }
 
 Test (methods, params_must_be_an_object_of_known_members)
