@@ -67,10 +67,11 @@ static const struct command commands[] = {
     cmd_info, NULL, CMD_OFFLINE },
   { "send", "write a snapshot to standard output as a stream",
     "VOL@SNAP [--from SNAP] [--resume TOKEN] [--dry-run] [--progress WHEN]",
-"Write snapshot VOL@SNAP as a send stream (cairn-stream(5)) to standard\n"
-"output, which must not be a terminal: all of its data, or with --from the\n"
-"changes since an older snapshot of the same volume.  Through the running\n"
-"server, or with --pool PATH in-process on a stopped pool.\n"
+"Write snapshot VOL@SNAP (or checkpoint VOL@#GEN) as a send stream\n"
+"(cairn-stream(5)) to standard output, which must not be a terminal: all of\n"
+"its data, or with --from the changes since an older snapshot or checkpoint\n"
+"of the same volume.  Through the running server, or with --pool PATH\n"
+"in-process on a stopped pool.\n"
 "\n"
 "  -f, --from SNAP       send the changes since SNAP (or VOL@SNAP): an\n"
 "                        incremental stream\n"

@@ -109,6 +109,10 @@ cmd_volume_show (const struct cli *cli, int argc, char **argv)
   field ("generation", gen);
   field_size ("size", res, "size");
   field_size ("referenced", res, "referenced");
+  if (json_object_get (res, "held_by_snapshots")) {
+    field_size ("kept by snaps", res, "held_by_snapshots");
+    field_size ("kept by ckpts", res, "held_by_checkpoints");
+  }
   field ("created", jtime (res, "ctime", ctime));
   field ("read-only",
          json_is_true (json_object_get (res, "readonly")) ? "yes" : "no");
@@ -393,9 +397,12 @@ const struct command cli_volume_commands[] = {
     cmd_volume_set, NULL, CMD_ONLINE },
   { "volume rollback", "roll a volume back to a snapshot",
     "VOL@SNAP KEEP_AS [--json]",
-"Make VOL a writable clone of its snapshot SNAP.  Nothing is lost: the\n"
-"volume as it was, with all its snapshots, is renamed KEEP_AS (delete it\n"
-"recursively when it is no longer wanted).  VOL must not be open.\n"
+"Make VOL read as its snapshot SNAP again (or a checkpoint: VOL@#GEN,\n"
+"VOL@TIME).  VOL keeps its settings and its snapshots and checkpoints up\n"
+"to SNAP, so incremental sends and replication from them go on.  Nothing is\n"
+"lost: the volume as it was, with its later snapshots, becomes KEEP_AS, a\n"
+"clone of VOL@SNAP (delete it recursively when it is no longer wanted).\n"
+"VOL must not be open.\n"
 "\n"
 "  -j, --json            print the volume as JSON\n",
     cmd_volume_rollback, NULL, CMD_ONLINE },

@@ -393,7 +393,7 @@ cmd_diff (const struct cli *cli, int argc, char **argv)
 int
 cmd_status (const struct cli *cli, int argc, char **argv)
 {
-  char buf[160], s[UNITS_FORMAT_MAX];
+  char buf[320], s[UNITS_FORMAT_MAX];
   struct opts o;
   json_t *res, *cache;
   uint64_t hits, misses;
@@ -463,6 +463,29 @@ cmd_status (const struct cli *cli, int argc, char **argv)
                 err ? err : "");
       field ("reclaim", buf);
     }
+  }
+  {
+    json_t *ck = json_object_get (res, "checkpoints");
+    const char *oldest = json_string_value (json_object_get (ck, "oldest"));
+    const char *last = json_string_value (json_object_get (ck, "space_last"));
+    int n = 0;
+
+    if (oldest)
+      n = snprintf (buf, sizeof buf, "default %s; %" PRIu64 " volume%s, the "
+                    "oldest kept %s (%" PRIu64 " s ago); %" PRIu64 " collected",
+                    jstr (ck, "default"), jnum (ck, "volumes"),
+                    jnum (ck, "volumes") == 1 ? "" : "s", oldest,
+                    jnum (ck, "oldest_age"), jnum (ck, "collected"));
+    else
+      n = snprintf (buf, sizeof buf, "default %s; none kept; %" PRIu64
+                    " collected", jstr (ck, "default"), jnum (ck, "collected"));
+    if (last && n > 0 && (size_t) n < sizeof buf)
+      snprintf (buf + n, sizeof buf - (size_t) n, "; space ran short %" PRIu64
+                " time%s, last at %s: %" PRIu64 " dropped beyond the policy",
+                jnum (ck, "space_events"),
+                jnum (ck, "space_events") == 1 ? "" : "s", last,
+                jnum (ck, "space_dropped"));
+    field ("checkpoints", buf);
   }
   /* I/O statistics exist only in a running server (cairn stats). */
   if (!cli->pool) {

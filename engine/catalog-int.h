@@ -453,6 +453,13 @@ int reclaim_free_range (struct catalog *cat, struct volstate *vs,
 int reclaim_range_blocks (struct catalog *cat, uint64_t id, uint64_t lo_d,
                           uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
                           uint64_t *blocksp) CAIRN_WUR;
+/* Call fn for every deadlist entry of vs (written and queued), len in
+ * blocks; a non-zero return from fn stops the walk.
+ */
+int reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
+                           int (*fn) (void *opaque, uint64_t len,
+                                      uint64_t birth, uint64_t death),
+                           void *opaque) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;
@@ -486,6 +493,16 @@ int ckpt_take (struct catalog *cat, uint64_t gen) CAIRN_WUR;
 /* Read checkpoint (id, gen)'s record: -ENOENT when there is none. */
 int ckpt_read (struct catalog *cat, uint64_t id, uint64_t gen,
                struct vol_checkpoint *c) CAIRN_WUR;
+/* Describe checkpoint (id, gen) as a state (vol_stat): its time, size and
+ * data, and its GUID (ckpt_guid).  -ENOENT when there is none.
+ */
+int ckpt_stat (struct catalog *cat, uint64_t id, uint64_t gen,
+               struct vol_info *info) CAIRN_WUR;
+/* The GUID of checkpoint (id, gen): derived from the pool's UUID, the
+ * volume and the generation, so that the same checkpoint has the same
+ * GUID whenever it is sent, and a snapshot promoted from it too.
+ */
+uint64_t ckpt_guid (struct catalog *cat, uint64_t id, uint64_t gen);
 /* Delete the records of checkpoint (id, gen), leaving its pin as it is
  * (a caller that removes the pin itself: a rollback's RB-2).
  */

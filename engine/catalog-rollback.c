@@ -328,13 +328,39 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
 
   if (r < 0)
     return r;
-  r = cat_lookup_snap (cat, vs->id, req->snap, &o);
-  if (r == -ENOENT)
-    return cat_no_snapshot (vs->name, req->snap);
+  /* SNAP: a snapshot's name, or a checkpoint ("#GEN", or a time). */
+  if (req->snap[0] == '#') {
+    char *end;
+
+    errno = 0;
+    o = strtoull (req->snap + 1, &end, 10);
+    if (errno || *end || end == req->snap + 1)
+      return cairn_fail (-EINVAL, "'%s@%s': expected a generation number "
+                         "after '@#'", vs->name, req->snap);
+  }
+  else if (strchr (req->snap, ':'))
+    r = cat_lookup_point (cat, vs->id, vs->name, req->snap, &o);
+  else {
+    r = cat_lookup_snap (cat, vs->id, req->snap, &o);
+    if (r == -ENOENT)
+      return cat_no_snapshot (vs->name, req->snap);
+  }
   if (r < 0)
     return r;
   r = cat_read_snap (cat, vs->id, o, &info);
-  if (r < 0) {
+  if (r == -ENOENT) {
+    struct vol_checkpoint c;
+
+    /* A checkpoint: its record has the size and data of its state. */
+    r = ckpt_read (cat, vs->id, o, &c);
+    if (r == -ENOENT)
+      return cairn_fail (-ENOENT, "volume '%s' keeps no state at generation "
+                         "%" PRIu64 " (cairn checkpoint list %s shows the "
+                         "checkpoints kept)", vs->name, o, vs->name);
+    info.size = c.size;
+    info.referenced = c.referenced;
+  }
+  else if (r < 0) {
     snprintf (export, sizeof export, "%s@%s", vs->name, req->snap);
     return cat_snap_unreadable (r, export);
   }
@@ -373,7 +399,7 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   r = publish_volume (cat, x);          /* frees x on failure */
   if (r < 0)
     goto out;
-  r = pin_add (cat, vs, o, &pinned, true);
+  r = pin_add (cat, vs, o, &pinned, PIN_CLONE);
   if (r == 0)
     r = move_records (cat, vs, xid, &mv);
   if (r == 0)

@@ -568,10 +568,12 @@ apply_ckpt_promote (struct catalog *cat, struct cat_request *req,
     r = snap_name_free (cat, vs, req->snap);
   if (r == 0)
     r = ckpt_read (cat, vs->id, cgen, &c);
-  if (r == 0)
-    r = new_guid (&sr.guid);
   if (r < 0)
     return r;
+  /* The checkpoint's GUID: a receiver that got it sent as a checkpoint
+   * has the same state under it.
+   */
+  sr.guid = ckpt_guid (cat, vs->id, cgen);
   sr.ctime = c.ctime;
   sr.size = c.size;
   sr.referenced = c.referenced / BLOCK_SIZE;

@@ -79,6 +79,9 @@
 /* Seconds between two passes of the collector. */
 #define CKPT_COLLECT_PERIOD 60
 
+static int find_volume (struct catalog *cat, const char *name,
+                        struct volstate **vsp);
+
 /* ---------------------------------------------------------------- records */
 
 /* The key of a checkpoint's time index item. */
@@ -107,6 +110,41 @@ ckptrec_decode (const uint8_t *v, size_t vl, uint64_t id, uint64_t gen,
   c->written = get_le64 (v + 8);
   c->size = get_le64 (v + 16);
   c->referenced = get_le64 (v + 24) * BLOCK_SIZE;
+  return 0;
+}
+
+uint64_t
+ckpt_guid (struct catalog *cat, uint64_t id, uint64_t gen)
+{
+  uint8_t in[16 + 8 + 8 + 4], out[SHA256_LEN];
+  uint64_t guid;
+
+  pool_uuid (cat->pool, in);
+  put_le64 (in + 16, id);
+  put_le64 (in + 24, gen);
+  memcpy (in + 32, "ckpt", 4);
+  sha256 (in, sizeof in, out);
+  guid = get_le64 (out);
+  return guid ? guid : 1;     /* a GUID is never 0 */
+}
+
+int
+ckpt_stat (struct catalog *cat, uint64_t id, uint64_t gen,
+           struct vol_info *info)
+{
+  struct vol_checkpoint c;
+  int r = ckpt_read (cat, id, gen, &c);
+
+  if (r < 0)
+    return r;
+  info->snap[0] = '\0';
+  info->gen = gen;
+  info->ctime = c.ctime;
+  info->size = c.size;
+  info->referenced = c.referenced;
+  info->guid = ckpt_guid (cat, id, gen);
+  info->is_snapshot = true;
+  info->readonly = true;
   return 0;
 }
 
@@ -769,6 +807,127 @@ ckpt_relieve (struct catalog *cat, struct volstate *only, bool reclaim,
     __atomic_store_n (&cat->ckpt_pressure_last, pool_now (cat->pool),
                       __ATOMIC_RELAXED);
   }
+  return r;
+}
+
+/* ---------------------------------------------------------------- accounting */
+
+/* The generations that a snapshot or a clone pins, sorted (from the pin
+ * records, oldest first).
+ */
+struct pinned {
+  uint64_t *gen;
+  size_t n, cap;
+};
+
+/* cat_foreach_pin callback: keep a pin with a snapshot or clone reason. */
+static int
+pinned_item (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
+{
+  struct pinned *p = opaque;
+
+  if (len != PINREC_LEN || get_le32 (rec) + get_le32 (rec + 4) == 0)
+    return 0;
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? 2 * p->cap : 32;
+    uint64_t *ng = realloc (p->gen, cap * sizeof *ng);
+
+    if (ng == NULL)
+      return cairn_fail (-ENOMEM, "out of memory");
+    p->gen = ng;
+    p->cap = cap;
+  }
+  p->gen[p->n++] = gen;
+  return 0;
+}
+
+/* State of the held split. */
+struct split {
+  const struct pinned *p;
+  uint64_t snap, ckpt;        /* blocks */
+};
+
+/* reclaim_foreach_entry callback: a dead block (birth B, death D) is a
+ * snapshot's or clone's when one of theirs lies in [B, D) (RC-2: the pins
+ * that need it), else only checkpoints keep it.
+ */
+static int
+split_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
+{
+  struct split *sp = opaque;
+  size_t lo = 0, hi = sp->p->n;
+
+  while (lo < hi) {           /* the first pinned generation >= birth */
+    size_t mid = (lo + hi) / 2;
+
+    if (sp->p->gen[mid] < birth)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < sp->p->n && sp->p->gen[lo] < death)
+    sp->snap += len;
+  else
+    sp->ckpt += len;
+  return 0;
+}
+
+int
+vol_held_split (struct cairn_pool *pool, const char *vol, uint64_t *snaps,
+                uint64_t *ckpts)
+{
+  struct catalog *cat;
+  struct volstate *vs;
+  struct pinned p = { 0 };
+  struct split sp = { .p = &p };
+  int r = catalog_get (pool, &cat);
+
+  if (r == 0)
+    r = find_volume (cat, vol, &vs);
+  if (r == 0)
+    r = cat_foreach_pin (cat, vs->id, pinned_item, &p);
+  if (r == 0)
+    r = reclaim_foreach_entry (cat, vs, split_entry, &sp);
+  free (p.gen);
+  *snaps = sp.snap * BLOCK_SIZE;
+  *ckpts = sp.ckpt * BLOCK_SIZE;
+  return r;
+}
+
+int
+vol_checkpoint_status (struct cairn_pool *pool, struct vol_ckpt_status *st)
+{
+  struct catalog *cat;
+  uint64_t *ids = NULL;
+  size_t n = 0;
+  int r = catalog_get (pool, &cat);
+
+  memset (st, 0, sizeof *st);
+  if (r == 0)
+    r = visible_ids (cat, &ids, &n);
+  /* The oldest kept checkpoint: the first item of each volume's index. */
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    struct ckbatch b = { .n = 0 };
+    uint8_t key[CKPT_KEY_TIME_LEN];
+
+    ckpt_time_key (key, ids[i], 0, 0);
+    r = cat_foreach_prefix_from (cat, key, sizeof key, 9, batch_item, &b);
+    if (r == 0 && b.n) {
+      st->count_volumes++;
+      if (st->oldest == 0 || b.ctime[0] < st->oldest)
+        st->oldest = b.ctime[0];
+    }
+  }
+  free (ids);
+  st->collected = __atomic_load_n (&cat->ckpt_dropped, __ATOMIC_RELAXED);
+  st->pressure_dropped = __atomic_load_n (&cat->ckpt_pressure_dropped,
+                                          __ATOMIC_RELAXED);
+  st->pressure_events = __atomic_load_n (&cat->ckpt_pressure_events,
+                                         __ATOMIC_RELAXED);
+  st->pressure_last = __atomic_load_n (&cat->ckpt_pressure_last,
+                                       __ATOMIC_RELAXED);
+  st->now = pool_now (pool);
+  st->default_on = cat->ckpt_default > 0;
   return r;
 }
 

@@ -410,6 +410,51 @@ dl_sum (struct catalog *cat, uint64_t id, uint64_t min_d, uint64_t max_d,
   return 0;
 }
 
+/* Call fn for every deadlist entry of volume vs, those written and those
+ * still queued in memory (len in blocks); fn returning non-zero stops the
+ * walk (< 0 fails it).
+ */
+int
+reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
+                       int (*fn) (void *opaque, uint64_t len, uint64_t birth,
+                                  uint64_t death),
+                       void *opaque)
+{
+  struct btree_cursor *cur;
+  uint8_t key[DL_KEY];
+  int r = 0, fr = 0;
+
+  pthread_mutex_lock (&vs->pend_lock);
+  for (size_t i = 0; fr == 0 && i < vs->npending; i++)
+    fr = fn (opaque, vs->pending[i].len, vs->pending[i].birth,
+             vs->pending[i].death);
+  pthread_mutex_unlock (&vs->pend_lock);
+  if (fr != 0 || cat->deadlist == NULL)
+    return fr < 0 ? fr : 0;
+  r = btree_cursor_new (cat->deadlist, &cur);
+  if (r < 0)
+    return r;
+  put_be64 (key, vs->id);
+  put_be64 (key + 8, 0);
+  put_be64 (key + 16, 0);
+  btree_rdlock (cat->deadlist);
+  for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && fr == 0;
+       r = btree_cursor_next (cur)) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+
+    btree_cursor_item (cur, &k, &kl, &v, &vl);
+    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
+      break;
+    fr = fn (opaque, get_le64 (v), get_le64 (v + 8), get_be64 (k + 8));
+  }
+  btree_unlock (cat->deadlist);
+  btree_cursor_free (cur);
+  if (fr != 0)
+    return fr < 0 ? fr : 0;
+  return r == -ENOENT ? 0 : r;
+}
+
 /* The blocks of volume id's deadlist entries with D in (lo_d, hi_d] and
  * B in (lo_b, hi_b] (listed ones only).
  */

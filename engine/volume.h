@@ -275,6 +275,26 @@ int vol_checkpoint_collect (struct cairn_pool *pool) CAIRN_WUR;
  */
 int vol_checkpoint_set (struct cairn_pool *pool, const char *vol,
                         const char *key, const char *value) CAIRN_WUR;
+/* What a volume's snapshots and clones keep of the data it no longer
+ * maps, and what only its checkpoints keep (bytes, metadata included):
+ * their sum is the volume's held bytes.  Walks the volume's deadlist.
+ */
+int vol_held_split (struct cairn_pool *pool, const char *vol,
+                    uint64_t *snaps, uint64_t *ckpts) CAIRN_WUR;
+/* The collector's state, for `cairn status`. */
+struct vol_ckpt_status {
+  bool default_on;            /* the pool's default */
+  uint64_t count_volumes;     /* volumes with a checkpoint kept */
+  uint64_t oldest;            /* the oldest kept, seconds since 1970; 0:
+                                 none */
+  int64_t now;                /* the pool's clock */
+  uint64_t collected;         /* dropped since the pool opened */
+  uint64_t pressure_dropped;  /* of those, beyond the policy for space */
+  uint64_t pressure_events;   /* times space ran short */
+  int64_t pressure_last;      /* when it last did (0: never) */
+};
+int vol_checkpoint_status (struct cairn_pool *pool,
+                           struct vol_ckpt_status *st) CAIRN_WUR;
 /* Parse "YYYY-MM-DDTHH:MM:SSZ" (UTC) into seconds since 1970: 0, or
  * -EINVAL with a message saying the form expected.
  */

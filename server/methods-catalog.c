@@ -554,6 +554,36 @@ reclaim_status (struct cairn_pool *pool, json_t *status)
   return 0;
 }
 
+/* Add the checkpoint collector's state to a status object: the oldest
+ * kept checkpoint, and when space ran short and how much went for it.
+ */
+static int
+checkpoint_status (struct cairn_pool *pool, json_t *status)
+{
+  struct vol_ckpt_status cs;
+  char oldest[32], last[32];
+  json_t *o;
+  int r = vol_checkpoint_status (pool, &cs);
+
+  if (r < 0)
+    return r;
+  iso_time (cs.oldest, oldest);
+  iso_time (cs.pressure_last > 0 ? (uint64_t) cs.pressure_last : 0, last);
+  o = json_pack ("{s:s, s:I, s:s?, s:I, s:I, s:I, s:I, s:s?}",
+                 "default", cs.default_on ? "on" : "off",
+                 "volumes", (json_int_t) cs.count_volumes,
+                 "oldest", cs.oldest ? oldest : NULL,
+                 "oldest_age", (json_int_t) (cs.oldest ? cs.now -
+                                             (int64_t) cs.oldest : 0),
+                 "collected", (json_int_t) cs.collected,
+                 "space_dropped", (json_int_t) cs.pressure_dropped,
+                 "space_events", (json_int_t) cs.pressure_events,
+                 "space_last", cs.pressure_last > 0 ? last : NULL);
+  if (o == NULL || json_object_set_new (status, "checkpoints", o) < 0)
+    return oom ();
+  return 0;
+}
+
 /* pool.status {} → the pool's identity, space, cache, I/O totals, state
  * background reclaim, and the damaged catalog records
  */
@@ -633,7 +663,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "cache", cache,
                        "io", io,
                        "damaged", damaged);
-  if (*result && (r = reclaim_status (pool, *result)) < 0) {
+  if (*result && ((r = reclaim_status (pool, *result)) < 0 ||
+                  (r = checkpoint_status (pool, *result)) < 0)) {
     json_decref (*result);
     *result = NULL;
     return r;

@@ -309,9 +309,24 @@ describe (struct cairn_pool *pool, const char *name, bool related,
   if (!vi.is_snapshot) {
     json_t *props = json_object ();
 
+    uint64_t by_snaps = 0, by_ckpts = 0;
+
+    /* What the volume's snapshots (and clones) keep of what it no longer
+     * maps, apart from what only its checkpoints keep.
+     */
+    if (related && (r = vol_held_split (pool, vi.name, &by_snaps,
+                                        &by_ckpts)) < 0) {
+      json_decref (props);
+      goto out;
+    }
     if (props == NULL ||
         json_object_set_new (obj, "quota", json_integer ((json_int_t) vi.quota)) ||
-        json_object_set_new (obj, "held", json_integer ((json_int_t) vi.held))) {
+        json_object_set_new (obj, "held", json_integer ((json_int_t) vi.held)) ||
+        (related &&
+         (json_object_set_new (obj, "held_by_snapshots",
+                               json_integer ((json_int_t) by_snaps)) ||
+          json_object_set_new (obj, "held_by_checkpoints",
+                               json_integer ((json_int_t) by_ckpts))))) {
       json_decref (props);
       r = oom ();
       goto out;

@@ -291,7 +291,12 @@ send_extent (void *opaque, uint64_t off, uint64_t len, unsigned type)
   return send_run (opaque, off, len, VOL_DIFF_DATA);
 }
 
-/* Describe snapshot name, refusing what is not one. */
+/* Describe snapshot or checkpoint name, refusing what is neither.  A
+ * checkpoint (VOL@#GEN, or VOL@TIME finding one) has no name, so the
+ * receiver names it, and a GUID derived from where it is (ckpt_guid in
+ * engine/checkpoint.c), the same every time it is sent: so it can be the
+ * base of a later stream too.
+ */
 static int
 stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,
                struct vol_info *info)
@@ -299,11 +304,15 @@ stat_snapshot (struct cairn_pool *pool, const char *name, const char *what,
   const char *at = strchr (name, '@');
   int r;
 
-  if (at == NULL || at[1] == '#' || at[1] == '\0')
+  if (at == NULL || at[1] == '\0')
     return cairn_fail (-EINVAL, "%s '%s' is not a snapshot: name one as "
-                       "VOL@SNAP (a stream carries a snapshot, which has a "
-                       "GUID that the receiver keeps)", what, name);
+                       "VOL@SNAP or a checkpoint as VOL@#GEN (a stream carries "
+                       "a state with a GUID that the receiver keeps)", what,
+                       name);
   r = vol_stat (pool, name, info);
+  if (r == 0 && !info->is_snapshot)
+    r = cairn_fail (-EINVAL, "%s '%s' is neither a snapshot nor a checkpoint",
+                    what, name);
   return r;
 }
 

@@ -188,8 +188,24 @@ Test (checkpoint, policy_collects_and_promotion_keeps)
   promoted = s->c[2].gen;
   leased = s->c[4].gen;
   snprintf (exp, sizeof exp, "v@#%" PRIu64, promoted);
-  cr_assert_eq (vol_checkpoint_promote (pool, exp, "kept"), 0, "%s",
-                cairn_errmsg ());
+  {
+    struct vol_info a, b;
+
+    /* A checkpoint is a state with a GUID that stays its own (a stream
+     * of it names it so), and its promotion keeps it.
+     */
+    cr_assert_eq (vol_stat (pool, exp, &a), 0, "%s", cairn_errmsg ());
+    cr_assert (a.is_snapshot && a.guid != 0 && a.gen == promoted);
+    cr_assert_str_eq (a.snap, "");
+    cr_assert_eq (vol_stat (pool, exp, &b), 0);
+    cr_assert_eq (a.guid, b.guid);
+    cr_assert_eq (vol_checkpoint_promote (pool, exp, "kept"), 0, "%s",
+                  cairn_errmsg ());
+    cr_assert_eq (vol_stat (pool, "v@kept", &b), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (b.guid, a.guid, "the snapshot has the checkpoint's GUID");
+    cr_assert_eq (b.ctime, a.ctime);
+    cr_assert_eq (b.gen, promoted);
+  }
   cr_assert_eq (vol_checkpoint_promote (pool, exp, "again"), -EEXIST);
   snprintf (exp, sizeof exp, "v@#%" PRIu64, leased);
   cr_assert_eq (vol_open (pool, exp, &held), 0, "%s", cairn_errmsg ());
@@ -380,4 +396,79 @@ Test (checkpoint, model_random_histories)
   free (s);
   free (cur);
   free (buf);
+}
+
+/* A rollback to a checkpoint (VOL@#GEN): the volume reads as that state,
+ * keeps its checkpoints up to it, and the later ones go with the rest of
+ * the later history to KEEP_AS (VR-3); fsck is clean and deleting
+ * everything returns every block.
+ */
+Test (checkpoint, rollback_to_a_checkpoint)
+{
+  int64_t now = 1796640000;
+  struct cairn_dev *dev = mem_pool (256 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  uint64_t base = empty_pool_blocks (dev, &pool);
+  struct ck_seen *s = calloc (1, sizeof *s), *k = calloc (1, sizeof *k);
+  uint8_t buf[VSIZE], want[4096];
+  char snap[32];
+  uint64_t g[4];
+
+  cr_assert_eq (pool_close (pool), 0);
+  pool = open_fake (dev, &now);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
+  cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
+  for (uint64_t i = 0; i < 4; i++) {
+    write_block (pool, "v", 0, 500 + i);
+    write_block (pool, "v", 1 + i, 600 + i);
+    now += 60;
+    cr_assert_eq (pool_commit (pool), 0);
+  }
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 4);
+  for (int i = 0; i < 4; i++)
+    g[i] = s->c[i].gen;
+  snprintf (snap, sizeof snap, "#%" PRIu64, g[1]);
+  cr_assert_eq (vol_rollback (pool, "v", snap, "keep"), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (read_all (pool, "v", buf), 0);
+  fill_pattern (want, sizeof want, 501);
+  cr_assert_arr_eq (buf, want, 4096, "v reads as checkpoint 2");
+  fill_pattern (want, sizeof want, 601);
+  cr_assert_arr_eq (buf + 2 * 4096, want, 4096);
+  memset (want, 0, sizeof want);
+  cr_assert_arr_eq (buf + 3 * 4096, want, 4096, "the third state's block is "
+                    "not in v any more");
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 2, "v keeps its checkpoints up to the rollback");
+  cr_assert_eq (s->c[1].gen, g[1]);
+  list_ck (pool, "keep", k);
+  cr_assert_geq (k->n, 2, "keep has the later ones");
+  cr_assert_eq (k->c[0].gen, g[2]);
+  cr_assert_eq (k->c[1].gen, g[3]);
+  cr_assert_eq (read_all (pool, "keep", buf), 0);
+  fill_pattern (want, sizeof want, 503);
+  cr_assert_arr_eq (buf, want, 4096, "keep holds the newest state");
+  /* A time between the second and third checkpoints finds the second. */
+  cr_assert_eq (read_all (pool, "v@2026-12-07T10:42:30Z", buf), 0, "%s",
+                cairn_errmsg ());
+  fill_pattern (want, sizeof want, 501);
+  cr_assert_arr_eq (buf, want, 4096);
+  cr_assert_eq (vol_rollback (pool, "v", "#999999", "k2"), -ENOENT);
+  cr_assert (strstr (cairn_errmsg (), "keeps no state at generation 999999"),
+             "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after a rollback to a checkpoint");
+  pool = open_fake (dev, &now);
+  cr_assert_eq (vol_delete (pool, "keep", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_blocks_in_use (pool), base, "every block is back");
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting everything");
+  dev_close (dev);
+  free (s);
+  free (k);
 }
