@@ -453,13 +453,20 @@ int reclaim_free_range (struct catalog *cat, struct volstate *vs,
 int reclaim_range_blocks (struct catalog *cat, uint64_t id, uint64_t lo_d,
                           uint64_t hi_d, uint64_t lo_b, uint64_t hi_b,
                           uint64_t *blocksp) CAIRN_WUR;
-/* Call fn for every deadlist entry of vs (written and queued), len in
- * blocks; a non-zero return from fn stops the walk.
+/* Call fn for every deadlist entry of vs (written and queued) with a
+ * death in (lo_d, hi_d], len in blocks; a non-zero return from fn stops
+ * the walk.
  */
 int reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
+                           uint64_t lo_d, uint64_t hi_d,
                            int (*fn) (void *opaque, uint64_t len,
                                       uint64_t birth, uint64_t death),
                            void *opaque) CAIRN_WUR;
+/* The pins of volume id around gen: the newest below and the oldest above
+ * (0 and UINT64_MAX when none); two seeks.
+ */
+int reclaim_pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
+                            uint64_t *below, uint64_t *above) CAIRN_WUR;
 /* Blocks that removing pin gen of vs would free (a dry run of RC-3). */
 int reclaim_unique_blocks (struct catalog *cat, struct volstate *vs,
                            uint64_t gen, uint64_t *blocksp) CAIRN_WUR;

@@ -887,7 +887,7 @@ vol_held_split (struct cairn_pool *pool, const char *vol, uint64_t *snaps,
   if (r == 0)
     r = cat_foreach_pin (cat, vs->id, pinned_item, &p);
   if (r == 0)
-    r = reclaim_foreach_entry (cat, vs, split_entry, &sp);
+    r = reclaim_foreach_entry (cat, vs, 0, UINT64_MAX, split_entry, &sp);
   free (p.gen);
   *snaps = sp.snap * BLOCK_SIZE;
   *ckpts = sp.ckpt * BLOCK_SIZE;
@@ -972,17 +972,128 @@ time_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
   return 0;
 }
 
+/* The pins around a listing's checkpoints, and what dropping each would
+ * free, found in one walk of the deadlist (ckpt_unique_window).
+ */
+struct window {
+  uint64_t *gen;              /* every pin from the one below the first
+                                 listed to the one above the last, sorted */
+  bool *alone;                /* a checkpoint and nothing else pins it */
+  uint64_t *blocks;           /* what only it keeps */
+  size_t n, cap;
+  uint64_t above;             /* the pin above the last listed, or
+                                 UINT64_MAX */
+};
+
+/* cat_foreach_prefix callback over pin records: keep the window's. */
+static int
+window_pin (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+            size_t vl)
+{
+  struct window *w = opaque;
+  uint64_t gen;
+
+  if (kl != 17 || vl != PINREC_LEN)
+    return cairn_fail (-EIO, "corrupt pin record (key %zu, value %zu bytes)",
+                       kl, vl);
+  gen = get_be64 (k + 9);
+  if (gen > w->above)
+    return 1;
+  if (w->n == w->cap) {
+    size_t cap = w->cap ? 2 * w->cap : 64;
+    uint64_t *ng = realloc (w->gen, cap * sizeof *ng);
+    bool *na;
+    uint64_t *nb;
+
+    if (ng == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
+    w->gen = ng;
+    na = realloc (w->alone, cap * sizeof *na);
+    if (na == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
+    w->alone = na;
+    nb = realloc (w->blocks, cap * sizeof *nb);
+    if (nb == NULL)
+      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
+    w->blocks = nb;
+    w->cap = cap;
+  }
+  w->gen[w->n] = gen;
+  w->alone[w->n] = get_le32 (v) + get_le32 (v + 4) == 0 &&
+                   (v[PINREC_FLAGS] & PINF_CKPT);
+  w->blocks[w->n++] = 0;
+  return 0;
+}
+
+/* The index of the first pin of w at or above g. */
+static size_t
+window_find (const struct window *w, uint64_t g)
+{
+  size_t lo = 0, hi = w->n;
+
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+
+    if (w->gen[mid] < g)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* reclaim_foreach_entry callback: a dead block (B, D) is unique to a pin
+ * when that pin is the only one in [B, D) (RC-2, RC-3).
+ */
+static int
+window_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
+{
+  struct window *w = opaque;
+  size_t i = window_find (w, birth);
+
+  if (i < w->n && w->gen[i] < death &&
+      (i + 1 == w->n || w->gen[i + 1] >= death))
+    w->blocks[i] += len;
+  return 0;
+}
+
+/* What dropping each checkpoint with a generation in [first, last] would
+ * free, for all of them in one walk: the pins from the one below first to
+ * the one above last, then the deadlist entries that died after first
+ * and no later than that pin above (RC-3 for every pin at once: a block
+ * is unique to a pin when no other pin lies in [B, D)).  The cost follows
+ * the history listed, not the volume's.
+ */
+static int
+ckpt_unique_window (struct catalog *cat, struct volstate *vs, uint64_t first,
+                    uint64_t last, struct window *w)
+{
+  uint8_t key[17];
+  uint64_t below, above, below_last;
+  int r = reclaim_pin_neighbours (cat, vs->id, first, &below, &above);
+
+  if (r == 0)
+    r = reclaim_pin_neighbours (cat, vs->id, last, &below_last, &w->above);
+  if (r < 0)
+    return r;
+  cat_key (key, RK_PIN, vs->id, below);
+  r = cat_foreach_prefix_from (cat, key, 17, 9, window_pin, w);
+  if (r == 0)
+    r = reclaim_foreach_entry (cat, vs, first, w->above, window_entry, w);
+  return r;
+}
+
 /* Fill in what a listing adds to a checkpoint's record: its snapshot,
- * clones, handles, and what dropping it would free.
+ * clones and handles, and from w what dropping it would free.
  */
 static int
 ckpt_details (struct catalog *cat, struct volstate *vs,
-              struct vol_checkpoint *c)
+              const struct window *w, struct vol_checkpoint *c)
 {
   struct vol_info si;
   struct pinrec pr;
   struct open_pin *op;
-  uint64_t blocks = 0;
+  size_t i = window_find (w, c->gen);
   int r = cat_read_pin (cat, vs->id, c->gen, &pr);
 
   if (r < 0)
@@ -997,10 +1108,9 @@ ckpt_details (struct catalog *cat, struct volstate *vs,
   op = cat_open_pin (cat, vs->id, c->gen);
   c->opens = op ? (unsigned) op->opens : 0;
   pthread_mutex_unlock (&cat->tlock);
-  r = pr.snaps + pr.clones ? 0 : reclaim_unique_blocks (cat, vs, c->gen,
-                                                        &blocks);
-  c->unique = blocks * BLOCK_SIZE;
-  return r;
+  c->unique = i < w->n && w->gen[i] == c->gen && w->alone[i]
+              ? w->blocks[i] * BLOCK_SIZE : 0;
+  return 0;
 }
 
 int
@@ -1012,6 +1122,7 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
   struct catalog *cat;
   struct volstate *vs;
   struct genvec gv = { .since = since, .until = until };
+  struct window w = { .n = 0 };
   uint8_t key[CKPT_KEY_TIME_LEN];
   int r = catalog_get (pool, &cat);
 
@@ -1024,6 +1135,15 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
    */
   ckpt_time_key (key, vs->id, since, 0);
   r = cat_foreach_prefix_from (cat, key, sizeof key, 9, time_item, &gv);
+  if (r == 0 && gv.n) {
+    uint64_t first = UINT64_MAX, last = 0;
+
+    for (size_t i = 0; i < gv.n; i++) {
+      first = MIN (first, gv.gen[i]);
+      last = MAX (last, gv.gen[i]);
+    }
+    r = ckpt_unique_window (cat, vs, first, last, &w);
+  }
   for (size_t i = 0; r == 0 && i < gv.n; i++) {
     struct vol_checkpoint c;
 
@@ -1031,11 +1151,14 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
     if (r == -ENOENT)
       continue;             /* collected meanwhile */
     if (r == 0)
-      r = ckpt_details (cat, vs, &c);
+      r = ckpt_details (cat, vs, &w, &c);
     if (r == 0)
       r = fn (opaque, &c);
   }
   genvec_free (&gv);
+  free (w.gen);
+  free (w.alone);
+  free (w.blocks);
   return r < 0 ? r : 0;
 }
 

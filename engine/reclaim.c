@@ -174,9 +174,9 @@ cursor_pin (struct btree_cursor *cur, uint64_t id)
  * checkpoint at every commit a volume may have many thousands of pins,
  * and removing one must not cost a walk over them.
  */
-static int
-pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
-                uint64_t *below, uint64_t *above)
+int
+reclaim_pin_neighbours (struct catalog *cat, uint64_t id, uint64_t gen,
+                        uint64_t *below, uint64_t *above)
 {
   struct btree *root = pool_root_tree (cat->pool);
   struct btree_cursor *cur;
@@ -224,7 +224,7 @@ reclaim_record_end (struct catalog *cat, uint64_t id, uint64_t lo_d,
                     uint64_t hi_d, uint64_t *endp)
 {
   uint64_t below, above;
-  int r = pin_neighbours (cat, id, lo_d, &below, &above);
+  int r = reclaim_pin_neighbours (cat, id, lo_d, &below, &above);
 
   *endp = MIN (hi_d, above);
   return r;
@@ -235,7 +235,7 @@ int
 reclaim_max_pin (struct catalog *cat, uint64_t id, uint64_t *maxp)
 {
   uint64_t below, above;
-  int r = pin_neighbours (cat, id, UINT64_MAX, &below, &above);
+  int r = reclaim_pin_neighbours (cat, id, UINT64_MAX, &below, &above);
 
   if (r == 0)
     __atomic_store_n (maxp, below, __ATOMIC_RELEASE);
@@ -332,7 +332,7 @@ int
 reclaim_pin_removed (struct catalog *cat, struct volstate *vs, uint64_t gen)
 {
   uint64_t below, above;
-  int r = pin_neighbours (cat, vs->id, gen, &below, &above);
+  int r = reclaim_pin_neighbours (cat, vs->id, gen, &below, &above);
 
   if (r < 0)
     return r;
@@ -410,12 +410,13 @@ dl_sum (struct catalog *cat, uint64_t id, uint64_t min_d, uint64_t max_d,
   return 0;
 }
 
-/* Call fn for every deadlist entry of volume vs, those written and those
- * still queued in memory (len in blocks); fn returning non-zero stops the
- * walk (< 0 fails it).
+/* Call fn for every deadlist entry of volume vs with a death in
+ * (lo_d, hi_d], those written and those still queued in memory (len in
+ * blocks); fn returning non-zero stops the walk (< 0 fails it).
  */
 int
 reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
+                       uint64_t lo_d, uint64_t hi_d,
                        int (*fn) (void *opaque, uint64_t len, uint64_t birth,
                                   uint64_t death),
                        void *opaque)
@@ -426,16 +427,17 @@ reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
 
   pthread_mutex_lock (&vs->pend_lock);
   for (size_t i = 0; fr == 0 && i < vs->npending; i++)
-    fr = fn (opaque, vs->pending[i].len, vs->pending[i].birth,
-             vs->pending[i].death);
+    if (vs->pending[i].death > lo_d && vs->pending[i].death <= hi_d)
+      fr = fn (opaque, vs->pending[i].len, vs->pending[i].birth,
+               vs->pending[i].death);
   pthread_mutex_unlock (&vs->pend_lock);
-  if (fr != 0 || cat->deadlist == NULL)
+  if (fr != 0 || cat->deadlist == NULL || lo_d == UINT64_MAX)
     return fr < 0 ? fr : 0;
   r = btree_cursor_new (cat->deadlist, &cur);
   if (r < 0)
     return r;
   put_be64 (key, vs->id);
-  put_be64 (key + 8, 0);
+  put_be64 (key + 8, lo_d + 1);
   put_be64 (key + 16, 0);
   btree_rdlock (cat->deadlist);
   for (r = btree_cursor_seek (cur, key, DL_KEY); r == 0 && fr == 0;
@@ -444,7 +446,8 @@ reclaim_foreach_entry (struct catalog *cat, struct volstate *vs,
     size_t kl, vl;
 
     btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id)
+    if (kl != DL_KEY || vl != DL_VAL || get_be64 (k) != vs->id ||
+        get_be64 (k + 8) > hi_d)
       break;
     fr = fn (opaque, get_le64 (v), get_le64 (v + 8), get_be64 (k + 8));
   }
@@ -477,7 +480,7 @@ reclaim_unique_blocks (struct catalog *cat, struct volstate *vs, uint64_t gen,
                        uint64_t *blocksp)
 {
   uint64_t below, above, total = 0, listed;
-  int r = pin_neighbours (cat, vs->id, gen, &below, &above);
+  int r = reclaim_pin_neighbours (cat, vs->id, gen, &below, &above);
 
   if (r < 0)
     return r;

@@ -361,6 +361,23 @@ Test (checkpoint, model_random_histories)
         memcpy (states[nstates].data, cur, VSIZE);
         nstates++;
       }
+    /* What dropping one would free is the same listed alone (a window
+     * of one checkpoint) as in the whole listing.
+     */
+    if (s->n) {
+      struct ck_seen *one = calloc (1, sizeof *one);
+      size_t i = rng_below (&rng, s->n);
+
+      cr_assert_eq (vol_checkpoint_list (pool, "v", s->c[i].ctime,
+                                         s->c[i].ctime, collect_ck, one), 0);
+      for (size_t j = 0; j < one->n; j++)
+        if (one->c[j].gen == s->c[i].gen)
+          cr_assert_eq (one->c[j].unique, s->c[i].unique, "seed %" PRIu64
+                        " step %u: checkpoint %" PRIu64 " frees %" PRIu64
+                        " alone, %" PRIu64 " in the whole list", seed, step,
+                        s->c[i].gen, one->c[j].unique, s->c[i].unique);
+      free (one);
+    }
     /* Every kept checkpoint holds the model's state at its generation. */
     for (size_t i = 0; i < s->n; i++) {
       size_t j = 0;
