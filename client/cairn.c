@@ -82,7 +82,7 @@ static const struct command commands[] = {
 "                        progress on standard error\n",
     cmd_send, NULL, CMD_ONLINE },
   { "receive", "make a snapshot from a stream on standard input",
-    "VOL [--rollback] [--abort | --token] [--progress WHEN]",
+    "VOL [--rollback] [--abort | --token] [--progress WHEN] [--json]",
 "Read a send stream from standard input into volume VOL: a full stream\n"
 "creates VOL (which must not exist); an incremental one applies to VOL,\n"
 "whose newest snapshot must be the stream's base and which must not have\n"
@@ -95,14 +95,17 @@ static const struct command commands[] = {
 "      --rollback        the base may be any snapshot of VOL: when the\n"
 "                        stream has been verified, VOL is rolled back to it\n"
 "                        first, discarding VOL's writes since the base and\n"
-"                        destroying its snapshots newer than the base\n"
+"                        destroying its snapshots newer than the base (it\n"
+"                        says which, on a line 'rolled back VOL to ...')\n"
 "  -a, --abort           discard VOL's interrupted receive\n"
 "  -t, --token           print the token of VOL's interrupted receive\n"
-"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+"      --progress WHEN   auto (text on a terminal), text, json or none\n"
+"  -j, --json            print the result (what was received, what a\n"
+"                        rollback discarded) as JSON\n",
     cmd_receive, NULL, CMD_ONLINE },
   { "replicate", "send a snapshot to another server",
     "VOL@SNAP --to HOST[:PORT] [--from SNAP] [--rollback] [--tls | --no-tls] "
-    "[--progress WHEN]",
+    "[--progress WHEN] [--json]",
 "Send snapshot VOL@SNAP from this server to the server at HOST (its\n"
 "control port, control-tcp=; default port 10810) into its volume VOL,\n"
 "with every snapshot of VOL between the newest one HOST has (or --from)\n"
@@ -114,13 +117,15 @@ static const struct command commands[] = {
 "  -f, --from SNAP       the base snapshot (default: the newest on HOST)\n"
 "      --rollback        start from the newest snapshot both servers have,\n"
 "                        rolling HOST's VOL back to it (its newer snapshots\n"
-"                        and writes since are discarded)\n"
+"                        and writes since are discarded, and it says which)\n"
 "      --tls, --no-tls   connect to HOST with TLS or without (default: TLS\n"
 "                        when this server has control TLS keys)\n"
-"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+"      --progress WHEN   auto (text on a terminal), text, json or none\n"
+"  -j, --json            print the result as JSON\n",
     cmd_replicate, NULL, CMD_ONLINE },
   { "pull", "bring a volume's new snapshots from another server",
-    "HOST[:PORT] VOL [--rollback] [--tls | --no-tls] [--progress WHEN]",
+    "HOST[:PORT] VOL [--rollback] [--tls | --no-tls] [--progress WHEN] "
+    "[--json]",
 "Bring every snapshot of VOL on the server at HOST (its control port,\n"
 "control-tcp=; default port 10810) that is newer than the newest one both\n"
 "servers have, as a chain of incremental streams (or a full stream of the\n"
@@ -129,10 +134,12 @@ static const struct command commands[] = {
 "\n"
 "      --rollback        roll VOL here back to the newest snapshot both\n"
 "                        servers have, discarding its newer snapshots and\n"
-"                        its writes since (VOL mirrors HOST's)\n"
+"                        its writes since (VOL mirrors HOST's; it says\n"
+"                        which)\n"
 "      --tls, --no-tls   connect to HOST with TLS or without (default: TLS\n"
 "                        when this server has control TLS keys)\n"
-"      --progress WHEN   auto (text on a terminal), text, json or none\n",
+"      --progress WHEN   auto (text on a terminal), text, json or none\n"
+"  -j, --json            print the result as JSON\n",
     cmd_pull, NULL, CMD_ONLINE },
   { "job", "list and cancel the server's running jobs", "SUBCOMMAND [ARGS]",
     "", cli_run_group, cli_job_commands, CMD_ONLINE },

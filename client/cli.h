@@ -228,8 +228,7 @@ ssize_t cli_read_stdin (const struct cli *cli, void *buf, size_t size);
 int cli_write_stdout (void *opaque, const void *buf, size_t len);
 void cli_print_dry_run (const char *snap, bool incremental,
                         uint64_t stream_bytes, uint64_t data_bytes);
-void cli_print_received (const char *name, bool incremental, bool resumed,
-                         uint64_t data_bytes);
+void cli_print_transfer (const char *verb, json_t *t, const char *where);
 void cli_explain_kept (const struct cli *cli, const char *target,
                        const char *snap, bool incremental, const char *token);
 
@@ -242,7 +241,7 @@ int cli_send_online (const struct cli *cli, const char *snap,
                      const struct repl_send_opts *so, struct progress *prog);
 int cli_receive_online (const struct cli *cli, const char *target,
                         bool abort_it, bool token, bool rollback,
-                        struct progress *prog);
+                        bool json, struct progress *prog);
 int cmd_replicate (const struct cli *cli, int argc, char **argv);
 int cmd_pull (const struct cli *cli, int argc, char **argv);
 extern const struct command cli_job_commands[];

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "methods.h"
 #include "progress.h"
 #include "replicate.h"
 #include "units.h"
@@ -193,16 +194,53 @@ cli_explain_kept (const struct cli *cli, const char *target, const char *snap,
   fprintf (stderr, "%s\n", token);
 }
 
-/* Print what a receive made. */
-void
-cli_print_received (const char *name, bool incremental, bool resumed,
-                    uint64_t data_bytes)
+/* Say what a rollback discarded (d: a reply's "discarded", NULL for
+ * nothing), on the server at where (NULL: this one).
+ */
+static void
+print_discarded (json_t *d, const char *where)
 {
+  const char *base = jstr (d, "base"), *at = strchr (base, '@');
+  json_t *snaps = json_object_get (d, "snapshots"), *s;
+  uint64_t total = jnum (d, "snapshots_total");
+  size_t i;
+
+  if (!json_is_object (d))
+    return;
+  printf ("rolled back %.*s%s%s to %s:", at ? (int) (at - base)
+          : (int) strlen (base), base, where ? " on " : "", where ? where : "",
+          base);
+  if (total) {
+    printf (" destroyed %" PRIu64 " snapshot%s (", total,
+            total == 1 ? "" : "s");
+    json_array_foreach (snaps, i, s)
+      printf ("%s%s", i ? ", " : "", json_string_value (s));
+    if (total > json_array_size (snaps))
+      printf (" and %" PRIu64 " more", total - json_array_size (snaps));
+    printf (")");
+  }
+  if (json_is_true (json_object_get (d, "writes")))
+    printf ("%s discarded the writes made since %s", total ? ";" : "",
+            jstr (d, "writes_since"));
+  printf ("\n");
+}
+
+/* Print a snapshot received or sent (verb), from or to the server at where
+ * (NULL: a receive from standard input), and what a rollback of the
+ * receiving volume discarded for it (on where when it was sent there).
+ */
+void
+cli_print_transfer (const char *verb, json_t *t, const char *where)
+{
+  bool sent = verb[0] == 's';
   char d[UNITS_FORMAT_MAX];
 
-  printf ("received %s (%s%s stream, %s of data)\n", name,
-          incremental ? "incremental" : "full", resumed ? ", resumed" : "",
-          units_format (data_bytes, d));
+  printf ("%s %s%s%s (%s%s stream, %s of data)\n", verb, jstr (t, "snapshot"),
+          where ? (sent ? " to " : " from ") : "", where ? where : "",
+          json_is_true (json_object_get (t, "incremental")) ? "incremental"
+          : "full", json_is_true (json_object_get (t, "resumed"))
+          ? ", resumed" : "", units_format (jnum (t, "data_bytes"), d));
+  print_discarded (json_object_get (t, "discarded"), sent ? where : NULL);
 }
 
 /* Read the stream from standard input into a receive. */
@@ -258,6 +296,7 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
     { "token", no_argument, NULL, 't' },
     { "rollback", no_argument, NULL, 'R' },
     { "progress", required_argument, NULL, 'P' },
+    { "json", no_argument, NULL, 'j' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -267,15 +306,16 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   struct cairn_dev *dev;
   struct cairn_pool *pool;
   const char *target;
-  bool abort_it = false, token = false, rollback = false;
+  bool abort_it = false, token = false, rollback = false, json = false;
   char tok[STREAM_TOKEN_MAX];
   int c, r;
 
-  while ((c = getopt_long (argc, argv, "ath", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "atjh", opts, NULL)) != -1) {
     switch (c) {
     case 'a': abort_it = true; break;
     case 't': token = true; break;
     case 'R': rollback = true; break;
+    case 'j': json = true; break;
     case 'P':
       if (cli_progress_option (cli, optarg, &pmode) != 0)
         return EXIT_USAGE;
@@ -304,7 +344,7 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   progress_init (&prog, pmode, "received");
   if (cli->pool == NULL)
     return cli_receive_online (cli, target, abort_it, token, rollback,
-                               &prog);
+                               json, &prog);
   r = cli_open_pool (cli, !token, &dev, &pool);
   if (r != EXIT_OK)
     return r;
@@ -325,9 +365,17 @@ cmd_receive (const struct cli *cli, int argc, char **argv)
   else if (token)
     printf ("%s\n", tok);
   else {
-    cli_print_received (res.name, res.incremental, res.resumed,
-                        res.data_bytes);
-    r = EXIT_OK;
+    json_t *result = repl_recv_result_json (&res);
+
+    if (result == NULL)
+      r = cli_error (cli, EXIT_FAIL, "out of memory");
+    else if (json)
+      r = print_json (cli, result);
+    else {
+      cli_print_transfer ("received", result, NULL);
+      r = EXIT_OK;
+    }
+    json_decref (result);
   }
   /* What the receive did is durable already; this commits nothing more,
    * but its failure still says that something went wrong.

@@ -165,7 +165,8 @@ receive_failed (const struct cli *cli, struct control_client *c,
 
 int
 cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
-                    bool token, bool rollback, struct progress *prog)
+                    bool token, bool rollback, bool json,
+                    struct progress *prog)
 {
   static uint8_t buf[READ_SIZE];
   struct control_client *c;
@@ -217,11 +218,12 @@ cli_receive_online (const struct cli *cli, const char *target, bool abort_it,
     r = receive_failed (cli, c, target);
     goto out;
   }
-  cli_print_received (jstr_or_null (result, "snapshot"),
-                      json_is_true (json_object_get (result, "incremental")),
-                      json_is_true (json_object_get (result, "resumed")),
-                      juint (result, "data_bytes"));
-  r = EXIT_OK;
+  if (json)
+    r = print_json (cli, result);
+  else {
+    cli_print_transfer ("received", result, NULL);
+    r = EXIT_OK;
+  }
  out:
   json_decref (ready);
   json_decref (result);
@@ -257,12 +259,12 @@ call_job (const struct cli *cli, const char *method, json_t *params,
 }
 
 /* Options shared by replicate and pull (*tls: -1 when neither --tls nor
- * --no-tls was given, else 1 or 0).
+ * --no-tls was given, else 1 or 0; *json: --json).
  */
 static int
 parse_common (const struct cli *cli, int argc, char **argv, const char **to,
               const char **from, bool *rollback, enum progress_mode *pmode,
-              int *tls)
+              int *tls, bool *json)
 {
   static const struct option opts[] = {
     { "to", required_argument, NULL, 't' },
@@ -271,13 +273,15 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
     { "progress", required_argument, NULL, 'P' },
     { "tls", no_argument, NULL, 'L' },
     { "no-tls", no_argument, NULL, 'N' },
+    { "json", no_argument, NULL, 'j' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   int c;
 
   *tls = -1;
-  while ((c = getopt_long (argc, argv, to ? "t:f:h" : "h", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, to ? "t:f:jh" : "jh", opts, NULL))
+         != -1) {
     switch (c) {
     case 't':
     case 'f':
@@ -296,6 +300,9 @@ parse_common (const struct cli *cli, int argc, char **argv, const char **to,
     case 'L':
     case 'N':
       *tls = c == 'L';
+      break;
+    case 'j':
+      *json = true;
       break;
     case 'h':
       cli_usage (cli->cmd);
@@ -322,31 +329,19 @@ with_tls (json_t *params, int tls)
   return params;
 }
 
-/* Print one received (or sent) snapshot. */
-static void
-print_transfer (const char *verb, json_t *t, const char *where)
-{
-  char d[UNITS_FORMAT_MAX];
-
-  printf ("%s %s %s %s (%s%s stream, %s of data)\n", verb,
-          jstr_or_null (t, "snapshot"), verb[0] == 's' ? "to" : "from", where,
-          json_is_true (json_object_get (t, "incremental")) ? "incremental"
-          : "full", json_is_true (json_object_get (t, "resumed"))
-          ? ", resumed" : "", units_format (juint (t, "data_bytes"), d));
-}
-
 /* cairn replicate VOL@SNAP --to HOST[:PORT] [--from SNAP] */
 int
 cmd_replicate (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
   const char *to = NULL, *from = NULL;
-  bool rollback = false;
+  bool rollback = false, json = false;
   struct progress prog;
   json_t *result, *list, *t;
   size_t i;
   int tls;
-  int r = parse_common (cli, argc, argv, &to, &from, &rollback, &pmode, &tls);
+  int r = parse_common (cli, argc, argv, &to, &from, &rollback, &pmode, &tls,
+                        &json);
 
   if (r >= 0)
     return r;
@@ -369,15 +364,17 @@ cmd_replicate (const struct cli *cli, int argc, char **argv)
   if (r != EXIT_OK)
     return r;
   list = json_object_get (result, "sent");
-  if (json_is_true (json_object_get (result, "already")))
+  if (json)
+    r = print_json (cli, result);
+  else if (json_is_true (json_object_get (result, "already")))
     printf ("%s has %s already\n", to, argv[optind]);
   else if (json_is_array (list))
     json_array_foreach (list, i, t)
-      print_transfer ("sent", t, to);
+      cli_print_transfer ("sent", t, to);
   else
-    print_transfer ("sent", result, to);
+    cli_print_transfer ("sent", result, to);
   json_decref (result);
-  return EXIT_OK;
+  return r;
 }
 
 /* cairn pull HOST[:PORT] VOL */
@@ -385,12 +382,13 @@ int
 cmd_pull (const struct cli *cli, int argc, char **argv)
 {
   enum progress_mode pmode = PROGRESS_AUTO;
-  bool rollback = false;
+  bool rollback = false, json = false;
   struct progress prog;
   json_t *result, *list, *t;
   size_t i;
   int tls;
-  int r = parse_common (cli, argc, argv, NULL, NULL, &rollback, &pmode, &tls);
+  int r = parse_common (cli, argc, argv, NULL, NULL, &rollback, &pmode, &tls,
+                        &json);
 
   if (r >= 0)
     return r;
@@ -409,13 +407,16 @@ cmd_pull (const struct cli *cli, int argc, char **argv)
   if (r != EXIT_OK)
     return r;
   list = json_object_get (result, "received");
-  if (json_array_size (list) == 0)
+  if (json)
+    r = print_json (cli, result);
+  else if (json_array_size (list) == 0)
     printf ("'%s' is up to date with %s (newest snapshot: %s)\n",
             argv[optind + 1], argv[optind], jstr_or_null (result, "newest"));
-  json_array_foreach (list, i, t)
-    print_transfer ("received", t, argv[optind]);
+  else
+    json_array_foreach (list, i, t)
+      cli_print_transfer ("received", t, argv[optind]);
   json_decref (result);
-  return EXIT_OK;
+  return r;
 }
 
 /* ---------------------------------------------------------------- jobs */

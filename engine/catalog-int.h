@@ -225,6 +225,8 @@ struct cat_request {
   uint64_t out_id;
   bool done;
   void *data;                 /* REQ_REAP: the step (reaper.c) */
+  struct vol_discarded *discarded; /* REQ_PARTIAL_PUBLISH with a rollback:
+                                      what it destroyed, or NULL */
   /* REQ_SNAP, and REQ_CLONE of a live volume: the volumes whose writers
    * wait for the freeze (snapshot barrier, catalog-snap.c); the freeze
    * that applies the request lowers it.

@@ -66,6 +66,13 @@
  *         What RB-3 freed was not in that tree (dead blocks), and what the
  *         tree holds was on no deadlist (live blocks): nothing is freed
  *         twice, and fsck's space audit proves it in the tests.
+ *   RB-5  The publish says what the rollback discarded (struct
+ *         vol_discarded): the snapshots RB-2 destroyed, counted and the
+ *         first VOL_DISCARD_NAMES named, and whether the live tree that
+ *         RB-4 discards held writes that no snapshot kept (it is not the
+ *         tree of the newest snapshot, the base or a destroyed one).
+ *         Checkpoints and clone pins are not counted: RB-1 refuses the
+ *         second, and the first are no names a user gave.
  */
 
 /* The key of a partial's state property. */
@@ -204,16 +211,45 @@ rollback_check (struct catalog *cat, struct volstate *vs, uint64_t pgen,
 }
 
 /* Roll the target vs back to its pinned state at pgen for a publish: drop
- * its newer snapshots and pins (RB-2) and settle what they kept (RB-3).
- * The caller swaps the live tree away afterwards (RB-4).
+ * its newer snapshots and pins (RB-2) and settle what they kept (RB-3),
+ * saying in *d what went (RB-5).  The caller swaps the live tree away
+ * afterwards (RB-4).
  */
 static int
-rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
+rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen,
+                  struct vol_discarded *d)
 {
   uint8_t key[1 + 8 + VOL_NAME_MAX];
-  struct snaplist *sl = NULL;
+  struct snaplist *sl = calloc (1, sizeof *sl);
   struct genlist gl = { .gen = NULL };
-  int r = newer_pins (cat, vs, pgen, &gl);
+  struct btree_root pinned, live;
+  uint64_t newest = pgen;
+  size_t inewest = SIZE_MAX;
+  int r = sl ? list_snaps (cat, vs->id, sl)
+             : cairn_fail (-ENOMEM, "out of memory");
+
+  /* RB-5: the live state held writes that no snapshot kept when it is not
+   * the newest snapshot's tree (compared as check_base compares).
+   */
+  for (size_t i = 0; r == 0 && i < sl->n; i++)
+    if (sl->gen[i] > newest) {
+      newest = sl->gen[i];
+      inewest = i;
+    }
+  if (r == 0)
+    r = cat_lookup_pin (cat, vs->id, newest, NULL, NULL, &pinned);
+  if (r == 0) {
+    btree_get_root (vs->tree, &live);
+    d->writes = live.bp.addr != pinned.bp.addr ||
+                live.bp.birth != pinned.bp.birth || live.level != pinned.level;
+    if (inewest == SIZE_MAX)
+      snprintf (d->since, sizeof d->since, "%s", d->base);
+    else if (sl->name[inewest][0])
+      snprintf (d->since, sizeof d->since, "%s", sl->name[inewest]);
+    else
+      snprintf (d->since, sizeof d->since, "#%" PRIu64, newest);
+    r = newer_pins (cat, vs, pgen, &gl);
+  }
 
   /* The pins go under tlock, with no handle open: from here vol_open
    * finds none of them (it looks a pin up under tlock too).
@@ -241,13 +277,17 @@ rollback_to_base (struct catalog *cat, struct volstate *vs, uint64_t pgen)
   }
   pthread_mutex_unlock (&cat->tlock);
   free (gl.gen);
-  if (r == 0 && (sl = calloc (1, sizeof *sl)) == NULL)
-    r = cairn_fail (-ENOMEM, "out of memory");
-  if (r == 0)
-    r = list_snaps (cat, vs->id, sl);
   for (size_t i = 0; r == 0 && i < sl->n; i++) {
     if (sl->gen[i] <= pgen)
       continue;
+    if (d->snaps < VOL_DISCARD_NAMES) {
+      if (sl->name[i][0])
+        snprintf (d->snap[d->snaps], sizeof d->snap[0], "%s", sl->name[i]);
+      else
+        snprintf (d->snap[d->snaps], sizeof d->snap[0], "#%" PRIu64,
+                  sl->gen[i]);
+    }
+    d->snaps++;
     cat_key (key, RK_SNAP, vs->id, sl->gen[i]);
     r = cat_root_del (cat, key, 17);
     if (r == 0 && sl->name[i][0])   /* "": a damaged record, unnamed */
@@ -350,6 +390,7 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
 {
   uint8_t key[1 + 8 + VOL_NAME_MAX], skey[1 + 8 + sizeof PARTIAL_STATE_KEY];
   uint8_t idv[8];
+  struct vol_info base = { .snap = "" };
   struct volstate *vs, *target;
   int r = need_partial (cat, req->name, &vs);
 
@@ -401,21 +442,21 @@ apply_partial_publish (struct catalog *cat, struct cat_request *req,
                        "disconnect them, then resume the receive",
                        target->name, target->opens,
                        target->opens == 1 ? "" : "s");
-  {
-    struct vol_info base = { .snap = "" };
-
-    if (cat_read_snap (cat, target->id, vs->origin_gen, &base) < 0)
-      snprintf (base.snap, sizeof base.snap, "#%" PRIu64, vs->origin_gen);
-    if (req->flag)
-      r = rollback_check (cat, target, vs->origin_gen, base.snap, req->snap);
-    else {
-      r = snap_name_free (cat, target, req->snap);
-      if (r == 0)
-        r = check_base (cat, target, vs->origin_gen, base.snap);
-    }
+  if (cat_read_snap (cat, target->id, vs->origin_gen, &base) < 0)
+    snprintf (base.snap, sizeof base.snap, "#%" PRIu64, vs->origin_gen);
+  if (req->flag)
+    r = rollback_check (cat, target, vs->origin_gen, base.snap, req->snap);
+  else {
+    r = snap_name_free (cat, target, req->snap);
+    if (r == 0)
+      r = check_base (cat, target, vs->origin_gen, base.snap);
   }
-  if (r == 0 && req->flag)
-    r = rollback_to_base (cat, target, vs->origin_gen);
+  if (r == 0 && req->flag) {
+    *req->discarded = (struct vol_discarded) { .snaps = 0 };
+    snprintf (req->discarded->base, sizeof req->discarded->base, "%s",
+              base.snap);
+    r = rollback_to_base (cat, target, vs->origin_gen, req->discarded);
+  }
   if (r == 0)
     r = pool_tree_swap (cat->pool, target->id, vs->id);
   if (r < 0)
@@ -571,12 +612,16 @@ vol_partial_save (struct cairn_pool *pool, const char *name, const char *state)
 int
 vol_partial_publish (struct cairn_pool *pool, const char *name,
                      const char *snap, uint64_t guid, uint64_t ctime,
-                     unsigned flags)
+                     unsigned flags, struct vol_discarded *discarded)
 {
+  struct vol_discarded ignored;
   struct cat_request req = { .kind = REQ_PARTIAL_PUBLISH, .name = name,
                              .snap = snap, .guid = guid, .ctime = ctime,
-                             .flag = (flags & VOL_RECV_ROLLBACK) != 0 };
+                             .flag = (flags & VOL_RECV_ROLLBACK) != 0,
+                             .discarded = discarded ? discarded : &ignored };
   int r = vol_check_name (snap);
+
+  *req.discarded = (struct vol_discarded) { .snaps = 0 };
 
   if (r == 0 && strchr (snap, '/'))
     r = cairn_fail (-EINVAL, "snapshot name '%s' may not contain '/'", snap);

@@ -342,6 +342,23 @@ int vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
  */
 #define VOL_RECV_ROLLBACK 1u
 #define VOL_PARTIAL_STATE_MAX 1024
+/* How many destroyed snapshots a vol_discarded names (it counts them all). */
+#define VOL_DISCARD_NAMES 16
+/* What a publish with VOL_RECV_ROLLBACK discarded (issue 33, item 8):
+ * nothing when snaps is 0 and writes is false.
+ */
+struct vol_discarded {
+  char base[VOL_NAME_MAX + 1];      /* the snapshot rolled back to; "#GEN"
+                                       when its record is damaged */
+  uint64_t snaps;                   /* snapshots destroyed, all of them */
+  char snap[VOL_DISCARD_NAMES][VOL_NAME_MAX + 1]; /* the first ones, oldest
+                                       first ("#GEN": a damaged record) */
+  bool writes;                      /* the live state was not the newest
+                                       snapshot's: writes that no snapshot
+                                       kept went */
+  char since[VOL_NAME_MAX + 1];     /* that newest snapshot (the base or
+                                       a destroyed one) */
+};
 /* Start a receive into name: from an empty volume of size bytes when base
  * is NULL (name must not exist), else from base, "NAME@SNAP", which must be
  * name's newest state (see above); the partial then gets size bytes (a
@@ -375,12 +392,14 @@ int vol_partial_save (struct cairn_pool *pool, const char *name,
  * name or one of its snapshots is open, -EEXIST if name@snap exists,
  * -ESTALE if name is no longer exactly the base), or with
  * VOL_RECV_ROLLBACK first rolls name back to the base (see above; then
- * only a snapshot at or before the base can clash with snap).  On failure
- * the partial is kept and nothing changed.
+ * only a snapshot at or before the base can clash with snap), saying in
+ * *discarded (may be NULL; zeroed without a rollback) what that
+ * destroyed.  On failure the partial is kept and nothing changed.
  */
 int vol_partial_publish (struct cairn_pool *pool, const char *name,
                          const char *snap, uint64_t guid, uint64_t ctime,
-                         unsigned flags) CAIRN_WUR;
+                         unsigned flags, struct vol_discarded *discarded)
+  CAIRN_WUR;
 /* Discard name's partial (closed) and free what only it holds. */
 int vol_partial_abort (struct cairn_pool *pool, const char *name) CAIRN_WUR;
 

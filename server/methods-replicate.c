@@ -6,11 +6,16 @@
  *                   → {"snapshot", "incremental", "resumed", "stream_bytes",
  *                      "data_bytes", "already": bool, "sent": [{"snapshot",
  *                      "incremental", "resumed", "stream_bytes",
- *                      "data_bytes"}, ...]}
+ *                      "data_bytes", "discarded"?}, ...]}
  *   replicate.pull  {"from": "HOST[:PORT]", "volume": "v",
  *                    "rollback"?: false}
  *                   → {"received": [{"snapshot", "incremental", "resumed",
- *                      "stream_bytes", "data_bytes"}, ...], "newest"}
+ *                      "stream_bytes", "data_bytes", "digest",
+ *                      "discarded"?}, ...], "newest"}
+ *
+ * "discarded" (repl_recv_result_json) says what a rollback of the
+ * receiving volume destroyed, when it destroyed something; a push copies
+ * it from the remote's stream.receive reply.
  *
  * The server connects to the other server's control port (control-tcp=)
  * with the protocol's own client (client/control-client.c, which the
@@ -373,11 +378,19 @@ push_stream (struct push *p, const char *snap, const char *base,
   else if (r < 0)
     r = cairn_fail (r, "%s", why);
   if (r == 0) {
+    json_t *d = json_object_get (rres, "discarded");
+
+    /* What the remote's rollback discarded, as its reply says it. */
     *info = json_pack ("{s:s, s:b, s:b, s:I, s:I}", "snapshot", snap,
                        "incremental", base != NULL,
                        "resumed", so.resume != NULL,
                        "stream_bytes", (json_int_t) res.stream_bytes,
                        "data_bytes", (json_int_t) res.data_bytes);
+    if (*info && json_is_object (d) &&
+        json_object_set (*info, "discarded", d) == -1) {
+      json_decref (*info);
+      *info = NULL;
+    }
     if (*info == NULL)
       r = cairn_fail (-ENOMEM, "out of memory");
   }
@@ -769,12 +782,8 @@ pull_stream (struct pull_progress *pp, struct remote *rm, const char *vol,
       r = cairn_fail (r, "%s", why);
     else
       r = fr;
-    if (r == 0)
-      *info = json_pack ("{s:s, s:b, s:b, s:I, s:I}", "snapshot", snap,
-                         "incremental", res.incremental,
-                         "resumed", res.resumed,
-                         "stream_bytes", (json_int_t) res.stream_bytes,
-                         "data_bytes", (json_int_t) res.data_bytes);
+    if (r == 0 && (*info = repl_recv_result_json (&res)) == NULL)
+      r = cairn_fail (-ENOMEM, "out of memory");
   }
  out:
   control_client_set_notify (rm->c, NULL, NULL);

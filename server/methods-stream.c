@@ -15,10 +15,12 @@
  *                   → stream.ready {"job", "volume", "resume": null |
  *                     {"token", "from_guid", "to_guid", "next_offset"}},
  *                     the client's stream, then {"snapshot", "incremental",
- *                     "resumed", "stream_bytes", "data_bytes", "digest"};
- *                     an error that kept the progress has "token" in its
- *                     data; "rollback": an incremental stream may roll a
- *                     diverged target back to its base (receive.c)
+ *                     "resumed", "stream_bytes", "data_bytes", "digest",
+ *                     "discarded"?} (repl_recv_result_json); an error that
+ *                     kept the progress has "token" in its data;
+ *                     "rollback": an incremental stream may roll a
+ *                     diverged target back to its base (receive.c), and
+ *                     "discarded" then says what that destroyed
  *   stream.token    {"volume": "v"} → the "resume" object above
  *   stream.abort    {"volume": "v"} → {} (the interrupted receive is gone)
  *
@@ -107,6 +109,65 @@ hex (const uint8_t *d, size_t n, char *out)
 {
   for (size_t i = 0; i < n; i++)
     sprintf (out + 2 * i, "%02x", d[i]);
+}
+
+/* What a rollback discarded, as a reply says it (d: of the volume vol),
+ * or NULL for nothing; *oom set when memory ran out.
+ */
+static json_t *
+discarded_json (const char *vol, const struct vol_discarded *d, bool *oom)
+{
+  char name[2 * VOL_NAME_MAX + 2];
+  json_t *snaps, *o;
+
+  if (d->snaps == 0 && !d->writes)
+    return NULL;
+  snaps = json_array ();
+  for (uint64_t i = 0; snaps && i < MIN (d->snaps, VOL_DISCARD_NAMES); i++) {
+    snprintf (name, sizeof name, "%s@%s", vol, d->snap[i]);
+    if (json_array_append_new (snaps, json_string (name)) == -1) {
+      json_decref (snaps);
+      snaps = NULL;
+    }
+  }
+  snprintf (name, sizeof name, "%s@%s", vol, d->base);
+  o = snaps ? json_pack ("{s:s, s:o, s:I, s:b}", "base", name,
+                         "snapshots", snaps,
+                         "snapshots_total", (json_int_t) d->snaps,
+                         "writes", d->writes) : NULL;
+  snprintf (name, sizeof name, "%s@%s", vol, d->since);
+  if (o && d->writes &&
+      json_object_set_new (o, "writes_since", json_string (name)) == -1) {
+    json_decref (o);
+    o = NULL;
+  }
+  *oom = o == NULL;
+  return o;
+}
+
+json_t *
+repl_recv_result_json (const struct repl_recv_result *res)
+{
+  char digest[2 * STREAM_SHA_LEN + 1], vol[VOL_NAME_MAX + 1];
+  const char *at = strchr (res->name, '@');
+  bool oom = false;
+  json_t *o, *d;
+
+  snprintf (vol, sizeof vol, "%.*s", at ? (int) (at - res->name)
+            : (int) strlen (res->name), res->name);
+  hex (res->digest, STREAM_SHA_LEN, digest);
+  o = json_pack ("{s:s, s:b, s:b, s:I, s:I, s:s}",
+                 "snapshot", res->name, "incremental", res->incremental,
+                 "resumed", res->resumed,
+                 "stream_bytes", (json_int_t) res->stream_bytes,
+                 "data_bytes", (json_int_t) res->data_bytes,
+                 "digest", digest);
+  d = o ? discarded_json (vol, &res->discarded, &oom) : NULL;
+  if (oom || (d && json_object_set_new (o, "discarded", d) == -1)) {
+    json_decref (o);
+    return NULL;
+  }
+  return o;
 }
 
 /* ---------------------------------------------------------------- send */
@@ -344,7 +405,7 @@ stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
                                .progress_opaque = &rj };
   struct repl_recv_result res;
   struct repl_recv *rr;
-  char digest[2 * STREAM_SHA_LEN + 1], msg[1024];
+  char msg[1024];
   const char *target;
   json_t *info;
   uint64_t got = 0;
@@ -393,13 +454,7 @@ stream_receive (struct control_ctx *ctx, json_t *params, json_t **result)
                                               res.incremental));
     return r;
   }
-  hex (res.digest, STREAM_SHA_LEN, digest);
-  *result = json_pack ("{s:s, s:b, s:b, s:I, s:I, s:s}",
-                       "snapshot", res.name, "incremental", res.incremental,
-                       "resumed", res.resumed,
-                       "stream_bytes", (json_int_t) res.stream_bytes,
-                       "data_bytes", (json_int_t) res.data_bytes,
-                       "digest", digest);
+  *result = repl_recv_result_json (&res);
   return *result ? 0 : cairn_fail (-ENOMEM, "out of memory");
 }
 

@@ -54,4 +54,13 @@ int cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
 int stream_recv_claim (const char *target) CAIRN_WUR;
 void stream_recv_release (int slot);
 
+struct repl_recv_result;
+/* A received snapshot as the replies of stream.receive and replicate.pull
+ * give it (methods-stream.c): {"snapshot", "incremental", "resumed",
+ * "stream_bytes", "data_bytes", "digest", "discarded"?: {"base",
+ * "snapshots", "snapshots_total", "writes", "writes_since"?}}, "discarded"
+ * only when a rollback discarded something.  NULL when out of memory.
+ */
+json_t *repl_recv_result_json (const struct repl_recv_result *res);
+
 #endif /* CAIRN_SERVER_METHODS_H */

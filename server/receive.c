@@ -28,7 +28,10 @@
  *                       source.  Nothing is rolled back before the END is
  *                       verified (RV-1): a failed or cut stream destroys
  *                       nothing.  A base the target does not have is
- *                       refused with or without rollback.
+ *                       refused with or without rollback.  The result
+ *                       says what was discarded (res->discarded: the
+ *                       snapshots by name, the writes), so that the user
+ *                       is told (issue 33, item 8).
  *
  * Invariants (tests cite them as RV-n):
  *  RV-1  Nothing visible changes before the END record is verified: WRITE
@@ -76,6 +79,7 @@ struct repl_recv {
   bool apply_failed;          /* ... while applying a verified record */
   char errmsg[1024];
   bool done;                  /* published */
+  struct vol_discarded discarded; /* what the publish's rollback discarded */
   uint64_t data_bytes;
   uint8_t digest[STREAM_SHA_LEN];
 };
@@ -378,7 +382,8 @@ on_end (struct repl_recv *rr, const uint8_t digest[STREAM_SHA_LEN])
   rr->part = NULL;
   r = vol_partial_publish (rr->pool, rr->target, rr->snap, rr->hdr.to_guid,
                            rr->hdr.ctime,
-                           rr->opts.rollback ? VOL_RECV_ROLLBACK : 0);
+                           rr->opts.rollback ? VOL_RECV_ROLLBACK : 0,
+                           &rr->discarded);
   if (r == 0)
     rr->done = true;
   return r;
@@ -501,8 +506,10 @@ repl_recv_finish (struct repl_recv *rr, struct repl_recv_result *res)
   res->stream_bytes = stream_dec_pos (rr->dec);
   res->data_bytes = rr->data_bytes;
   memcpy (res->digest, rr->digest, STREAM_SHA_LEN);
-  if (rr->done)
+  if (rr->done) {
+    res->discarded = rr->discarded;
     return 0;
+  }
   if (rr->err == 0) {
     r = stream_dec_finish (rr->dec);
     recv_fail (rr, r < 0 ? r : -EPIPE, false);

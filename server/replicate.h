@@ -94,6 +94,10 @@ struct repl_recv_result {
   uint64_t stream_bytes;      /* stream bytes consumed */
   uint64_t data_bytes;        /* volume data written */
   uint8_t digest[STREAM_SHA_LEN];
+  /* With opts.rollback: what rolling the target back to the stream's base
+   * discarded (nothing: no snapshots, no writes).
+   */
+  struct vol_discarded discarded;
   /* After a failure: whether the receive kept its progress, and the token
    * that resumes it (`cairn send --resume TOKEN`).
    */

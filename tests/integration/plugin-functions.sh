@@ -160,3 +160,50 @@ stop_server () {
 free_port () {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+# Wait until process $1 is gone, polling, at most $2 tenths of a second;
+# sets waited to the tenths it took, fails naming $3 when it outlives it.
+wait_gone () {
+  waited=0
+  while kill -0 "$1" 2>/dev/null; do
+    [ "$waited" -lt "$2" ] || fail "$3 (pid $1) still runs after $(( $2 / 10 )) s"
+    sleep 0.1
+    waited=$(( waited + 1 ))
+  done
+}
+
+# An idle NBD client of URI $1: it writes "kept" * 1024 at offset $2,
+# flushes, then waits, idle, until check_idle_client_closed lets it try
+# one more read, which must fail: the server closed the connection.
+# Returns once the client is connected and idle.
+start_idle_client () {
+  mkfifo "$TMPDIR_TEST/go"
+  U="$1" OFF="$2" READY="$TMPDIR_TEST/ready" GO="$TMPDIR_TEST/go" nbdsh -c '
+import os, sys
+h.connect_uri(os.environ["U"])
+h.pwrite(b"kept" * 1024, int(os.environ["OFF"]))
+h.flush()
+open(os.environ["READY"], "w").close()
+with open(os.environ["GO"]) as go:
+    go.readline()
+try:
+    h.pread(4096, 0)
+    print("client: the read after the stop worked")
+except nbd.Error as e:
+    print("client: the server closed the connection:", e)
+' >"$TMPDIR_TEST/client.out" 2>&1 &
+  IDLE_CLIENT=$!
+  exec 7<>"$TMPDIR_TEST/go"            # the fifo stays open for the client
+  for _ in $(seq 300); do [ -e "$TMPDIR_TEST/ready" ] && break; sleep 0.1; done
+  [ -e "$TMPDIR_TEST/ready" ] ||
+    fail "the client did not connect: $(cat "$TMPDIR_TEST/client.out")"
+}
+
+# After the server stopped: the idle client's next read found its
+# connection closed.
+check_idle_client_closed () {
+  echo go >&7
+  wait "$IDLE_CLIENT" || fail "the client failed: $(cat "$TMPDIR_TEST/client.out")"
+  grep -q "client: the server closed the connection" "$TMPDIR_TEST/client.out" ||
+    fail "the idle client did not see its connection closed: $(cat "$TMPDIR_TEST/client.out")"
+}

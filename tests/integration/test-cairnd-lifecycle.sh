@@ -26,17 +26,6 @@ start_cairnd () {
   wait_for_sockets "$NBDKIT_PID" cairnd "$NBDKIT_LOG" "$SOCK" "$CTL"
 }
 
-# Wait until process $1 is gone, polling, at most $2 tenths of a second;
-# sets waited to the tenths it took, fails naming $3 when it outlives it.
-wait_gone () {
-  waited=0
-  while kill -0 "$1" 2>/dev/null; do
-    [ "$waited" -lt "$2" ] || fail "$3 (pid $1) still runs after $(( $2 / 10 )) s"
-    sleep 0.1
-    waited=$(( waited + 1 ))
-  done
-}
-
 make_pool 256M
 testctl create v 64M
 
@@ -120,35 +109,14 @@ start_cairnd
 # ------------------------ SIGTERM with an idle client: bounded, nothing lost
 # The client writes, flushes, then waits, idle, for a line on its fifo;
 # then tries one more read, which must fail: the server closed it.
-mkfifo "$TMPDIR_TEST/go"
-U="$(uri v)" READY="$TMPDIR_TEST/ready" GO="$TMPDIR_TEST/go" nbdsh -c '
-import os, sys
-h.connect_uri(os.environ["U"])
-h.pwrite(b"kept" * 1024, 8192)
-h.flush()
-open(os.environ["READY"], "w").close()
-with open(os.environ["GO"]) as go:
-    go.readline()
-try:
-    h.pread(4096, 0)
-    print("client: the read after the stop worked")
-except nbd.Error as e:
-    print("client: the server closed the connection:", e)
-' >"$TMPDIR_TEST/client.out" 2>&1 &
-client=$!
-exec 7<>"$TMPDIR_TEST/go"            # the fifo stays open for the client
-for _ in $(seq 300); do [ -e "$TMPDIR_TEST/ready" ] && break; sleep 0.1; done
-[ -e "$TMPDIR_TEST/ready" ] || fail "the client did not connect: $(cat "$TMPDIR_TEST/client.out")"
+start_idle_client "$(uri v)" 8192
 kill -TERM "$NBDKIT_PID"
 wait_gone "$NBDKIT_PID" 100 "the server with an idle client, after SIGTERM,"
 echo "the server stopped $waited tenths of a second after SIGTERM"
 rc=0; wait "$NBDKIT_PID" || rc=$?
 [ $rc -eq 0 ] || fail "the server exited $rc after SIGTERM"
 NBDKIT_PID=
-echo go >&7
-wait "$client" || fail "the client failed: $(cat "$TMPDIR_TEST/client.out")"
-grep -q "client: the server closed the connection" "$TMPDIR_TEST/client.out" ||
-  fail "the idle client did not see its connection closed: $(cat "$TMPDIR_TEST/client.out")"
+check_idle_client_closed
 # Restarted on the same paths, the data the client flushed is there.
 start_cairnd
 nbdsh -u "$(uri v)" -c 'assert h.pread(4096, 8192) == b"kept" * 1024' ||

@@ -9,8 +9,9 @@
 # restarted) and the same command run again, which resumes (it says so) to
 # an identical result; progress as JSON; a job listed and cancelled.
 # Receive, pull and push with --rollback onto a volume of B's that diverged
-# (a snapshot of its own, writes): refused without, mirrored with; a push
-# of a chain of three snapshots, each compared.
+# (a snapshot of its own, writes): refused without, mirrored with, each
+# saying what it discarded (text and JSON; nothing when nothing was); a
+# push of a chain of three snapshots, each compared.
 #
 # replicate and pull are jobs of the servers (replicate.push/pull): to
 # interrupt one at a known point however fast the machine is, the other
@@ -235,6 +236,9 @@ ca send v@s6 --from s5 | cb receive v --rollback >"$TMPDIR_TEST/out" 2>&1 ||
   fail "receive --rollback: $(cat "$TMPDIR_TEST/out")"
 grep -q "received v@s6 (incremental stream" "$TMPDIR_TEST/out" ||
   fail "receive --rollback said: $(cat "$TMPDIR_TEST/out")"
+# It says what it discarded (issue 33, item 8): b1, and the writes after it.
+grep -qx "rolled back v to v@s5: destroyed 1 snapshot (v@b1); discarded the writes made since v@b1" \
+  "$TMPDIR_TEST/out" || fail "receive --rollback did not say what it discarded: $(cat "$TMPDIR_TEST/out")"
 cb snapshot list v | grep -qw b1 && fail "v@b1 survived the rollback"
 same v@s6
 same v
@@ -247,8 +251,15 @@ run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v
 expect 1 "has newer snapshots \('b2' is the newest\).*or run 'cairn pull 127.0.0.1:$PORT_A v --rollback' to discard them"
 grep -q "receive with" <<<"$out" && fail "a refused pull names another command: $out"
 cb receive v --abort >/dev/null 2>&1 || true
-run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --rollback
-expect 0 "received v@s7 from 127.0.0.1:$PORT_A \(incremental"
+run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" v --rollback --json
+expect 0 '"snapshot": "v@s7"'
+python3 - "$out" <<'PY' || fail "pull --rollback --json did not say what it discarded: $out"
+import json, sys
+r = json.loads(sys.argv[1])["received"]
+sys.exit(0 if len(r) == 1 and r[0]["discarded"] == {
+    "base": "v@s6", "snapshots": ["v@b2"], "snapshots_total": 1,
+    "writes": True, "writes_since": "v@b2"} else 1)
+PY
 cb snapshot list v | grep -qw b2 && fail "v@b2 survived pull --rollback"
 same v@s7
 same v
@@ -259,8 +270,12 @@ for s in s8 s9 s10; do
   scribble v "${s#s}1" $((64 * 1024 * 1024))
   ca snapshot create "v@$s" >/dev/null
 done
-run --socket "$CTL_A" replicate v@s10 --to "127.0.0.1:$PORT_B" --progress=json
+run --socket "$CTL_A" replicate v@s10 --to "127.0.0.1:$PORT_B" --progress=json \
+  --rollback
 expect 0 "sent v@s10 to 127.0.0.1:$PORT_B \(incremental"
+# --rollback onto a v that did not diverge discards nothing, and says
+# nothing of it.
+grep -q "rolled back" <<<"$out" && fail "a push that discarded nothing said: $out"
 for s in s8 s9; do
   grep -q "sent v@$s to" <<<"$out" || fail "the push did not send v@$s: $out"
 done
@@ -276,6 +291,8 @@ run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B"
 expect 1 "\('b3'\) is not one of this server's.*name a base with --from, roll it back to the newest snapshot both have with --rollback"
 run --socket "$CTL_A" replicate v@s11 --to "127.0.0.1:$PORT_B" --rollback
 expect 0 "sent v@s11 to 127.0.0.1:$PORT_B \(incremental"
+grep -qx "rolled back v on 127.0.0.1:$PORT_B to v@s10: destroyed 1 snapshot (v@b3); discarded the writes made since v@b3" <<<"$out" ||
+  fail "replicate --rollback did not say what it discarded: $out"
 cb snapshot list v | grep -qw b3 && fail "v@b3 survived replicate --rollback"
 same v@s11
 same v
@@ -441,9 +458,15 @@ qemu-io -f raw -c "write -P 0x5a 1M 256K" "nbd+unix:///r?socket=$NBD_A" \
 ca snapshot create r@thu >/dev/null
 run --socket "$CTL_A" replicate r@thu --to "127.0.0.1:$PORT_B"
 expect 1 "\('wed'\) is not one of this server's"
-run --socket "$CTL_A" replicate r@thu --to "127.0.0.1:$PORT_B" --rollback
-expect 0 "sent r@thu to 127.0.0.1:$PORT_B \(incremental stream, 256K of data\)"
-grep -c "^sent" <<<"$out" | grep -qx 1 || fail "the push sent more than thu: $out"
+run --socket "$CTL_A" replicate r@thu --to "127.0.0.1:$PORT_B" --rollback --json
+expect 0 '"snapshot": "r@thu"'
+python3 - "$out" <<'PY' || fail "replicate --rollback --json: $out"
+import json, sys
+s = json.loads(sys.argv[1])["sent"]
+sys.exit(0 if len(s) == 1 and s[0]["data_bytes"] == 256 * 1024 and
+         s[0]["discarded"] == {"base": "r@tue", "snapshots": ["r@wed"],
+                               "snapshots_total": 1, "writes": False} else 1)
+PY
 snaps=$(cb snapshot list r)
 grep -qw wed <<<"$snaps" && fail "B's r kept wed after the push with --rollback: $snaps"
 same r@mon
@@ -460,6 +483,7 @@ ca snapshot create r@fri >/dev/null
 run --socket "$CTL_B" pull "127.0.0.1:$PORT_A" r
 expect 0 "received r@thu from 127.0.0.1:$PORT_A \(incremental stream, 256K of data\)"
 expect 0 "received r@fri from 127.0.0.1:$PORT_A \(incremental stream, 128K of data\)"
+grep -q "rolled back" <<<"$out" && fail "a pull without a rollback said: $out"
 same r@thu
 same r@fri
 same r

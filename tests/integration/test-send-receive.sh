@@ -6,7 +6,10 @@
 # visible: a stream cut short (which keeps its progress, resumed with its
 # token), a corrupted one (aborted), an incremental onto a written target
 # or one with a newer snapshot (refused, then received with --rollback,
-# which a stream cut short leaves unchanged); and the usage errors.  Data is written through the plugin with qemu-io.
+# which a stream cut short leaves unchanged, and which says what it
+# discarded: snapshots by name, at most 16 of them, and their count, and
+# the writes since; nothing when it discarded nothing); and the usage
+# errors.  Data is written through the plugin with qemu-io.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require qemu-img
 require qemu-io
@@ -208,9 +211,25 @@ run --pool "$POOL_B" volume show v@local
 expect 0 "local"
 run --pool "$POOL_B" receive v --abort
 expect 0 "discarded"
-# ... and the whole one rolls v back to s3: v@local and the writes go.
-run --pool "$POOL_B" receive v --rollback <"$TMPDIR_TEST/s4.stream"
-expect 0 "received v@s4 \(incremental stream"
+# ... and the whole one rolls v back to s3: v@local, 17 more snapshots
+# and the writes since the newest of them go, and the receive says so
+# (issue 33, item 8): the first 16 names, oldest first, and the count.
+for i in $(seq 2 18); do
+  "$CAIRN" --pool "$POOL_B" snapshot create "v@l$i" >/dev/null ||
+    fail "snapshot v@l$i"
+done
+receive_after_write 'write -P 0x79 12M 4k'
+expect 1 "has newer snapshots \('l18' is the newest\)"
+run --pool "$POOL_B" receive v --rollback --json <"$TMPDIR_TEST/s4.stream"
+expect 0 '"snapshot": "v@s4"'
+python3 - "$out" <<'PY' || fail "receive --rollback --json did not say what it discarded: $out"
+import json, sys
+d = json.loads(sys.argv[1])["discarded"]
+want = {"base": "v@s3", "snapshots_total": 18, "writes": True,
+        "writes_since": "v@l18",
+        "snapshots": ["v@local"] + ["v@l%d" % i for i in range(2, 17)]}
+sys.exit(0 if d == want else 1)
+PY
 run --pool "$POOL_B" volume show v@local
 expect 3 "no snapshot named 'local'"
 fsck_b "after a receive with --rollback"
@@ -220,6 +239,14 @@ expect 1 "volume 'v' exists"
 # Received into a new name, a full stream makes a new volume.
 run --pool "$POOL_B" receive w <"$TMPDIR_TEST/s1.stream"
 expect 0 "received w@s1"
+# A --rollback receive that discards nothing says nothing of it, in text
+# and in JSON.
+"$CAIRN" --pool "$POOL" snapshot create v@s5 >/dev/null || fail "snapshot s5"
+"$CAIRN" --pool "$POOL" send v@s5 --from s4 >"$TMPDIR_TEST/s5.stream" ||
+  fail "send v@s5"
+run --pool "$POOL_B" receive v --rollback --json <"$TMPDIR_TEST/s5.stream"
+expect 0 '"snapshot": "v@s5"'
+grep -q discarded <<<"$out" && fail "a rollback that discarded nothing said: $out"
 fsck_b "at the end"
 
 start_plugin
