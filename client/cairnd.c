@@ -52,6 +52,7 @@ struct cairnd_opts {
   char *threads;
   char *cache;
   char *verify;       /* disk or always: the plugin's verify= */
+  bool list_checkpoints;  /* the plugin's list-checkpoints=true */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -98,6 +99,7 @@ usage (int status)
 "      --cache SIZE      metadata node cache (e.g. 256M)\n"
 "      --verify WHEN     check data as it comes from the disk (disk, the\n"
 "                        default) or on every read (always)\n"
+"      --list-checkpoints  list every volume's checkpoints as exports too\n"
 "      --plugin PATH     plugin to load (default: the installed one)\n"
 "  -f, --foreground      do not fork into the background\n"
 "  -v, --verbose         nbdkit debug messages\n"
@@ -167,6 +169,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "tls-verify-peer") == 0) {
     o->tls_verify_peer = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "list-checkpoints") == 0) {
+    o->list_checkpoints = is_yes (value);
     return 0;
   }
   return -1;
@@ -517,7 +523,8 @@ main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
-         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY };
+         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
+         OPT_LIST_CKPT };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -532,6 +539,7 @@ main (int argc, char **argv)
     { "threads", required_argument, NULL, 't' },
     { "cache", required_argument, NULL, OPT_CACHE },
     { "verify", required_argument, NULL, OPT_VERIFY },
+    { "list-checkpoints", no_argument, NULL, OPT_LIST_CKPT },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
     { "create", required_argument, NULL, OPT_CREATE },
     { "preallocate", required_argument, NULL, OPT_PREALLOC },
@@ -571,6 +579,7 @@ main (int argc, char **argv)
     case 't': set_opt (&o.threads, optarg); break;
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_VERIFY: set_opt (&o.verify, optarg); break;
+    case OPT_LIST_CKPT: o.list_checkpoints = true; break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
     case OPT_CREATE: set_opt (&o.create, optarg); break;
     case OPT_PREALLOC: set_opt (&o.preallocate, optarg); break;
@@ -669,6 +678,8 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("cache", o.cache));
   if (o.verify)
     add_arg (nargv, &nargc, kv ("verify", o.verify));
+  if (o.list_checkpoints)
+    add_arg (nargv, &nargc, "list-checkpoints=true");
 
   if (o.dry_run) {
     for (int i = 0; i < nargc; i++) {

@@ -105,6 +105,11 @@ static char *default_export;
  */
 #define LIST_MAX_NBDKIT 10000u
 static unsigned list_max = LIST_MAX_NBDKIT;
+/* list-checkpoints=true: a listing also holds every volume's checkpoints
+ * (VOL@#GEN), after the snapshots.  Off by default: a volume keeps one per
+ * commit for an hour, thousands of them, which would flood clients.
+ */
+static bool list_checkpoints;
 
 
 /* The pool, open from .get_ready to .cleanup.  Set before nbdkit serves
@@ -289,6 +294,15 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "list-checkpoints") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1) {
+      nbdkit_error ("list-checkpoints=%s: give true or false (list every "
+                    "volume's checkpoints too)", value);
+      return -1;
+    }
+    list_checkpoints = r;
+  }
   else if (strcmp (key, "control-handshake-timeout") == 0) {
     if (nbdkit_parse_unsigned ("control-handshake-timeout", value,
                                &handshake_timeout_s) == -1)
@@ -405,6 +419,7 @@ cairn_config_complete (void)
   "                        or every read, cached copies too.\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "list-max=<N>            Exports a listing holds at most (10000).\n" \
+  "list-checkpoints=<BOOL> List every volume's checkpoints too (false).\n" \
   "default-export=<NAME>   Export served for the empty export name."
 
 /* Print version and features for `nbdkit --dump-plugin cairn`. */
@@ -601,8 +616,8 @@ want_snapshot (const struct vol_info *info)
  * volume's oldest first, volumes in name order), at most list_max
  * entries.  The last entry is held back (last, last_desc) until the
  * listing knows how many did not fit, which its description then says.
- * A later kind of state (checkpoints) is one more section after the
- * snapshots: a pass of list_section with its own filter.
+ * With list-checkpoints=true the checkpoints are one more section after
+ * the snapshots, read volume by volume (list_checkpoint_section).
  */
 struct list_ctx {
   struct nbdkit_exports *exports;
@@ -612,7 +627,51 @@ struct list_ctx {
   uint64_t left_out;            /* states past the bound */
   bool held;
   char last[2 * VOL_NAME_MAX + 2], last_desc[2 * VOL_NAME_MAX + 128];
+  /* With list-checkpoints: the live volumes' names, for the checkpoints'
+   * section (read before it: no listing runs inside another).
+   */
+  char (*vols)[VOL_NAME_MAX + 1];
+  size_t nvols, capvols;
+  const char *vol;              /* the volume whose checkpoints are listed */
 };
+
+/* Remember a live volume's name for the checkpoints' section. */
+static int
+keep_volume_name (struct list_ctx *ctx, const char *name)
+{
+  if (ctx->nvols == ctx->capvols) {
+    size_t cap = ctx->capvols ? 2 * ctx->capvols : 64;
+    char (*v)[VOL_NAME_MAX + 1] = realloc (ctx->vols, cap * sizeof *v);
+
+    if (v == NULL) {
+      nbdkit_error ("listing exports: out of memory");
+      return -ENOMEM;
+    }
+    ctx->vols = v;
+    ctx->capvols = cap;
+  }
+  snprintf (ctx->vols[ctx->nvols++], VOL_NAME_MAX + 1, "%s", name);
+  return 0;
+}
+
+/* Add one entry (name, desc) to the listing, or hold it back when it fills
+ * the list, or count it when the list is full.
+ */
+static int
+add_entry (struct list_ctx *ctx, const char *name, const char *desc)
+{
+  if (ctx->listed == list_max) {
+    ctx->left_out++;
+    return 0;
+  }
+  if (++ctx->listed == list_max) {
+    snprintf (ctx->last, sizeof ctx->last, "%s", name);
+    snprintf (ctx->last_desc, sizeof ctx->last_desc, "%s", desc);
+    ctx->held = true;
+    return 0;
+  }
+  return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
+}
 
 /* vol_list callback: add one export of the section, hold back the one
  * that fills the list, count those past it.
@@ -625,19 +684,12 @@ add_export (void *opaque, const struct vol_info *info)
 
   if (!ctx->want (info))
     return 0;
-  if (ctx->listed == list_max) {
-    ctx->left_out++;
-    return 0;
-  }
+  if (list_checkpoints && ctx->want == want_volume &&
+      keep_volume_name (ctx, info->name) < 0)
+    return -ENOMEM;
   export_name (info, name, sizeof name);
   describe (info, ctx->readonly, desc, sizeof desc);
-  if (++ctx->listed == list_max) {
-    memcpy (ctx->last, name, sizeof name);
-    memcpy (ctx->last_desc, desc, sizeof desc);
-    ctx->held = true;
-    return 0;
-  }
-  return nbdkit_add_export (ctx->exports, name, desc) == -1 ? -ENOMEM : 0;
+  return add_entry (ctx, name, desc);
 }
 
 /* Add the held-back last entry, saying how many states did not fit. */
@@ -653,8 +705,10 @@ add_last (struct list_ctx *ctx)
   else {
     snprintf (desc, sizeof desc, "%s; the list stops here, at %u exports: "
               "%" PRIu64 " more not listed (all can be opened by name; "
-              "'cairn snapshot list VOL' lists a volume's snapshots)",
-              ctx->last_desc, list_max, ctx->left_out);
+              "'cairn snapshot list VOL' lists a volume's snapshots%s)",
+              ctx->last_desc, list_max, ctx->left_out,
+              list_checkpoints ? ", 'cairn checkpoint list VOL' its "
+              "checkpoints" : "");
     nbdkit_debug ("listing exports: %" PRIu64 " left out past list-max=%u",
                   ctx->left_out, list_max);
   }
@@ -690,9 +744,55 @@ list_section (struct list_ctx *ctx, bool (*want) (const struct vol_info *),
                             ctx);
 }
 
-/* List the live volumes, then the snapshots, up to list_max exports (see
- * struct list_ctx), asking the engine each time; one damaged record leaves
- * out only what it describes.
+/* vol_checkpoint_list callback: add checkpoint c of ctx->vol as VOL@#GEN,
+ * "checkpoint of VOL, read-only, SIZE, taken TIME".
+ */
+static int
+add_checkpoint (void *opaque, const struct vol_checkpoint *c)
+{
+  struct list_ctx *ctx = opaque;
+  char name[2 * VOL_NAME_MAX + 2], desc[2 * VOL_NAME_MAX + 128];
+  char size[UNITS_FORMAT_MAX], when[40] = "";
+  time_t t = (time_t) c->ctime;
+  struct tm tm;
+
+  snprintf (name, sizeof name, "%s@#%" PRIu64, ctx->vol, c->gen);
+  if (gmtime_r (&t, &tm) != NULL)
+    strftime (when, sizeof when, ", taken %Y-%m-%dT%H:%M:%SZ", &tm);
+  units_format (c->size, size);
+  snprintf (desc, sizeof desc, "checkpoint of %s, read-only, %s%s", ctx->vol,
+            size, when);
+  return add_entry (ctx, name, desc);
+}
+
+/* The checkpoints' section (list-checkpoints=true): each live volume's
+ * checkpoints, oldest first, volumes in name order.  A volume deleted
+ * meanwhile has none; one whose checkpoints cannot be read is left out
+ * and logged.
+ */
+static int
+list_checkpoint_section (struct list_ctx *ctx)
+{
+  for (size_t i = 0; i < ctx->nvols; i++) {
+    int r;
+
+    ctx->vol = ctx->vols[i];
+    cairn_error_clear ();
+    r = vol_checkpoint_list (pool, ctx->vol, 0, UINT64_MAX, add_checkpoint,
+                             ctx);
+    if (r == -ENOMEM)
+      return r;
+    if (r < 0 && r != -ENOENT)
+      nbdkit_error ("listing exports: leaving out the checkpoints of %s: %s",
+                    ctx->vol, cairn_errmsg ());
+  }
+  return 0;
+}
+
+/* List the live volumes, then the snapshots, then with list-checkpoints
+ * the checkpoints, up to list_max exports (see struct list_ctx), asking
+ * the engine each time; one damaged record leaves out only what it
+ * describes.
  */
 static int
 cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
@@ -707,8 +807,11 @@ cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
   r = list_section (&ctx, want_volume, false);
   if (r == 0)
     r = list_section (&ctx, want_snapshot, true);
+  if (r == 0 && list_checkpoints)
+    r = list_checkpoint_section (&ctx);
   if (r == 0)
     r = add_last (&ctx);
+  free (ctx.vols);
   if (r < 0) {
     /* nbdkit_add_export has already reported its own failure. */
     if (*cairn_errmsg ())

@@ -78,6 +78,27 @@ uri () {
   echo "nbd+unix:///$1?socket=$SOCK"
 }
 
+# fuse_attach DIR EXPORT [NBDFUSE-OPTIONS]: the export as the file DIR/nbd,
+# through nbdfuse in the background; skips the test where FUSE does not
+# work.
+fuse_attach () {
+  nbdfuse "${@:3}" "$1" "$(uri "$2")" &
+  for _ in $(seq 100); do
+    [ -f "$1/nbd" ] && return 0
+    sleep 0.1
+  done
+  skip "nbdfuse could not mount $1 (no FUSE in this environment?)"
+}
+
+# fuse_detach MNT DIR: unmount the filesystem at MNT, then the FUSE file
+# in DIR, and wait until nbdfuse has let go of it.
+fuse_detach () {
+  umount "$1"
+  fusermount3 -u "$2"
+  for _ in $(seq 100); do mountpoint -q "$2" || return 0; sleep 0.1; done
+  fail "nbdfuse did not detach from $2"
+}
+
 # A fresh pool of size $1 at $POOL.
 make_pool () {
   "$CAIRN" mkpool "$POOL" --size "$1" >/dev/null || fail "cairn mkpool $POOL --size $1 failed"

@@ -41,6 +41,13 @@ run --pool "$POOL" --tls on --tls-certs "$TMPDIR_TEST" --tls-verify-peer -n
 expect 0 " --tls=on --tls-certificates=$TMPDIR_TEST --tls-verify-peer "
 run --pool "$POOL" --cache 64M --verify always -n
 expect 0 " cache=64M verify=always\$"
+run --pool "$POOL" --list-checkpoints -n
+expect 0 " list-checkpoints=true\$"
+run --pool "$POOL" -n
+grep -q "list-checkpoints" <<<"$out" && fail "list-checkpoints without --list-checkpoints: $out"
+printf 'pool = %s\nlist-checkpoints = yes\n' "$POOL" >"$TMPDIR_TEST/ckpt.conf"
+run --config "$TMPDIR_TEST/ckpt.conf" -n
+expect 0 " list-checkpoints=true\$"
 run --pool "$POOL" --verify sometimes -n
 expect 2 "^cairnd: --verify sometimes: expected disk or always\$"
 # Arguments print quoted for a shell.

@@ -30,20 +30,12 @@ trap 'rc=$?; set +e; fs_cleanup; (exit $rc); cleanup' EXIT
 
 # attach EXPORT [NBDFUSE-OPTIONS]: the export as the file $FUSE/nbd.
 attach () {
-  nbdfuse "${@:2}" "$FUSE" "$(uri "$1")" &
-  for _ in $(seq 100); do
-    [ -f "$FUSE/nbd" ] && return 0
-    sleep 0.1
-  done
-  skip "nbdfuse could not mount $FUSE (no FUSE in this environment?)"
+  fuse_attach "$FUSE" "$@"
 }
 
 # detach: unmount the filesystem and the FUSE file.
 detach () {
-  umount "$MNT"
-  fusermount3 -u "$FUSE"
-  for _ in $(seq 100); do mountpoint -q "$FUSE" || return 0; sleep 0.1; done
-  fail "nbdfuse did not detach"
+  fuse_detach "$MNT" "$FUSE"
 }
 
 make_pool 1G

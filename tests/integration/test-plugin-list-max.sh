@@ -4,7 +4,10 @@
 # With more states than list-max=, `nbdinfo --list` succeeds, lists every
 # live volume first, then snapshots up to the bound, and the last entry's
 # description says how many were left out and what lists them; what is left
-# out still opens by name.  list-max= out of range is refused.  (The suite
+# out still opens by name.  With list-checkpoints=true the volumes'
+# checkpoints follow the snapshots within the same bound; without it they
+# are not listed.  list-max= out of range and list-checkpoints= not a
+# boolean are refused.  (The suite
 # uses a small bound to stay fast: nbdinfo opens every listed export.)
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require nbdinfo
@@ -61,6 +64,59 @@ assert "7 more not listed" in ex[-1]["description"], ex[-1]
 PY
 stop_plugin
 
+# Checkpoints (list-checkpoints=true) come after the snapshots, each
+# volume's oldest first, within the same bound; without it they are not
+# listed.  Each FUA write is a commit, so a checkpoint.
+start_plugin
+nbdsh -u "$(uri alpha)" -c '
+for i in range(3):
+    h.pwrite(b"%d" % i * 4096, 4096 * i, nbd.CMD_FLAG_FUA)
+' || fail "writing alpha"
+nbdsh -u "$(uri zeta)" -c 'h.pwrite(b"z" * 4096, 0, nbd.CMD_FLAG_FUA)' || fail "writing zeta"
+expect_exports alpha alpha@s1 alpha@s2 alpha@s3 alpha@s4 mid zeta zeta@t1 zeta@t2
+stop_plugin
+"$CAIRN" --pool "$POOL" checkpoint list alpha --json >"$TMPDIR_TEST/ca.json" || fail "checkpoint list alpha"
+"$CAIRN" --pool "$POOL" checkpoint list zeta --json >"$TMPDIR_TEST/cz.json" || fail "checkpoint list zeta"
+start_plugin list-checkpoints=true
+nbdinfo --list --json "nbd+unix:///?socket=$SOCK" >"$TMPDIR_TEST/list.json" ||
+  fail "nbdinfo --list with list-checkpoints=true"
+python3 - "$TMPDIR_TEST/list.json" "$TMPDIR_TEST/ca.json" "$TMPDIR_TEST/cz.json" <<'PY' || fail "the list with checkpoints is wrong"
+import json, re, sys
+ex = json.load(open(sys.argv[1]))["exports"]
+ck = [c for f in sys.argv[2:] for c in json.load(open(f))["checkpoints"]]
+assert len(ck) >= 4, ck
+names = [e["export-name"] for e in ex]
+print(names)
+assert names == ["alpha", "mid", "zeta", "alpha@s1", "alpha@s2", "alpha@s3",
+                 "alpha@s4", "zeta@t1", "zeta@t2"] + [c["name"] for c in ck], names
+for e, c in zip(ex[9:], ck):
+    vol = c["name"].split("@")[0]
+    want = "checkpoint of %s, read-only, 1M, taken %s" % (vol, c["ctime"])
+    assert e["description"] == want, (e["description"], want)
+    assert e["is_read_only"] and e["export-size"] == 1 << 20, e
+PY
+nbdsh -c "
+h.set_export_name('$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["checkpoints"][-1]["name"])' "$TMPDIR_TEST/ca.json")')
+h.connect_unix('$SOCK')
+assert h.pread(4096, 8192) == b'2' * 4096
+" || fail "alpha's newest checkpoint does not hold the last write"
+stop_plugin
+# Past the bound: what is left out is counted, checkpoints included.
+start_plugin list-checkpoints=true list-max=10
+nbdinfo --list --json "nbd+unix:///?socket=$SOCK" >"$TMPDIR_TEST/list.json" ||
+  fail "nbdinfo --list with list-checkpoints=true list-max=10"
+python3 - "$TMPDIR_TEST/list.json" "$TMPDIR_TEST/ca.json" "$TMPDIR_TEST/cz.json" <<'PY' || fail "the bounded list with checkpoints is wrong"
+import json, sys
+ex = json.load(open(sys.argv[1]))["exports"]
+ck = [c for f in sys.argv[2:] for c in json.load(open(f))["checkpoints"]]
+assert len(ex) == 10 and ex[-1]["export-name"] == ck[0]["name"], ex
+last = ex[-1]["description"]
+assert last.startswith("checkpoint of alpha, read-only, 1M, taken "), last
+assert "the list stops here, at 10 exports: %d more not listed" % (len(ck) - 1) in last, last
+assert "'cairn checkpoint list VOL' its checkpoints" in last, last
+PY
+stop_plugin
+
 for bad in 0 10001 x; do
   if nbdkit_env "$NBDKIT" --unix "$SOCK" "$PLUGIN" pool="$POOL" list-max=$bad \
        --run true >"$TMPDIR_TEST/bad.log" 2>&1; then
@@ -73,4 +129,10 @@ for bad in 0 10001 x; do
   grep -qF "$want" "$TMPDIR_TEST/bad.log" ||
     fail "list-max=$bad: no message saying '$want': $(cat "$TMPDIR_TEST/bad.log")"
 done
+if nbdkit_env "$NBDKIT" --unix "$SOCK" "$PLUGIN" pool="$POOL" list-checkpoints=maybe \
+     --run true >"$TMPDIR_TEST/bad.log" 2>&1; then
+  fail "list-checkpoints=maybe was accepted"
+fi
+grep -qF "list-checkpoints=maybe: give true or false" "$TMPDIR_TEST/bad.log" ||
+  fail "list-checkpoints=maybe: no message naming it: $(cat "$TMPDIR_TEST/bad.log")"
 echo PASS

@@ -19,25 +19,6 @@
 #define VBLOCKS 64u
 #define VSIZE (VBLOCKS * 4096u)
 
-/* The fake clock the tests move. */
-static int64_t
-fake_clock (void *opaque)
-{
-  return *(int64_t *) opaque;
-}
-
-/* Open dev without background work, on the fake clock *now. */
-static struct cairn_pool *
-open_fake (struct cairn_dev *dev, int64_t *now)
-{
-  struct pool_open_opts o = { .no_background = true };
-  struct cairn_pool *pool;
-
-  cr_assert_eq (pool_open (dev, &o, &pool), 0, "%s", cairn_errmsg ());
-  pool_set_clock (pool, fake_clock, now);
-  return pool;
-}
-
 /* Write block blk of vol with the pattern of tag. */
 static void
 write_block (struct cairn_pool *pool, const char *vol, uint64_t blk,
@@ -57,14 +38,7 @@ write_block (struct cairn_pool *pool, const char *vol, uint64_t blk,
 static int
 read_all (struct cairn_pool *pool, const char *export, uint8_t *buf)
 {
-  struct cairn_volume *v;
-  int r = vol_open (pool, export, &v);
-
-  if (r < 0)
-    return r;
-  r = vol_pread (v, buf, VSIZE, 0);
-  vol_close (v);
-  return r;
+  return export_read (pool, export, buf, VSIZE);
 }
 
 /* What vol_checkpoint_list reported. */
@@ -98,7 +72,7 @@ ck_pool (struct cairn_dev **devp, int64_t *now)
   struct cairn_pool *pool;
 
   *devp = mem_pool (256 << 20, NULL);
-  pool = open_fake (*devp, now);
+  pool = pool_open_clock (*devp, now);
   cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0, "%s",
                 cairn_errmsg ());
   cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0, "%s", cairn_errmsg ());
@@ -173,7 +147,7 @@ Test (checkpoint, policy_collects_and_promotion_keeps)
   uint64_t promoted, leased;
 
   cr_assert_eq (pool_close (pool), 0);
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
   cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
   /* 20 states, 10 minutes apart, each overwriting the same 8 blocks. */
@@ -238,7 +212,7 @@ Test (checkpoint, policy_collects_and_promotion_keeps)
   cr_assert_eq (read_all (pool, exp, buf), -ENOENT);
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
   assert_fsck_clean (dev, "after collecting");
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (read_all (pool, "v@kept", buf), 0, "the promotion survives");
   cr_assert_arr_eq (buf, want, 4096);
   cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
@@ -276,7 +250,7 @@ Test (checkpoint, model_random_histories)
   };
 
   cr_assert_eq (pool_close (pool), 0);
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
   cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
   for (unsigned step = 0; step < steps; step++) {
@@ -344,7 +318,7 @@ Test (checkpoint, model_random_histories)
       cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
       snprintf (exp, sizeof exp, "seed %" PRIu64 ", step %u", seed, step);
       assert_fsck_clean (dev, exp);
-      pool = open_fake (dev, &now);
+      pool = pool_open_clock (dev, &now);
       reopens++;
     }
     else
@@ -398,7 +372,7 @@ Test (checkpoint, model_random_histories)
            prunes, promotions, snaps, clones, reopens);
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
   assert_fsck_clean (dev, "at the end");
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
                 cairn_errmsg ());
   cr_assert_eq (vol_reclaim_wait (pool, NULL, NULL), 0, "%s", cairn_errmsg ());
