@@ -204,9 +204,6 @@ ckpt_records_del (struct catalog *cat, uint64_t id, uint64_t gen)
 
 /* ---------------------------------------------------------------- settings */
 
-/* Read a setting of volume id (id 0: the pool's default) into buf; -ENOENT
- * when it is not set.
- */
 /* The root-tree key of setting name of volume id (0: the pool's default):
  * a property without ':' of the volume, or the pool's RK_CONFIG
  * "ckpt.NAME"; returns its length.
@@ -228,6 +225,9 @@ setting_key (uint8_t key[1 + 8 + 32], uint64_t id, const char *name)
   return 6 + nlen;
 }
 
+/* Read a setting of volume id (id 0: the pool's default) into buf; -ENOENT
+ * when it is not set.
+ */
 static int
 setting_get (struct catalog *cat, uint64_t id, const char *name, char *buf,
              size_t bufsz)
@@ -468,6 +468,7 @@ genvec_read (struct catalog *cat, uint64_t id, struct genvec *gv)
   return cat_foreach_prefix (cat, key, 9, genvec_item, gv);
 }
 
+/* Free what genvec_read gathered. */
 static void
 genvec_free (struct genvec *gv)
 {
