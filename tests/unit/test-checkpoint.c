@@ -406,7 +406,7 @@ Test (checkpoint, rollback_to_a_checkpoint)
   uint64_t g[4];
 
   cr_assert_eq (pool_close (pool), 0);
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
   cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
   for (uint64_t i = 0; i < 4; i++) {
@@ -450,7 +450,7 @@ Test (checkpoint, rollback_to_a_checkpoint)
              "%s", cairn_errmsg ());
   cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
   assert_fsck_clean (dev, "after a rollback to a checkpoint");
-  pool = open_fake (dev, &now);
+  pool = pool_open_clock (dev, &now);
   cr_assert_eq (vol_delete (pool, "keep", VOL_DELETE_RECURSIVE), 0, "%s",
                 cairn_errmsg ());
   cr_assert_eq (vol_delete (pool, "v", VOL_DELETE_RECURSIVE), 0, "%s",
@@ -462,4 +462,82 @@ Test (checkpoint, rollback_to_a_checkpoint)
   dev_close (dev);
   free (s);
   free (k);
+}
+
+/* A full pool with checkpoints: a writer that overwrites far more than the
+ * pool holds never gets ENOSPC while checkpoints can go; the collector
+ * drops the oldest first, beyond the policy, and never a snapshot; what
+ * is left reads as it was; status says that space ran short.
+ */
+Test (checkpoint, full_pool_gives_space_back_before_a_write_fails)
+{
+  enum { BLOCKS = 1024, ROUNDS = 24 };     /* a 4 MiB volume */
+  int64_t now = 1796640000;
+  struct cairn_dev *dev = mem_pool (32 << 20, NULL);
+  struct cairn_pool *pool = pool_open_clock (dev, &now);
+  struct ck_seen *s = calloc (1, sizeof *s);
+  struct vol_ckpt_status cs;
+  struct cairn_volume *v;
+  uint8_t *buf = malloc (BLOCKS * 4096), *back = malloc (BLOCKS * 4096);
+  uint64_t first_gen = 0;
+
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
+  cr_assert_eq (vol_create (pool, "v", BLOCKS * 4096, NULL), 0);
+  for (unsigned round = 0; round < ROUNDS; round++) {
+    fill_pattern (buf, BLOCKS * 4096, 9000 + round);
+    cr_assert_eq (vol_open (pool, "v", &v), 0);
+    /* In pieces, so that a piece finds the pool full part-way. */
+    for (unsigned off = 0; off < BLOCKS * 4096; off += 256 * 1024)
+      cr_assert_eq (vol_pwrite (v, buf + off, 256 * 1024, off, 0), 0,
+                    "round %u, offset %u: %s", round, off, cairn_errmsg ());
+    vol_close (v);
+    now += 5;
+    cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+    if (round == 0) {
+      cr_assert_eq (snap_create (pool, "v", "first"), 0);
+      list_ck (pool, "v", s);
+      first_gen = s->c[0].gen;
+    }
+  }
+  /* 24 x 4 MiB overwritten in a 32 MiB pool: checkpoints went for space,
+   * the oldest first; the snapshot did not.
+   */
+  cr_assert_eq (vol_checkpoint_status (pool, &cs), 0, "%s", cairn_errmsg ());
+  cr_assert_gt (cs.pressure_dropped, 0, "space never ran short");
+  cr_assert_gt (cs.pressure_events, 0);
+  cr_assert (cs.pressure_last > 1796640000 && cs.pressure_last <= now,
+             "when it last did: %" PRId64, cs.pressure_last);
+  list_ck (pool, "v", s);
+  cr_assert_lt (s->n, ROUNDS, "%zu checkpoints kept", s->n);
+  cr_assert_gt (s->n, 0);
+  for (size_t i = 1; i < s->n; i++)
+    cr_assert_gt (s->c[i].gen, s->c[i - 1].gen);
+  cr_assert_eq (s->c[s->n - 1].ctime, (uint64_t) now, "the newest stays");
+  /* The first checkpoint is the snapshot's state: it goes as a
+   * checkpoint, the snapshot stays whole.
+   */
+  cr_assert (s->c[0].gen != first_gen || s->c[0].snapshot[0],
+             "the first checkpoint is the snapshot's");
+  cr_assert_eq (export_read (pool, "v@first", back, BLOCKS * 4096), 0, "%s",
+                cairn_errmsg ());
+  fill_pattern (buf, BLOCKS * 4096, 9000);
+  cr_assert_arr_eq (back, buf, BLOCKS * 4096, "the snapshot is whole");
+  /* The kept checkpoints hold their rounds: the newest is the last. */
+  {
+    char exp[64];
+
+    snprintf (exp, sizeof exp, "v@#%" PRIu64, s->c[s->n - 1].gen);
+    cr_assert_eq (export_read (pool, exp, back, BLOCKS * 4096), 0);
+    fill_pattern (buf, BLOCKS * 4096, 9000 + ROUNDS - 1);
+    cr_assert_arr_eq (back, buf, BLOCKS * 4096);
+  }
+  fprintf (stderr, "checkpoint.full_pool: %" PRIu64 " checkpoints dropped "
+           "for space in %" PRIu64 " events, %zu kept\n", cs.pressure_dropped,
+           cs.pressure_events, s->n);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after filling the pool");
+  dev_close (dev);
+  free (buf);
+  free (back);
+  free (s);
 }
