@@ -81,6 +81,7 @@
 
 static int find_volume (struct catalog *cat, const char *name,
                         struct volstate **vsp);
+static void release_volume (struct catalog *cat, struct volstate *vs);
 
 /* ---------------------------------------------------------------- records */
 
@@ -551,17 +552,17 @@ ckpt_submit_drop (struct cairn_pool *pool, uint64_t id, uint64_t *gens,
  * goes, only its reason does (CK-4), and the state stays for the others.
  */
 static int
-ckpt_mark (struct catalog *cat, struct volstate *vs, int64_t now,
+ckpt_mark (struct catalog *cat, uint64_t id, int64_t now,
            struct ret_item **itemsp, size_t *np)
 {
   struct genvec gv = { .until = UINT64_MAX };
   struct ret_policy pol;
   struct ret_item *items = NULL;
   bool own;
-  int r = policy_get (cat, vs->id, &pol, &own);
+  int r = policy_get (cat, id, &pol, &own);
 
   if (r == 0)
-    r = genvec_read (cat, vs->id, &gv);
+    r = genvec_read (cat, id, &gv);
   if (r == 0 && gv.n && (items = calloc (gv.n, sizeof *items)) == NULL)
     r = cairn_fail (-ENOMEM, "out of memory marking checkpoints");
   for (size_t i = 0; r == 0 && i < gv.n; i++) {
@@ -570,7 +571,7 @@ ckpt_mark (struct catalog *cat, struct volstate *vs, int64_t now,
     items[i].gen = gv.gen[i];
     items[i].time = gv.time[i];
     pthread_mutex_lock (&cat->tlock);
-    op = cat_open_pin (cat, vs->id, gv.gen[i]);
+    op = cat_open_pin (cat, id, gv.gen[i]);
     items[i].protect = op && op->opens > 0;
     pthread_mutex_unlock (&cat->tlock);
   }
@@ -586,9 +587,9 @@ ckpt_mark (struct catalog *cat, struct volstate *vs, int64_t now,
   return 0;
 }
 
-/* Prune volume vs by its policy (ckpt_prune's core); fn may be NULL. */
+/* Prune volume id by its policy (the collector's core); fn may be NULL. */
 static int
-ckpt_prune_vs (struct catalog *cat, struct volstate *vs, bool dry_run,
+ckpt_prune_vs (struct catalog *cat, uint64_t id, bool dry_run,
                int (*fn) (void *opaque, uint64_t gen, int64_t ctime,
                           const char *mark),
                void *opaque, uint64_t *droppedp)
@@ -596,7 +597,7 @@ ckpt_prune_vs (struct catalog *cat, struct volstate *vs, bool dry_run,
   struct ret_item *items = NULL;
   uint64_t *gens = NULL;
   size_t n = 0, ndrop = 0;
-  int r = ckpt_mark (cat, vs, pool_now (cat->pool), &items, &n);
+  int r = ckpt_mark (cat, id, pool_now (cat->pool), &items, &n);
 
   if (r == 0 && n && (gens = malloc (n * sizeof *gens)) == NULL)
     r = cairn_fail (-ENOMEM, "out of memory pruning checkpoints");
@@ -609,7 +610,7 @@ ckpt_prune_vs (struct catalog *cat, struct volstate *vs, bool dry_run,
   }
   free (items);
   if (r == 0 && !dry_run)
-    r = ckpt_submit_drop (cat->pool, vs->id, gens, ndrop, droppedp);
+    r = ckpt_submit_drop (cat->pool, id, gens, ndrop, droppedp);
   free (gens);
   return r;
 }
@@ -649,16 +650,11 @@ ckpt_collect (struct catalog *cat)
     r = ckpt_relieve (cat, NULL, false, &dropped);
 
   cat->ckpt_collected = pool_now (cat->pool);
-  for (size_t i = 0; r == 0 && i < n; i++) {
-    struct volstate *vs;
-
-    pthread_mutex_lock (&cat->tlock);
-    vs = cat_find_id_locked (cat, ids[i]);
-    pthread_mutex_unlock (&cat->tlock);
-    /* A volume deleted meanwhile has no checkpoints left (CK-5). */
-    if (vs && vs_visible (vs))
-      r = ckpt_prune_vs (cat, vs, false, NULL, NULL, &dropped);
-  }
+  /* A volume deleted meanwhile has no checkpoints left (CK-5): its
+   * records are simply not found.
+   */
+  for (size_t i = 0; r == 0 && i < n; i++)
+    r = ckpt_prune_vs (cat, ids[i], false, NULL, NULL, &dropped);
   free (ids);
   __atomic_add_fetch (&cat->ckpt_dropped, dropped, __ATOMIC_RELAXED);
   return r;
@@ -878,7 +874,7 @@ vol_held_split (struct cairn_pool *pool, const char *vol, uint64_t *snaps,
                 uint64_t *ckpts)
 {
   struct catalog *cat;
-  struct volstate *vs;
+  struct volstate *vs = NULL;
   struct pinned p = { 0 };
   struct split sp = { .p = &p };
   int r = catalog_get (pool, &cat);
@@ -889,6 +885,7 @@ vol_held_split (struct cairn_pool *pool, const char *vol, uint64_t *snaps,
     r = cat_foreach_pin (cat, vs->id, pinned_item, &p);
   if (r == 0)
     r = reclaim_foreach_entry (cat, vs, 0, UINT64_MAX, split_entry, &sp);
+  release_volume (cat, vs);
   free (p.gen);
   *snaps = sp.snap * BLOCK_SIZE;
   *ckpts = sp.ckpt * BLOCK_SIZE;
@@ -934,14 +931,35 @@ vol_checkpoint_status (struct cairn_pool *pool, struct vol_ckpt_status *st)
 
 /* ---------------------------------------------------------------- API */
 
-/* Look a visible volume up by name for a reader. */
+/* Look a visible volume up by name and hold it (as an open handle does,
+ * so that a delete meanwhile hides it and frees it only at release_volume):
+ * the calls below read its records outside any lock.
+ */
 static int
 find_volume (struct catalog *cat, const char *name, struct volstate **vsp)
 {
   pthread_mutex_lock (&cat->tlock);
   *vsp = cat_find_name (cat, name);
+  if (*vsp)
+    (*vsp)->opens++;
   pthread_mutex_unlock (&cat->tlock);
   return *vsp ? 0 : cat_no_volume (cat, name, name);
+}
+
+/* Let go of a volume find_volume held (NULL: none). */
+static void
+release_volume (struct catalog *cat, struct volstate *vs)
+{
+  bool settle;
+
+  if (vs == NULL)
+    return;
+  pthread_mutex_lock (&cat->tlock);
+  vs->opens--;
+  settle = (vs->flags & VOLF_HIDDEN) && vs->opens == 0;
+  pthread_mutex_unlock (&cat->tlock);
+  if (settle)
+    cat_settle_soon (cat);
 }
 
 /* cat_foreach_prefix callback over the time index: collect the
@@ -1121,7 +1139,7 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
                      void *opaque)
 {
   struct catalog *cat;
-  struct volstate *vs;
+  struct volstate *vs = NULL;
   struct genvec gv = { .since = since, .until = until };
   struct window w = { .n = 0 };
   uint8_t key[CKPT_KEY_TIME_LEN];
@@ -1156,6 +1174,7 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
     if (r == 0)
       r = fn (opaque, &c);
   }
+  release_volume (cat, vs);
   genvec_free (&gv);
   free (w.gen);
   free (w.alone);
@@ -1206,14 +1225,15 @@ vol_checkpoint_prune (struct cairn_pool *pool, const char *vol, bool dry_run,
                       void *opaque, uint64_t *droppedp)
 {
   struct catalog *cat;
-  struct volstate *vs;
+  struct volstate *vs = NULL;
   uint64_t dropped = 0;
   int r = catalog_get (pool, &cat);
 
   if (r == 0)
     r = find_volume (cat, vol, &vs);
   if (r == 0)
-    r = ckpt_prune_vs (cat, vs, dry_run, fn, opaque, &dropped);
+    r = ckpt_prune_vs (cat, vs->id, dry_run, fn, opaque, &dropped);
+  release_volume (cat, vs);
   if (droppedp)
     *droppedp = dropped;
   return r;
@@ -1312,6 +1332,7 @@ vol_checkpoint_set (struct cairn_pool *pool, const char *vol, const char *key,
     if (vol && (r = find_volume (cat, vol, &vs)) < 0)
       return r;
     r = policy_get (cat, vs ? vs->id : 0, &p, &own);
+    release_volume (cat, vs);
     if (r == 0 && value == NULL)
       r = cairn_fail (-EINVAL, "%s: give a value", key);
     if (r == 0)
@@ -1338,10 +1359,13 @@ vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
     r = find_volume (cat, vol, &vs);
   if (r == 0)
     r = policy_get (cat, vs ? vs->id : 0, &p, &st->own_retention);
+  if (r == 0) {
+    st->own_checkpoints = vs && vs->ckpt_setting >= 0;
+    st->checkpoints = vs ? ckpt_enabled (cat, vs) : cat->ckpt_default > 0;
+  }
+  release_volume (cat, vs);
   if (r < 0)
     return r;
-  st->own_checkpoints = vs && vs->ckpt_setting >= 0;
-  st->checkpoints = vs ? ckpt_enabled (cat, vs) : cat->ckpt_default > 0;
   snprintf (st->retention, sizeof st->retention, "%s",
             retention_encode (&p, buf));
   st->dropped = __atomic_load_n (&cat->ckpt_dropped, __ATOMIC_RELAXED);

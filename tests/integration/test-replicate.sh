@@ -345,8 +345,12 @@ same w@f2
 same w@f1
 
 # ---------------------------------------------------------------- jobs
-# A send whose reader is slow: listed as a job, then cancelled.
-( ca send w@f2 --from f1 | (sleep 3; cat >/dev/null) ) 2>"$TMPDIR_TEST/err" &
+# A send whose reader does not read until told (so that the send cannot
+# finish, however slowly this machine finds the job): listed as a job,
+# then cancelled.
+( ca send w@f2 --from f1 |
+  (while [ ! -e "$TMPDIR_TEST/drain" ]; do sleep 0.05; done; cat >/dev/null) ) \
+  2>"$TMPDIR_TEST/err" &
 CLIENT=$!
 id=
 for _ in $(seq 100); do
@@ -361,6 +365,7 @@ run --socket "$CTL_A" job show "$id"
 expect 0 "stream.send +w@f2"
 run --socket "$CTL_A" job cancel "$id"
 expect 0 "cancelling job $id"
+touch "$TMPDIR_TEST/drain"
 rc=0; wait "$CLIENT" || rc=$?; CLIENT=
 grep -q "cancelled" "$TMPDIR_TEST/err" || fail "the cancelled send said: $(cat "$TMPDIR_TEST/err")"
 run --socket "$CTL_A" job cancel "$id"
