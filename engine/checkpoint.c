@@ -65,28 +65,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog-int.h"
-#include "retention.h"
+#include "checkpoint-int.h"
 
-#define CKPT_KEY_TIME_LEN 25u
-#define CKPT_DROP_BATCH 256u
-/* Checkpoints dropped at a time under pressure. */
-#define CKPT_RELIEVE_BATCH 64u
-/* The collector frees space beyond the policy when less than this per
- * cent of the pool's data space is free.
- */
-#define CKPT_PRESSURE 5u
-/* Seconds between two passes of the collector. */
-#define CKPT_COLLECT_PERIOD 60
-
-static int find_volume (struct catalog *cat, const char *name,
-                        struct volstate **vsp);
-static void release_volume (struct catalog *cat, struct volstate *vs);
 
 /* ---------------------------------------------------------------- records */
 
 /* The key of a checkpoint's time index item. */
-static void
+void
 ckpt_time_key (uint8_t key[CKPT_KEY_TIME_LEN], uint64_t id, uint64_t ctime,
                uint64_t gen)
 {
@@ -97,7 +82,7 @@ ckpt_time_key (uint8_t key[CKPT_KEY_TIME_LEN], uint64_t id, uint64_t ctime,
 }
 
 /* Decode a checkpoint record of (id, gen), range-checked. */
-static int
+int
 ckptrec_decode (const uint8_t *v, size_t vl, uint64_t id, uint64_t gen,
                 struct vol_checkpoint *c)
 {
@@ -246,7 +231,7 @@ setting_get (struct catalog *cat, uint64_t id, const char *name, char *buf,
 /* Store (value non-NULL) or remove a setting of volume id (0: the pool's
  * default), in the freeze.
  */
-static int
+int
 setting_put (struct catalog *cat, uint64_t id, const char *name,
              const char *value)
 {
@@ -261,7 +246,7 @@ setting_put (struct catalog *cat, uint64_t id, const char *name,
 }
 
 /* Parse "on" / "off". */
-static int
+int
 parse_onoff (const char *value, int *on)
 {
   if (strcmp (value, "on") == 0)
@@ -295,7 +280,7 @@ onoff_get (struct catalog *cat, uint64_t id, int *on)
 /* The retention policy of volume id (0: the pool's default), with its own
  * setting, the pool's, or the default; *own says whether it has its own.
  */
-static int
+int
 policy_get (struct catalog *cat, uint64_t id, struct ret_policy *p, bool *own)
 {
   char buf[RET_POLICY_TEXT_MAX + 1];
@@ -319,7 +304,7 @@ policy_get (struct catalog *cat, uint64_t id, struct ret_policy *p, bool *own)
 /* The pool's default "checkpoints" when none is stored: on in a pool
  * made to take them (FEATURE_COMPAT_CKPT_NEW), off in one made before.
  */
-static int
+int
 pool_default (struct catalog *cat)
 {
   return pool_has_compat (cat->pool, FEATURE_COMPAT_CKPT_NEW) ? 1 : 0;
@@ -340,7 +325,7 @@ ckpt_load (struct catalog *cat)
 }
 
 /* Does volume vs take checkpoints? */
-static bool
+bool
 ckpt_enabled (const struct catalog *cat, const struct volstate *vs)
 {
   int on = vs->ckpt_setting >= 0 ? vs->ckpt_setting : cat->ckpt_default;
@@ -415,16 +400,9 @@ ckpt_drop_locked (struct catalog *cat, struct volstate *vs, uint64_t gen,
   return r;
 }
 
-/* A volume's checkpoint generations, read from its records. */
-struct genvec {
-  uint64_t *gen;
-  int64_t *time;
-  size_t n, cap;
-  uint64_t since, until;      /* times, inclusive */
-};
 
 /* cat_foreach_prefix callback: collect a checkpoint's generation. */
-static int
+int
 genvec_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
              size_t vl)
 {
@@ -459,7 +437,7 @@ genvec_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
 }
 
 /* Read the checkpoints of volume id with a time in [since, until]. */
-static int
+int
 genvec_read (struct catalog *cat, uint64_t id, struct genvec *gv)
 {
   uint8_t key[9];
@@ -470,7 +448,7 @@ genvec_read (struct catalog *cat, uint64_t id, struct genvec *gv)
 }
 
 /* Free what genvec_read gathered. */
-static void
+void
 genvec_free (struct genvec *gv)
 {
   free (gv->gen);
@@ -526,7 +504,7 @@ apply_ckpt_drop (struct catalog *cat, struct cat_request *req)
 /* Submit the drop of n checkpoints of volume id; *droppedp counts those
  * that went.
  */
-static int
+int
 ckpt_submit_drop (struct cairn_pool *pool, uint64_t id, uint64_t *gens,
                   size_t n, uint64_t *droppedp)
 {
@@ -588,7 +566,7 @@ ckpt_mark (struct catalog *cat, uint64_t id, int64_t now,
 }
 
 /* Prune volume id by its policy (the collector's core); fn may be NULL. */
-static int
+int
 ckpt_prune_vs (struct catalog *cat, uint64_t id, bool dry_run,
                int (*fn) (void *opaque, uint64_t gen, int64_t ctime,
                           const char *mark),
@@ -616,7 +594,7 @@ ckpt_prune_vs (struct catalog *cat, uint64_t id, bool dry_run,
 }
 
 /* The ids of the visible volumes (a copy: requests change the table). */
-static int
+int
 visible_ids (struct catalog *cat, uint64_t **idsp, size_t *np)
 {
   uint64_t *ids;
@@ -674,16 +652,9 @@ ckpt_space_low (struct catalog *cat)
   return (ss.free + ss.pending) * 100 < ss.total * CKPT_PRESSURE;
 }
 
-/* Up to CKPT_RELIEVE_BATCH checkpoints of a volume, oldest first, from the
- * time index.
- */
-struct ckbatch {
-  uint64_t gen[CKPT_RELIEVE_BATCH], ctime[CKPT_RELIEVE_BATCH];
-  size_t n;
-};
 
 /* cat_foreach_prefix callback over the time index: collect a batch. */
-static int
+int
 batch_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
             size_t vl)
 {
@@ -807,567 +778,3 @@ ckpt_relieve (struct catalog *cat, struct volstate *only, bool reclaim,
   return r;
 }
 
-/* ---------------------------------------------------------------- accounting */
-
-/* The generations that a snapshot or a clone pins, sorted (from the pin
- * records, oldest first).
- */
-struct pinned {
-  uint64_t *gen;
-  size_t n, cap;
-};
-
-/* cat_foreach_pin callback: keep a pin with a snapshot or clone reason. */
-static int
-pinned_item (void *opaque, uint64_t gen, const uint8_t *rec, size_t len)
-{
-  struct pinned *p = opaque;
-
-  if (len != PINREC_LEN || get_le32 (rec) + get_le32 (rec + 4) == 0)
-    return 0;
-  if (p->n == p->cap) {
-    size_t cap = p->cap ? 2 * p->cap : 32;
-    uint64_t *ng = realloc (p->gen, cap * sizeof *ng);
-
-    if (ng == NULL)
-      return cairn_fail (-ENOMEM, "out of memory");
-    p->gen = ng;
-    p->cap = cap;
-  }
-  p->gen[p->n++] = gen;
-  return 0;
-}
-
-/* State of the held split. */
-struct split {
-  const struct pinned *p;
-  uint64_t snap, ckpt;        /* blocks */
-};
-
-/* reclaim_foreach_entry callback: a dead block (birth B, death D) is a
- * snapshot's or clone's when one of theirs lies in [B, D) (RC-2: the pins
- * that need it), else only checkpoints keep it.
- */
-static int
-split_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
-{
-  struct split *sp = opaque;
-  size_t lo = 0, hi = sp->p->n;
-
-  while (lo < hi) {           /* the first pinned generation >= birth */
-    size_t mid = (lo + hi) / 2;
-
-    if (sp->p->gen[mid] < birth)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < sp->p->n && sp->p->gen[lo] < death)
-    sp->snap += len;
-  else
-    sp->ckpt += len;
-  return 0;
-}
-
-int
-vol_held_split (struct cairn_pool *pool, const char *vol, uint64_t *snaps,
-                uint64_t *ckpts)
-{
-  struct catalog *cat;
-  struct volstate *vs = NULL;
-  struct pinned p = { 0 };
-  struct split sp = { .p = &p };
-  int r = catalog_get (pool, &cat);
-
-  if (r == 0)
-    r = find_volume (cat, vol, &vs);
-  if (r == 0)
-    r = cat_foreach_pin (cat, vs->id, pinned_item, &p);
-  if (r == 0)
-    r = reclaim_foreach_entry (cat, vs, 0, UINT64_MAX, split_entry, &sp);
-  release_volume (cat, vs);
-  free (p.gen);
-  *snaps = sp.snap * BLOCK_SIZE;
-  *ckpts = sp.ckpt * BLOCK_SIZE;
-  return r;
-}
-
-int
-vol_checkpoint_status (struct cairn_pool *pool, struct vol_ckpt_status *st)
-{
-  struct catalog *cat;
-  uint64_t *ids = NULL;
-  size_t n = 0;
-  int r = catalog_get (pool, &cat);
-
-  memset (st, 0, sizeof *st);
-  if (r == 0)
-    r = visible_ids (cat, &ids, &n);
-  /* The oldest kept checkpoint: the first item of each volume's index. */
-  for (size_t i = 0; r == 0 && i < n; i++) {
-    struct ckbatch b = { .n = 0 };
-    uint8_t key[CKPT_KEY_TIME_LEN];
-
-    ckpt_time_key (key, ids[i], 0, 0);
-    r = cat_foreach_prefix_from (cat, key, sizeof key, 9, batch_item, &b);
-    if (r == 0 && b.n) {
-      st->count_volumes++;
-      if (st->oldest == 0 || b.ctime[0] < st->oldest)
-        st->oldest = b.ctime[0];
-    }
-  }
-  free (ids);
-  st->collected = __atomic_load_n (&cat->ckpt_dropped, __ATOMIC_RELAXED);
-  st->pressure_dropped = __atomic_load_n (&cat->ckpt_pressure_dropped,
-                                          __ATOMIC_RELAXED);
-  st->pressure_events = __atomic_load_n (&cat->ckpt_pressure_events,
-                                         __ATOMIC_RELAXED);
-  st->pressure_last = __atomic_load_n (&cat->ckpt_pressure_last,
-                                       __ATOMIC_RELAXED);
-  st->now = pool_now (pool);
-  st->default_on = cat->ckpt_default > 0;
-  return r;
-}
-
-/* ---------------------------------------------------------------- API */
-
-/* Look a visible volume up by name and hold it (as an open handle does,
- * so that a delete meanwhile hides it and frees it only at release_volume):
- * the calls below read its records outside any lock.
- */
-static int
-find_volume (struct catalog *cat, const char *name, struct volstate **vsp)
-{
-  pthread_mutex_lock (&cat->tlock);
-  *vsp = cat_find_name (cat, name);
-  if (*vsp)
-    (*vsp)->opens++;
-  pthread_mutex_unlock (&cat->tlock);
-  return *vsp ? 0 : cat_no_volume (cat, name, name);
-}
-
-/* Let go of a volume find_volume held (NULL: none). */
-static void
-release_volume (struct catalog *cat, struct volstate *vs)
-{
-  bool settle;
-
-  if (vs == NULL)
-    return;
-  pthread_mutex_lock (&cat->tlock);
-  vs->opens--;
-  settle = (vs->flags & VOLF_HIDDEN) && vs->opens == 0;
-  pthread_mutex_unlock (&cat->tlock);
-  if (settle)
-    cat_settle_soon (cat);
-}
-
-/* cat_foreach_prefix callback over the time index: collect the
- * generations of the checkpoints up to gv->until.
- */
-static int
-time_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
-           size_t vl)
-{
-  struct genvec *gv = opaque;
-
-  if (kl != CKPT_KEY_TIME_LEN || vl != 8)
-    return cairn_fail (-EIO, "corrupt checkpoint time index item (key %zu, "
-                       "value %zu bytes)", kl, vl);
-  if (get_be64 (k + 9) > gv->until)
-    return 1;
-  if (get_be64 (k + 9) < gv->since)
-    return 0;
-  if (gv->n == gv->cap) {
-    size_t cap = gv->cap ? gv->cap * 2 : 64;
-    uint64_t *ng = realloc (gv->gen, cap * sizeof *ng);
-
-    if (ng == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    gv->gen = ng;
-    gv->cap = cap;
-  }
-  gv->gen[gv->n++] = get_be64 (k + 17);
-  return 0;
-}
-
-/* The pins around a listing's checkpoints, and what dropping each would
- * free, found in one walk of the deadlist (ckpt_unique_window).
- */
-struct window {
-  uint64_t *gen;              /* every pin from the one below the first
-                                 listed to the one above the last, sorted */
-  bool *alone;                /* a checkpoint and nothing else pins it */
-  uint64_t *blocks;           /* what only it keeps */
-  size_t n, cap;
-  uint64_t above;             /* the pin above the last listed, or
-                                 UINT64_MAX */
-};
-
-/* cat_foreach_prefix callback over pin records: keep the window's. */
-static int
-window_pin (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
-            size_t vl)
-{
-  struct window *w = opaque;
-  uint64_t gen;
-
-  if (kl != 17 || vl != PINREC_LEN)
-    return cairn_fail (-EIO, "corrupt pin record (key %zu, value %zu bytes)",
-                       kl, vl);
-  gen = get_be64 (k + 9);
-  if (gen > w->above)
-    return 1;
-  if (w->n == w->cap) {
-    size_t cap = w->cap ? 2 * w->cap : 64;
-    uint64_t *ng = realloc (w->gen, cap * sizeof *ng);
-    bool *na;
-    uint64_t *nb;
-
-    if (ng == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->gen = ng;
-    na = realloc (w->alone, cap * sizeof *na);
-    if (na == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->alone = na;
-    nb = realloc (w->blocks, cap * sizeof *nb);
-    if (nb == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->blocks = nb;
-    w->cap = cap;
-  }
-  w->gen[w->n] = gen;
-  w->alone[w->n] = get_le32 (v) + get_le32 (v + 4) == 0 &&
-                   (v[PINREC_FLAGS] & PINF_CKPT);
-  w->blocks[w->n++] = 0;
-  return 0;
-}
-
-/* The index of the first pin of w at or above g. */
-static size_t
-window_find (const struct window *w, uint64_t g)
-{
-  size_t lo = 0, hi = w->n;
-
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-
-    if (w->gen[mid] < g)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-/* reclaim_foreach_entry callback: a dead block (B, D) is unique to a pin
- * when that pin is the only one in [B, D) (RC-2, RC-3).
- */
-static int
-window_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
-{
-  struct window *w = opaque;
-  size_t i = window_find (w, birth);
-
-  if (i < w->n && w->gen[i] < death &&
-      (i + 1 == w->n || w->gen[i + 1] >= death))
-    w->blocks[i] += len;
-  return 0;
-}
-
-/* What dropping each checkpoint with a generation in [first, last] would
- * free, for all of them in one walk: the pins from the one below first to
- * the one above last, then the deadlist entries that died after first
- * and no later than that pin above (RC-3 for every pin at once: a block
- * is unique to a pin when no other pin lies in [B, D)).  The cost follows
- * the history listed, not the volume's.
- */
-static int
-ckpt_unique_window (struct catalog *cat, struct volstate *vs, uint64_t first,
-                    uint64_t last, struct window *w)
-{
-  uint8_t key[17];
-  uint64_t below, above, below_last;
-  int r = reclaim_pin_neighbours (cat, vs->id, first, &below, &above);
-
-  if (r == 0)
-    r = reclaim_pin_neighbours (cat, vs->id, last, &below_last, &w->above);
-  if (r < 0)
-    return r;
-  cat_key (key, RK_PIN, vs->id, below);
-  r = cat_foreach_prefix_from (cat, key, 17, 9, window_pin, w);
-  if (r == 0)
-    r = reclaim_foreach_entry (cat, vs, first, w->above, window_entry, w);
-  return r;
-}
-
-/* Fill in what a listing adds to a checkpoint's record: its snapshot,
- * clones and handles, and from w what dropping it would free.
- */
-static int
-ckpt_details (struct catalog *cat, struct volstate *vs,
-              const struct window *w, struct vol_checkpoint *c)
-{
-  struct vol_info si;
-  struct pinrec pr;
-  struct open_pin *op;
-  size_t i = window_find (w, c->gen);
-  int r = cat_read_pin (cat, vs->id, c->gen, &pr);
-
-  if (r < 0)
-    return r;
-  r = cat_read_snap (cat, vs->id, c->gen, &si);
-  if (r == 0)
-    snprintf (c->snapshot, sizeof c->snapshot, "%s", si.snap);
-  else if (r != -ENOENT)
-    return r;
-  c->clones = pr.clones;
-  pthread_mutex_lock (&cat->tlock);
-  op = cat_open_pin (cat, vs->id, c->gen);
-  c->opens = op ? (unsigned) op->opens : 0;
-  pthread_mutex_unlock (&cat->tlock);
-  c->unique = i < w->n && w->gen[i] == c->gen && w->alone[i]
-              ? w->blocks[i] * BLOCK_SIZE : 0;
-  return 0;
-}
-
-int
-vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
-                     uint64_t until,
-                     int (*fn) (void *opaque, const struct vol_checkpoint *c),
-                     void *opaque)
-{
-  struct catalog *cat;
-  struct volstate *vs = NULL;
-  struct genvec gv = { .since = since, .until = until };
-  struct window w = { .n = 0 };
-  uint8_t key[CKPT_KEY_TIME_LEN];
-  int r = catalog_get (pool, &cat);
-
-  if (r == 0)
-    r = find_volume (cat, vol, &vs);
-  if (r < 0)
-    return r;
-  /* The time index from since on, collected under the root tree's lock;
-   * each checkpoint is then read without it.
-   */
-  ckpt_time_key (key, vs->id, since, 0);
-  r = cat_foreach_prefix_from (cat, key, sizeof key, 9, time_item, &gv);
-  if (r == 0 && gv.n) {
-    uint64_t first = UINT64_MAX, last = 0;
-
-    for (size_t i = 0; i < gv.n; i++) {
-      first = MIN (first, gv.gen[i]);
-      last = MAX (last, gv.gen[i]);
-    }
-    r = ckpt_unique_window (cat, vs, first, last, &w);
-  }
-  for (size_t i = 0; r == 0 && i < gv.n; i++) {
-    struct vol_checkpoint c;
-
-    r = ckpt_read (cat, vs->id, gv.gen[i], &c);
-    if (r == -ENOENT)
-      continue;             /* collected meanwhile */
-    if (r == 0)
-      r = ckpt_details (cat, vs, &w, &c);
-    if (r == 0)
-      r = fn (opaque, &c);
-  }
-  release_volume (cat, vs);
-  genvec_free (&gv);
-  free (w.gen);
-  free (w.alone);
-  free (w.blocks);
-  return r < 0 ? r : 0;
-}
-
-/* The newest checkpoint of volume id at or before time t (a seek in the
- * time index): -ENOENT when there is none.
- */
-int
-ckpt_at_time (struct catalog *cat, uint64_t id, uint64_t t, uint64_t *genp,
-              uint64_t *ctimep)
-{
-  struct btree *root = pool_root_tree (cat->pool);
-  struct btree_cursor *cur;
-  uint8_t key[CKPT_KEY_TIME_LEN];
-  int r;
-
-  ckpt_time_key (key, id, t, UINT64_MAX);
-  r = btree_cursor_new (root, &cur);
-  if (r < 0)
-    return r;
-  btree_rdlock (root);
-  r = btree_cursor_seek_le (cur, key, sizeof key);
-  if (r == 0) {
-    const uint8_t *k, *v;
-    size_t kl, vl;
-
-    btree_cursor_item (cur, &k, &kl, &v, &vl);
-    if (kl == CKPT_KEY_TIME_LEN && k[0] == RK_CKPTTIME &&
-        get_be64 (k + 1) == id && get_be64 (k + 9) <= t) {
-      *ctimep = get_be64 (k + 9);
-      *genp = get_be64 (k + 17);
-    }
-    else
-      r = -ENOENT;
-  }
-  btree_unlock (root);
-  btree_cursor_free (cur);
-  return r;
-}
-
-int
-vol_checkpoint_prune (struct cairn_pool *pool, const char *vol, bool dry_run,
-                      int (*fn) (void *opaque, uint64_t gen, int64_t ctime,
-                                 const char *mark),
-                      void *opaque, uint64_t *droppedp)
-{
-  struct catalog *cat;
-  struct volstate *vs = NULL;
-  uint64_t dropped = 0;
-  int r = catalog_get (pool, &cat);
-
-  if (r == 0)
-    r = find_volume (cat, vol, &vs);
-  if (r == 0)
-    r = ckpt_prune_vs (cat, vs->id, dry_run, fn, opaque, &dropped);
-  release_volume (cat, vs);
-  if (droppedp)
-    *droppedp = dropped;
-  return r;
-}
-
-int
-vol_checkpoint_promote (struct cairn_pool *pool, const char *export,
-                        const char *snap)
-{
-  struct cat_request req = { .kind = REQ_CKPT_PROMOTE, .name = export,
-                             .snap = snap };
-  int r = vol_check_name (snap);
-
-  if (r < 0)
-    return r;
-  if (strchr (snap, '/'))
-    return cairn_fail (-EINVAL, "'%s': a snapshot name has no '/'", snap);
-  return cat_submit (pool, &req);
-}
-
-int
-vol_parse_time (const char *s, uint64_t *tp)
-{
-  if (cat_parse_time (s, tp) < 0)
-    return cairn_fail (-EINVAL, "'%s' is not a time of the form "
-                       "YYYY-MM-DDTHH:MM:SSZ (UTC)", s);
-  return 0;
-}
-
-int
-vol_checkpoint_collect (struct cairn_pool *pool)
-{
-  struct catalog *cat;
-  int r = catalog_get (pool, &cat);
-
-  return r < 0 ? r : ckpt_collect (cat);
-}
-
-/* Apply a REQ_CKPT_SET: req->name the volume ("" for the pool's
- * default), req->name2 the setting's name, req->snap its text (NULL: back
- * to what it inherits).
- */
-int
-apply_ckpt_set (struct catalog *cat, struct cat_request *req)
-{
-  struct volstate *vs = NULL;
-  uint64_t id = 0;
-  int on = -1, r = 0;
-
-  if (req->name[0]) {
-    r = need_volume (cat, req->name, &vs);
-    id = vs ? vs->id : 0;
-  }
-  if (r == 0 && req->snap && strcmp (req->name2, "checkpoints") == 0)
-    r = parse_onoff (req->snap, &on);
-  if (r == 0)
-    r = setting_put (cat, id, req->name2, req->snap);
-  if (r == 0 && strcmp (req->name2, "checkpoints") == 0) {
-    if (vs)
-      vs->ckpt_setting = on;
-    else
-      cat->ckpt_default = on >= 0 ? on : pool_default (cat);
-  }
-  return r;
-}
-
-int
-vol_checkpoint_set (struct cairn_pool *pool, const char *vol, const char *key,
-                    const char *value)
-{
-  struct cat_request req = { .kind = REQ_CKPT_SET, .name = vol ? vol : "" };
-  struct catalog *cat;
-  char text[RET_POLICY_TEXT_MAX];
-  int r = catalog_get (pool, &cat);
-
-  if (r < 0)
-    return r;
-  if (strcmp (key, "checkpoints") == 0) {
-    int on;
-
-    if (value && (r = parse_onoff (value, &on)) < 0)
-      return r;
-    req.name2 = "checkpoints";
-    req.snap = value;
-  }
-  else if (strcmp (key, "retention") == 0 && (value == NULL ||
-                                               strcmp (value, "inherit") == 0)) {
-    req.name2 = "retention";
-    req.snap = NULL;
-  }
-  else {
-    struct ret_policy p;
-    struct volstate *vs = NULL;
-    bool own;
-
-    if (vol && (r = find_volume (cat, vol, &vs)) < 0)
-      return r;
-    r = policy_get (cat, vs ? vs->id : 0, &p, &own);
-    release_volume (cat, vs);
-    if (r == 0 && value == NULL)
-      r = cairn_fail (-EINVAL, "%s: give a value", key);
-    if (r == 0)
-      r = retention_parse (&p, key, value);
-    if (r < 0)
-      return r;
-    req.name2 = "retention";
-    req.snap = retention_encode (&p, text);
-  }
-  return cat_submit (pool, &req);
-}
-
-int
-vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
-                         struct vol_ckpt_settings *st)
-{
-  struct catalog *cat;
-  struct volstate *vs = NULL;
-  struct ret_policy p;
-  char buf[RET_POLICY_TEXT_MAX];
-  int r = catalog_get (pool, &cat);
-
-  if (r == 0 && vol)
-    r = find_volume (cat, vol, &vs);
-  if (r == 0)
-    r = policy_get (cat, vs ? vs->id : 0, &p, &st->own_retention);
-  if (r == 0) {
-    st->own_checkpoints = vs && vs->ckpt_setting >= 0;
-    st->checkpoints = vs ? ckpt_enabled (cat, vs) : cat->ckpt_default > 0;
-  }
-  release_volume (cat, vs);
-  if (r < 0)
-    return r;
-  snprintf (st->retention, sizeof st->retention, "%s",
-            retention_encode (&p, buf));
-  st->dropped = __atomic_load_n (&cat->ckpt_dropped, __ATOMIC_RELAXED);
-  return 0;
-}
