@@ -13,7 +13,10 @@ require_nbdsh
 
 CTL="$TMPDIR_TEST/control.sock"
 PIDFILE="$TMPDIR_TEST/cairnd.pid"
-RUN_CMD=$CAIRND                       # run and expect (functions.sh)
+# run and expect (functions.sh) run cairnd with the sanitizers' settings:
+# the nbdkit it execs loads the plugin (an ASan build's needs them).
+cairnd () { nbdkit_env "$CAIRND" "$@"; }
+RUN_CMD=cairnd
 
 # Start cairnd in the foreground on $POOL with the arguments; wait for its
 # sockets.  Unlike test-cairnd.sh it leaves old sockets where they are.
