@@ -84,6 +84,15 @@ nbdkit_exec () {
   exec env "${sanitizer_env[@]}" "$@"
 }
 
+# wait_for CMD...: run CMD every 0.1 s until it succeeds, at most 300 times
+# (30 s, however long each try takes); its status is CMD's last.  For a
+# test that must wait until something has happened instead of sleeping a
+# guess: `wait_for test -e "$f" || fail "..."`.
+wait_for () {
+  for _ in $(seq 299); do "$@" && return 0; sleep 0.1; done
+  "$@"
+}
+
 # wait_for_sockets PID WHAT LOG SOCKET...: wait until server PID (WHAT, for
 # the messages) has created every SOCKET; fail, showing LOG (when not ""),
 # if it exits first or 30 s pass.

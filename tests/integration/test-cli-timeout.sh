@@ -45,7 +45,19 @@ expect 0 "^state +ok"
 kill -STOP "$NBDKIT_PID"
 "$CAIRN" --socket "$CTL" status >"$TMPDIR_TEST/out" 2>&1 &
 waiter=$!
-sleep 0.5
+# It waits for the reply once its connection is in the stopped server's
+# listen queue (ss) and it sleeps: between connecting and sleeping in
+# poll it only sends its request, which does not block.  Killed sooner,
+# the server would refuse the connection, a different case.
+waiting () {
+  [ "$(ss -xlnH src "$CTL" | awk '{ print $3 }')" = 1 ] &&
+    [ "$(awk '{ print $3 }' "/proc/$waiter/stat" 2>/dev/null)" = S ]
+}
+if command -v ss >/dev/null; then
+  wait_for waiting || fail "cairn status did not connect to the stopped server: $(cat "$TMPDIR_TEST/out")"
+else
+  sleep 2                       # no ss: a guess, which a loaded machine may beat
+fi
 kill -9 "$NBDKIT_PID"
 wait "$NBDKIT_PID" 2>/dev/null || true
 NBDKIT_PID=

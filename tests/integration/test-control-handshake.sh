@@ -59,6 +59,27 @@ for i, k in enumerate(kinds):
 PY
 }
 
+# outlive_deadline: open a TCP connection that sends nothing and wait (at
+# most 30 s) until the server closes it.  Its deadline timer has then
+# fired, and so has that of every connection made before it, by the
+# server's own clock: a client that then still gets answers was let past
+# its deadline, however slowly this machine ran the test.
+outlive_deadline () {
+  python3 - "$PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(30)
+try:
+    data = s.recv(4096)
+except ConnectionResetError:
+    data = b""
+except socket.timeout:
+    sys.exit("outlive_deadline: a silent client was still connected after 30 s")
+if data:
+    sys.exit("outlive_deadline: the server sent %r to a silent client" % data)
+PY
+}
+
 # ---------------------------------------------------------------- require
 start_plugin control="$CTL" control-tcp="127.0.0.1:$PORT" \
   control-tls=require control-tls-psk="$PSK" control-handshake-timeout=2
@@ -87,14 +108,26 @@ grep -qE "127\.0\.0\.1:[0-9]+ did not finish its TLS handshake within 2 s" "$NBD
 grep -qE "127\.0\.0\.1:[0-9]+, a plain client refused by control-tls=require, was still connected after 2 s" "$NBDKIT_LOG" ||
   fail "no log line for the refused plain client"
 # A TLS client that finished its handshake may wait past the deadline
-# (openssl s_client with the same PSK: a request 3 s after connecting).
+# (openssl s_client with the same PSK: once its handshake is done, it
+# idles until outlive_deadline has seen the deadline pass, then sends a
+# request and keeps the connection until the reply is in).  The idling is
+# what is tested, so it stays, but it ends on the server's deadline
+# having passed rather than after a guessed 3 s from before openssl even
+# connected: a slow machine can no longer make the request come before
+# the deadline (so that a server closing set-up clients would pass), nor
+# close the connection before a slow reply (the old trailing sleep 1).
 if command -v openssl >/dev/null; then
   key=$(cut -d: -f2 "$PSK")
-  (sleep 3; echo '{"jsonrpc":"2.0","id":7,"method":"server.version"}'; sleep 1) |
-    timeout 20 openssl s_client -connect "127.0.0.1:$PORT" -tls1_3 \
-      -psk_identity alice -psk "$key" -brief >"$TMPDIR_TEST/idle.out" 2>&1
-  grep -q '"id":7' "$TMPDIR_TEST/idle.out" ||
-    fail "a TLS client idle past the deadline was not answered: $(cat "$TMPDIR_TEST/idle.out")"
+  idle="$TMPDIR_TEST/idle.out"
+  : >"$idle"
+  ( wait_for grep -q "^CONNECTION ESTABLISHED" "$idle" || exit 1
+    outlive_deadline || exit 1
+    echo '{"jsonrpc":"2.0","id":7,"method":"server.version"}'
+    wait_for grep -q '"id":7' "$idle" ) |
+    timeout 90 openssl s_client -connect "127.0.0.1:$PORT" -tls1_3 \
+      -psk_identity alice -psk "$key" -brief >>"$idle" 2>&1 || true
+  grep -q '"id":7' "$idle" ||
+    fail "a TLS client idle past the deadline was not answered: $(cat "$idle")"
 fi
 stop_plugin
 
@@ -103,8 +136,12 @@ stop_plugin
 # spoken is served and may then idle.
 start_plugin control="$CTL" control-tcp="127.0.0.1:$PORT" \
   control-tls=on control-tls-psk="$PSK" control-handshake-timeout=1
-python3 - "$PORT" <<'PY' || fail "a plain client of control-tls=on was cut off after speaking"
-import socket, sys, time
+# Between its two requests the plain client idles until outlive_deadline
+# has seen the 1 s deadline pass (it used to sleep 2 s, which a server
+# stalled by a loaded machine could outlast, passing wrongly).
+spoke="$TMPDIR_TEST/plain.spoke" go="$TMPDIR_TEST/plain.go"
+python3 - "$PORT" "$spoke" "$go" <<'PY' >"$TMPDIR_TEST/plain.out" 2>&1 &
+import os, socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 f = s.makefile("rwb")
 for i in range(2):
@@ -112,8 +149,19 @@ for i in range(2):
     f.flush()
     line = f.readline()
     assert b'"version"' in line, line
-    time.sleep(2)
+    if i == 0:
+        open(sys.argv[2], "w").close()
+        for _ in range(600):
+            if os.path.exists(sys.argv[3]):
+                break
+            time.sleep(0.05)
+        assert os.path.exists(sys.argv[3]), "not told to go on within 30 s"
 PY
+plain=$!
+wait_for test -e "$spoke" || fail "the plain client was not answered: $(cat "$TMPDIR_TEST/plain.out")"
+outlive_deadline || fail "the deadline of control-tls=on did not pass"
+touch "$go"
+wait $plain || fail "a plain client of control-tls=on was cut off after speaking: $(cat "$TMPDIR_TEST/plain.out")"
 hold silent >"$out" || fail "the test client failed"
 cat "$out"
 grep -qE "^silent (0\.[7-9]|1\.|2\.)" "$out" || fail "the silent client of control-tls=on was not closed at the 1 s deadline: $(cat "$out")"

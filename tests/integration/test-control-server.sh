@@ -24,20 +24,29 @@ nbdinfo --list "nbd+unix://?socket=$SOCK" | grep -q 'export="vm/disk0"' ||
   fail "the new volume is not listed"
 
 # Block 0 is written before the snapshot, then a writer keeps rewriting
-# blocks 1..99 with increasing numbers while the snapshot is taken.
+# blocks 1..99 with increasing numbers while the snapshot is taken: it
+# says when it has written them all once and goes on until told to stop
+# (or for 120 s), so that however slow this machine is, the snapshot is
+# taken while it writes.
 nbdsh -u "$(uri vm/disk0)" -c 'h.pwrite(b"\x01" * 4096, 0); h.flush()'
-nbdsh -u "$(uri vm/disk0)" -c '
-import time
-end = time.time() + 4
+started="$TMPDIR_TEST/writer.started" stop="$TMPDIR_TEST/writer.stop"
+STARTED=$started STOP=$stop nbdsh -u "$(uri vm/disk0)" -c '
+import os, time
+end = time.time() + 120
 n = 0
-while time.time() < end:
+while not os.path.exists(os.environ["STOP"]) and time.time() < end:
     n += 1
     for b in range(1, 100):
         h.pwrite(n.to_bytes(8, "little") * 512, b * 4096)
+    if n == 1:
+        open(os.environ["STARTED"], "w").close()
+assert os.path.exists(os.environ["STOP"]), "not told to stop within 120 s"
 ' &
 writer=$!
-sleep 1
+wait_for test -e "$started" || fail "the writer did not write its first round"
 cairn_s snapshot create vm/disk0@s1 || fail "snapshot create while writing"
+kill -0 $writer 2>/dev/null || fail "the writer stopped before the snapshot was taken"
+touch "$stop"
 wait $writer || fail "the writer failed during the snapshot"
 nbdinfo --list "nbd+unix://?socket=$SOCK" | grep -q 'export="vm/disk0@s1"' ||
   fail "the snapshot is not listed at once"
@@ -102,24 +111,31 @@ cairn_s volume show vm/disk0 >/dev/null || fail "the server stopped serving"
 
 # Deleting a volume and a snapshot that clients have open: the names go at
 # once, the clients keep reading the same data (and writing the volume)
-# until they disconnect, then the space comes back by itself.
+# until they disconnect, then the space comes back by itself.  Each client
+# says when it is connected (nbdkit has opened the export for it by then),
+# and the delete waits for both.
 cairn_s snapshot create vm/disk0@held || fail "snapshot for the delete test"
 go="$TMPDIR_TEST/deleted"
-GO=$go nbdsh -u "$(uri vm/disk0@held)" -c '
+GO=$go READY="$TMPDIR_TEST/held-snap.ready" nbdsh -u "$(uri vm/disk0@held)" -c '
 import hashlib, os, time
 before = hashlib.sha256(h.pread(1 << 20, 0)).hexdigest()
+open(os.environ["READY"], "w").close()
 while not os.path.exists(os.environ["GO"]): time.sleep(0.05)
 assert hashlib.sha256(h.pread(1 << 20, 0)).hexdigest() == before, "the snapshot changed"
 print("snapshot-ok")' > "$TMPDIR_TEST/held-snap.out" &
 snap_reader=$!
-GO=$go nbdsh -u "$(uri vm/disk0)" -c '
+GO=$go READY="$TMPDIR_TEST/held-vol.ready" nbdsh -u "$(uri vm/disk0)" -c '
 import os, time
+open(os.environ["READY"], "w").close()
 while not os.path.exists(os.environ["GO"]): time.sleep(0.05)
 h.pwrite(b"\x5a" * 4096, 8 << 20); h.flush()
 assert h.pread(4096, 8 << 20) == b"\x5a" * 4096, "the write did not stick"
 print("volume-ok")' > "$TMPDIR_TEST/held-vol.out" &
 vol_writer=$!
-sleep 1
+for who in snap vol; do
+  wait_for test -e "$TMPDIR_TEST/held-$who.ready" ||
+    fail "the open $who's client did not connect: $(cat "$TMPDIR_TEST/held-$who.out")"
+done
 cairn_s volume delete vm/disk0 --recursive || fail "deleting an open volume"
 cairn_s volume show vm/disk0 >/dev/null 2>&1 && fail "the deleted volume is still shown"
 nbdinfo --list "nbd+unix://?socket=$SOCK" | grep -q 'export="vm/disk0' &&

@@ -189,7 +189,8 @@ HUNG=$(free_port)
 python3 -c 'import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close()
-c = s.accept(); time.sleep(120)' "$HUNG" "$TMPDIR_TEST/hung.ready" &
+c = s.accept(); open(sys.argv[3], "w").close(); time.sleep(120)' \
+  "$HUNG" "$TMPDIR_TEST/hung.ready" "$TMPDIR_TEST/hung.accepted" &
 # Listening before the job connects (a refused connection ends the job).
 for _ in $(seq 100); do [ -e "$TMPDIR_TEST/hung.ready" ] && break; sleep 0.1; done
 [ -e "$TMPDIR_TEST/hung.ready" ] || fail "the silent server did not start listening"
@@ -205,7 +206,9 @@ print(j[0]["job"] if j else "")')
   sleep 0.1
 done
 [ -n "$id" ] || fail "the replicate job to a silent server did not start"
-sleep 0.5
+# The job is in its handshake once the silent server has its connection.
+wait_for test -e "$TMPDIR_TEST/hung.accepted" ||
+  fail "the replicate job did not connect to the silent server: $(cat "$TMPDIR_TEST/hung.out")"
 "$CAIRN" --socket "$CTL_A" job cancel "$id" >/dev/null || fail "job cancel $id"
 t0=$SECONDS
 rc=0

@@ -134,9 +134,10 @@ for _ in $(seq 600); do
 done
 [ -z "$(watch_jobs vm/b)" ] || fail "the volume's reclaim never finished: $(cairn_s job list)"
 
-# The space is back: the snapshot's N blocks, and all of vm/b.
-sleep 0.5
-after=$(used)
+# The space is back: the snapshot's N blocks, and all of vm/b (once the
+# commit after the last reclaim step has counted it).
+back () { after=$(used); [ $((before - after)) -ge $(((N - 16) * 4096)) ]; }
+wait_for back || true
 echo "used: $before before the snapshot delete, $after after both reclaims"
 [ $((before - after)) -ge $(((N - 16) * 4096)) ] ||
   fail "only $((before - after)) bytes came back, not about $((N * 4096))"
