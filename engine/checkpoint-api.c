@@ -206,11 +206,15 @@ time_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
 /* The pins around a listing's checkpoints, and what dropping each would
  * free, found in one walk of the deadlist (ckpt_unique_window).
  */
+struct wpin {
+  uint64_t gen;
+  uint32_t snaps, clones;     /* the pin record's reasons */
+  bool ckpt;
+  uint64_t blocks;            /* what only this pin keeps */
+};
 struct window {
-  uint64_t *gen;              /* every pin from the one below the first
+  struct wpin *p;             /* every pin from the one below the first
                                  listed to the one above the last, sorted */
-  bool *alone;                /* a checkpoint and nothing else pins it */
-  uint64_t *blocks;           /* what only it keeps */
   size_t n, cap;
   uint64_t above;             /* the pin above the last listed, or
                                  UINT64_MAX */
@@ -232,27 +236,17 @@ window_pin (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
     return 1;
   if (w->n == w->cap) {
     size_t cap = w->cap ? 2 * w->cap : 64;
-    uint64_t *ng = realloc (w->gen, cap * sizeof *ng);
-    bool *na;
-    uint64_t *nb;
+    struct wpin *np = realloc (w->p, cap * sizeof *np);
 
-    if (ng == NULL)
+    if (np == NULL)
       return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->gen = ng;
-    na = realloc (w->alone, cap * sizeof *na);
-    if (na == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->alone = na;
-    nb = realloc (w->blocks, cap * sizeof *nb);
-    if (nb == NULL)
-      return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
-    w->blocks = nb;
+    w->p = np;
     w->cap = cap;
   }
-  w->gen[w->n] = gen;
-  w->alone[w->n] = get_le32 (v) + get_le32 (v + 4) == 0 &&
-                   (v[PINREC_FLAGS] & PINF_CKPT);
-  w->blocks[w->n++] = 0;
+  w->p[w->n++] = (struct wpin) {
+    .gen = gen, .snaps = get_le32 (v), .clones = get_le32 (v + 4),
+    .ckpt = (v[PINREC_FLAGS] & PINF_CKPT) != 0,
+  };
   return 0;
 }
 
@@ -265,7 +259,7 @@ window_find (const struct window *w, uint64_t g)
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
 
-    if (w->gen[mid] < g)
+    if (w->p[mid].gen < g)
       lo = mid + 1;
     else
       hi = mid;
@@ -282,9 +276,9 @@ window_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
   struct window *w = opaque;
   size_t i = window_find (w, birth);
 
-  if (i < w->n && w->gen[i] < death &&
-      (i + 1 == w->n || w->gen[i + 1] >= death))
-    w->blocks[i] += len;
+  if (i < w->n && w->p[i].gen < death &&
+      (i + 1 == w->n || w->p[i + 1].gen >= death))
+    w->p[i].blocks += len;
   return 0;
 }
 
@@ -314,33 +308,36 @@ ckpt_unique_window (struct catalog *cat, struct volstate *vs, uint64_t first,
   return r;
 }
 
-/* Fill in what a listing adds to a checkpoint's record: its snapshot,
- * clones and handles, and from w what dropping it would free.
+/* Fill in what a listing adds to a checkpoint's record from w (its pin's
+ * reasons, what dropping it would free), its snapshot's name when it has
+ * one, and the handles open on it.
  */
 static int
 ckpt_details (struct catalog *cat, struct volstate *vs,
               const struct window *w, struct vol_checkpoint *c)
 {
-  struct vol_info si;
-  struct pinrec pr;
   struct open_pin *op;
   size_t i = window_find (w, c->gen);
-  int r = cat_read_pin (cat, vs->id, c->gen, &pr);
+  const struct wpin *p = i < w->n && w->p[i].gen == c->gen ? &w->p[i] : NULL;
 
-  if (r < 0)
-    return r;
-  r = cat_read_snap (cat, vs->id, c->gen, &si);
-  if (r == 0)
-    snprintf (c->snapshot, sizeof c->snapshot, "%s", si.snap);
-  else if (r != -ENOENT)
-    return r;
-  c->clones = pr.clones;
+  if (p == NULL)
+    return -ENOENT;             /* collected meanwhile */
+  if (p->snaps) {
+    struct vol_info si;
+    int r = cat_read_snap (cat, vs->id, c->gen, &si);
+
+    if (r == 0)
+      snprintf (c->snapshot, sizeof c->snapshot, "%s", si.snap);
+    else if (r != -ENOENT)
+      return r;
+  }
+  c->clones = p->clones;
   pthread_mutex_lock (&cat->tlock);
   op = cat_open_pin (cat, vs->id, c->gen);
   c->opens = op ? (unsigned) op->opens : 0;
   pthread_mutex_unlock (&cat->tlock);
-  c->unique = i < w->n && w->gen[i] == c->gen && w->alone[i]
-              ? w->blocks[i] * BLOCK_SIZE : 0;
+  c->unique = p->snaps + p->clones == 0 && p->ckpt ? p->blocks * BLOCK_SIZE
+                                                   : 0;
   return 0;
 }
 
@@ -379,18 +376,18 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
     struct vol_checkpoint c;
 
     r = ckpt_read (cat, vs->id, gv.gen[i], &c);
-    if (r == -ENOENT)
-      continue;             /* collected meanwhile */
     if (r == 0)
       r = ckpt_details (cat, vs, &w, &c);
+    if (r == -ENOENT) {
+      r = 0;
+      continue;             /* collected meanwhile */
+    }
     if (r == 0)
       r = fn (opaque, &c);
   }
   release_volume (cat, vs);
   genvec_free (&gv);
-  free (w.gen);
-  free (w.alone);
-  free (w.blocks);
+  free (w.p);
   return r < 0 ? r : 0;
 }
 
