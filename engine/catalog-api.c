@@ -412,17 +412,7 @@ vol_stat (struct cairn_pool *pool, const char *name, struct vol_info *info)
     return cat_no_volume (cat, vol, name);
   if (at == NULL)
     return 0;
-  if (at[1] == '#') {
-    char *end;
-
-    errno = 0;
-    sgen = strtoull (at + 2, &end, 10);
-    if (errno || *end || end == at + 2)
-      return cairn_fail (-EINVAL, "'%s': expected a generation number after "
-                         "'@#'", name);
-  }
-  else
-    r = cat_lookup_point (cat, info->id, vol, at + 1, &sgen);
+  r = cat_lookup_point (cat, info->id, vol, at + 1, &sgen);
   if (r == 0) {
     /* A snapshot, or else a checkpoint (VOL@#GEN, or found by time). */
     r = cat_read_snap (cat, info->id, sgen, info);

@@ -328,7 +328,8 @@ int cat_read_pin (struct catalog *cat, uint64_t id, uint64_t gen,
                   struct pinrec *pr) CAIRN_WUR;
 int cat_lookup_snap (struct catalog *cat, uint64_t id, const char *snap,
                      uint64_t *genp) CAIRN_WUR;
-/* The generation that "VOL@SPEC" names for reading (SPEC not "#GEN"): the
+/* The generation that "VOL@SPEC" names for reading: GEN for "#GEN" (-EINVAL
+ * when GEN is no number; whether it is kept is the caller's to check), the
  * snapshot named SPEC, or, when SPEC is a time "YYYY-MM-DDTHH:MM:SSZ"
  * (DESIGN §3), the newest kept state taken at or before it.  The kept
  * states with a time are the snapshots and the checkpoints (a generation

@@ -472,6 +472,17 @@ cat_lookup_point (struct catalog *cat, uint64_t id, const char *vol,
   uint8_t key[17];
   int r;
 
+  /* '#GEN': a generation, which the caller finds kept or not. */
+  if (spec[0] == '#') {
+    char *end;
+
+    errno = 0;
+    *genp = strtoull (spec + 1, &end, 10);
+    if (errno || *end || end == spec + 1)
+      return cairn_fail (-EINVAL, "'%s@%s': expected a generation number "
+                         "after '@#'", vol, spec);
+    return 0;
+  }
   /* ':' is in no snapshot name (vol_check_name): a time, or a mistake. */
   if (strchr (spec, ':') == NULL) {
     r = cat_lookup_snap (cat, id, spec, genp);

@@ -329,22 +329,7 @@ apply_rollback (struct catalog *cat, struct cat_request *req, uint64_t gen)
   if (r < 0)
     return r;
   /* SNAP: a snapshot's name, or a checkpoint ("#GEN", or a time). */
-  if (req->snap[0] == '#') {
-    char *end;
-
-    errno = 0;
-    o = strtoull (req->snap + 1, &end, 10);
-    if (errno || *end || end == req->snap + 1)
-      return cairn_fail (-EINVAL, "'%s@%s': expected a generation number "
-                         "after '@#'", vs->name, req->snap);
-  }
-  else if (strchr (req->snap, ':'))
-    r = cat_lookup_point (cat, vs->id, vs->name, req->snap, &o);
-  else {
-    r = cat_lookup_snap (cat, vs->id, req->snap, &o);
-    if (r == -ENOENT)
-      return cat_no_snapshot (vs->name, req->snap);
-  }
+  r = cat_lookup_point (cat, vs->id, vs->name, req->snap, &o);
   if (r < 0)
     return r;
   r = cat_read_snap (cat, vs->id, o, &info);

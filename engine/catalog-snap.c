@@ -543,16 +543,7 @@ apply_ckpt_promote (struct catalog *cat, struct cat_request *req,
   memcpy (vol, req->name, (size_t) (at - req->name));
   vol[at - req->name] = '\0';
   r = need_volume (cat, vol, &vs);
-  if (r == 0 && at[1] == '#') {
-    char *end;
-
-    errno = 0;
-    cgen = strtoull (at + 2, &end, 10);
-    if (errno || *end || end == at + 2)
-      r = cairn_fail (-EINVAL, "'%s': expected a generation number after "
-                      "'@#'", req->name);
-  }
-  else if (r == 0)
+  if (r == 0)
     r = cat_lookup_point (cat, vs->id, vol, at + 1, &cgen);
   if (r < 0)
     return r;

@@ -773,19 +773,9 @@ resolve_point (struct catalog *cat, const char *src, uint64_t gen,
   r = need_volume (cat, vol, &vs);
   if (r < 0)
     return r;
-  if (at[1] == '#') {
-    char *end;
-    errno = 0;
-    *pgen = strtoull (at + 2, &end, 10);
-    if (errno || *end || end == at + 2)
-      return cairn_fail (-EINVAL, "'%s': expected a generation number after '@#'",
-                         src);
-  }
-  else {
-    r = cat_lookup_point (cat, vs->id, vol, at + 1, pgen);
-    if (r < 0)
-      return r;
-  }
+  r = cat_lookup_point (cat, vs->id, vol, at + 1, pgen);
+  if (r < 0)
+    return r;
   r = cat_lookup_pin (cat, vs->id, *pgen, NULL, NULL, root);
   if (r == -ENOENT)
     return cairn_fail (-ENOENT, "generation %" PRIu64 " of volume '%s' is not "

@@ -128,20 +128,10 @@ vol_open (struct cairn_pool *pool, const char *export_name,
     struct btree_root root;
     uint64_t gen;
 
-    if (at[1] == '#') {
-      char *end;
-      errno = 0;
-      gen = strtoull (at + 2, &end, 10);
-      if (errno || *end || end == at + 2)
-        r = cairn_fail (-ENOENT, "'%s': expected a generation number after '@#'",
-                        export_name);
-    }
-    else {
-      /* A snapshot name or a time; a malformed time is no export either. */
-      r = cat_lookup_point (cat, vs->id, name, at + 1, &gen);
-      if (r == -EINVAL)
-        r = -ENOENT;
-    }
+    /* A snapshot name, "#GEN" or a time; a malformed one is no export. */
+    r = cat_lookup_point (cat, vs->id, name, at + 1, &gen);
+    if (r == -EINVAL)
+      r = -ENOENT;
     /* Looking the pin up and counting the handle on it happen under
      * tlock, so that settling a deferred delete cannot release the pin in
      * between (catalog-snap.c, "deferred deletes").
