@@ -150,12 +150,14 @@ set_damaged (json_t *obj, const struct listing *l, uint64_t id)
          ? 0 : oom ();
 }
 
-/* "VOL" or "VOL@SNAP". */
+/* "VOL", "VOL@SNAP", or "VOL@#GEN" for a checkpoint. */
 static void
 full_name (const struct vol_info *vi, char buf[FULL_NAME_MAX])
 {
-  if (vi->is_snapshot)
+  if (vi->is_snapshot && vi->snap[0])
     snprintf (buf, FULL_NAME_MAX, "%s@%s", vi->name, vi->snap);
+  else if (vi->is_snapshot)   /* a checkpoint (vol_stat of VOL@#GEN) */
+    snprintf (buf, FULL_NAME_MAX, "%s@#%" PRIu64, vi->name, vi->gen);
   else
     snprintf (buf, FULL_NAME_MAX, "%s", vi->name);
 }
