@@ -254,7 +254,8 @@ struct vol_damaged {
 
 struct catalog {
   struct cairn_pool *pool;
-  struct open_pin *open_pins;   /* under tlock */
+  struct open_pin *open_pins;   /* the pinned states open now, under
+                                   tlock */
   size_t nopen_pins, open_pins_cap;
   pthread_mutex_t oplock;     /* one catalog change at a time */
   pthread_mutex_t tlock;      /* the table below */

@@ -250,8 +250,15 @@ vol_close (struct cairn_volume *v)
   if (v->own_tree) {
     struct open_pin *op = cat_open_pin (cat, v->vs->id, v->gen);
 
-    if (op && --op->opens == 0)
+    /* The last handle: the entry goes, so the table holds only what is
+     * open now (a server that opens many states over its life would
+     * otherwise keep one entry for each, and every lookup would walk
+     * them all).
+     */
+    if (op && --op->opens == 0) {
       settle = op->deferred;
+      *op = cat->open_pins[--cat->nopen_pins];
+    }
   }
   /* The last handle on something deleted while open. */
   settle |= (v->vs->flags & VOLF_HIDDEN) && v->vs->opens == 0;

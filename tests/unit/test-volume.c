@@ -352,6 +352,62 @@ Test (volume, many_snapshots_listed_and_deleted)
   dev_close (dev);
 }
 
+/* Regression: the table of open pinned states kept an entry for every
+ * state ever opened, so a long-running server's memory grew with every
+ * snapshot or checkpoint a client had attached and each lookup walked
+ * them all.  Only what is open now may be in it.
+ */
+static size_t
+open_pins (struct cairn_pool *pool)
+{
+  struct catalog *cat;
+  size_t n;
+
+  cr_assert_eq (catalog_get (pool, &cat), 0);
+  pthread_mutex_lock (&cat->tlock);
+  n = cat->nopen_pins;
+  pthread_mutex_unlock (&cat->tlock);
+  return n;
+}
+
+Test (volume, closed_states_leave_no_open_pin)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct cairn_volume *h[2], *live;
+
+  cr_assert_eq (vol_create (pool, "v", 1 << 20, NULL), 0);
+  cr_assert_eq (snap_create (pool, "v", "a"), 0);
+  cr_assert_eq (snap_create (pool, "v", "b"), 0);
+  for (unsigned i = 0; i < 100; i++) {
+    const char *name = i % 2 ? "v@a" : "v@b";
+
+    cr_assert_eq (vol_open (pool, name, &h[0]), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (vol_open (pool, name, &h[1]), 0, "%s", cairn_errmsg ());
+    cr_assert_eq (vol_open (pool, "v", &live), 0);
+    cr_assert_eq (open_pins (pool), 1, "two handles on one state");
+    vol_close (h[0]);
+    cr_assert_eq (open_pins (pool), 1, "one handle still open");
+    vol_close (h[1]);
+    vol_close (live);
+    cr_assert_eq (open_pins (pool), 0, "after round %u", i);
+  }
+  /* A deferred delete still settles when the last handle closes. */
+  cr_assert_eq (vol_open (pool, "v@a", &h[0]), 0);
+  cr_assert_eq (vol_open (pool, "v@b", &h[1]), 0);
+  cr_assert_eq (open_pins (pool), 2);
+  cr_assert_eq (snap_delete (pool, "v", "a"), 0, "%s", cairn_errmsg ());
+  vol_close (h[1]);
+  cr_assert_eq (open_pins (pool), 1, "the other entry stays right");
+  vol_close (h[0]);
+  cr_assert_eq (open_pins (pool), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after the deferred delete settled");
+  dev_close (dev);
+}
+
 /* Regression: shrinking a volume written in the same generation failed
  * the commit ("dirty node missing from the cache") and latched the pool:
  * the shrink runs in the commit's freeze, after the first pass froze the
