@@ -25,7 +25,9 @@
  *
  * Build with `make -C build bench/bench-checkpoints`; run
  * `build/bench/bench-checkpoints --mode space|many [--dir DIR] ...`
- * (--help).  Not part of `make check`.
+ * (--help).  In many mode, --keep FILE builds the pool in FILE and keeps
+ * it; a later run with the same --keep and --count measures that pool
+ * again without building it (for profiling the listing).  Not part of `make check`.
  */
 #include <config.h>
 
@@ -57,6 +59,8 @@ struct opts {
   unsigned count;               /* many: checkpoints */
   uint64_t cache_mib;           /* node cache, 0: the engine's default */
   unsigned seed;
+  const char *keep;             /* many: build the pool here and keep it;
+                                   reuse it when it exists */
 };
 
 /* The fake clock. */
@@ -134,12 +138,19 @@ make_pool (const struct opts *o, char *path, size_t pathsz, uint64_t pool_size,
   struct pool_open_opts po = { .cache_bytes = o->cache_mib << 20 };
   struct cairn_pool *pool;
 
-  snprintf (path, pathsz, "%s/bench-checkpoints-%d.pool", o->dir,
-            (int) getpid ());
-  if (dev_file_open (path, DEV_CREATE, pool_size, devp) < 0)
-    DIE ("create the pool file");
-  if (pool_format (*devp, &fo, NULL) < 0 || pool_open (*devp, &po, &pool) < 0)
-    DIE ("pool");
+  if (o->keep)
+    snprintf (path, pathsz, "%s", o->keep);
+  else
+    snprintf (path, pathsz, "%s/bench-checkpoints-%d.pool", o->dir,
+              (int) getpid ());
+  if (o->keep && access (path, F_OK) == 0) {
+    if (dev_file_open (path, 0, 0, devp) < 0 || pool_open (*devp, &po, &pool) < 0)
+      DIE ("open the kept pool");
+  }
+  else if (dev_file_open (path, DEV_CREATE, pool_size, devp) < 0 ||
+           pool_format (*devp, &fo, NULL) < 0 ||
+           pool_open (*devp, &po, &pool) < 0)
+    DIE ("create the pool");
   pool_set_clock (pool, bench_fake_clock, &fake_now);
   return pool;
 }
@@ -150,7 +161,8 @@ close_pool (struct cairn_pool *pool, struct cairn_dev *dev, const char *path)
   if (pool_close (pool) < 0)
     DIE ("close");
   dev_close (dev);
-  unlink (path);
+  if (path != NULL)
+    unlink (path);
 }
 
 /* ---------------------------------------------------------------- space */
@@ -389,7 +401,7 @@ print_mem (struct cairn_pool *pool, unsigned n, double secs)
 static int
 run_many (const struct opts *o)
 {
-  enum { RUNS = 1000, WINDOWS = 50, FULL = 3 };
+  enum { RUNS = 1000, WINDOWS = 50, FULL = 7 };
   static double v[RUNS];
   uint64_t nb = (o->size_mib << 20) / BLK;
   struct cairn_volume *vol;
@@ -399,17 +411,23 @@ run_many (const struct opts *o)
   double t0, t;
   char path[4096];
 
+  bool reuse = o->keep && access (o->keep, F_OK) == 0;
+
   pool = make_pool (o, path, sizeof path, 4ull << 30, &dev);
-  if (vol_checkpoint_set (pool, NULL, "keep-within", "10000w") < 0 ||
-      vol_create (pool, "v", o->size_mib << 20, NULL) < 0 ||
-      vol_open (pool, "v", &vol) < 0)
+  fake_now = T0 + (int64_t) o->count * STEP;
+  if (!reuse &&
+      (vol_checkpoint_set (pool, NULL, "keep-within", "10000w") < 0 ||
+       vol_create (pool, "v", o->size_mib << 20, NULL) < 0))
+    DIE ("volume");
+  if (vol_open (pool, "v", &vol) < 0)
     DIE ("volume");
   printf ("many: %u checkpoints of a %" PRIu64 " MiB volume, one 4 KiB write "
-          "and a commit each, %d fake seconds apart; node cache %s\n",
-          o->count, o->size_mib, STEP, o->cache_mib ? "as --cache-mib" : "default");
+          "and a commit each, %d fake seconds apart; node cache %s%s\n",
+          o->count, o->size_mib, STEP, o->cache_mib ? "as --cache-mib" : "default",
+          reuse ? "; the kept pool, not built again" : "");
   print_mem (pool, 0, 1e-9);
   t0 = bench_now ();
-  for (unsigned i = 1; i <= o->count; i++) {
+  for (unsigned i = 1; !reuse && i <= o->count; i++) {
     write_block (vol, rng () % nb, i);
     commit_at (pool, T0 + (int64_t) i * STEP);
     if (i == next || i == o->count) {
@@ -451,18 +469,21 @@ run_many (const struct opts *o)
     print_dist (pass == 0 ? "vol_open+vol_close VOL@TIME" : "vol_stat VOL@TIME",
                 v, RUNS);
   }
-  /* Listings. */
+  /* Listings, in wall and in CPU time. */
   for (size_t i = 0; i < FULL; i++) {
     uint64_t n = 0;
+    double c = bench_cpu ();
 
     t = bench_now ();
     if (vol_checkpoint_list (pool, "v", 0, UINT64_MAX, count_fn, &n) < 0)
       DIE ("vol_checkpoint_list");
     v[i] = bench_now () - t;
+    v[FULL + i] = bench_cpu () - c;
     if (i == 0)
       printf ("  whole listing: %" PRIu64 " checkpoints\n", n);
   }
   print_dist ("vol_checkpoint_list, all", v, FULL);
+  print_dist ("vol_checkpoint_list, all (CPU time)", v + FULL, FULL);
   for (size_t i = 0; i < WINDOWS; i++) {
     uint64_t since = T0 + rng () % ((uint64_t) o->count * STEP), n = 0;
 
@@ -473,7 +494,7 @@ run_many (const struct opts *o)
   }
   print_dist ("vol_checkpoint_list, a one-hour window", v, WINDOWS);
   print_mem (pool, o->count, bench_now () - t0);
-  close_pool (pool, dev, path);
+  close_pool (pool, dev, o->keep ? NULL : path);
   return 0;
 }
 
@@ -489,6 +510,7 @@ main (int argc, char **argv)
     { "count", required_argument, NULL, 'n' },
     { "cache-mib", required_argument, NULL, 'c' },
     { "seed", required_argument, NULL, 'S' },
+    { "keep", required_argument, NULL, 'k' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -507,6 +529,7 @@ main (int argc, char **argv)
     case 'n': o.count = (unsigned) strtoul (optarg, NULL, 10); break;
     case 'c': o.cache_mib = strtoull (optarg, NULL, 10); break;
     case 'S': o.seed = (unsigned) strtoul (optarg, NULL, 10); break;
+    case 'k': o.keep = optarg; break;
     default: mode = NULL; optind = argc + 1; break;
     }
   }
@@ -516,7 +539,7 @@ main (int argc, char **argv)
     fprintf (stderr, "usage: bench-checkpoints --mode space|many [--dir DIR] "
              "[--size-mib N] [--seed N] [--cache-mib N]\n"
              "  space: [--rounds 720] [--writes 256] (volume 1024 MiB)\n"
-             "  many:  [--count 100000] (volume 64 MiB)\n");
+             "  many:  [--count 100000] [--keep POOL-FILE] (volume 64 MiB)\n");
     return 2;
   }
   rng_state = 0x2545f4914f6cdd1dull ^ o.seed;

@@ -25,6 +25,18 @@ bench_now (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The calling thread's CPU time (s): what a step costs when the machine
+ * is too busy for its wall time to mean much.
+ */
+static inline double
+bench_cpu (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* Report what failed, with the engine's message, and exit. */
 static inline void __attribute__ ((noreturn))
 bench_die (const char *prog, const char *what)

@@ -218,6 +218,8 @@ struct window {
   size_t n, cap;
   uint64_t above;             /* the pin above the last listed, or
                                  UINT64_MAX */
+  size_t next;                /* window_entry: the first pin at or above
+                                 the last entry's death */
 };
 
 /* cat_foreach_prefix callback over pin records: keep the window's. */
@@ -268,17 +270,26 @@ window_find (const struct window *w, uint64_t g)
 }
 
 /* reclaim_foreach_entry callback: a dead block (B, D) is unique to a pin
- * when that pin is the only one in [B, D) (RC-2, RC-3).
+ * when that pin is the only one in [B, D) (RC-2, RC-3): when the last pin
+ * below D is at or above B and the one before it is below B.  The
+ * deadlist comes in order of death, so the pin below D is found by moving
+ * forward from the last entry's; only the few entries not yet in the
+ * tree (whose deaths come in any order) need a search.
  */
 static int
 window_entry (void *opaque, uint64_t len, uint64_t birth, uint64_t death)
 {
   struct window *w = opaque;
-  size_t i = window_find (w, birth);
+  size_t j = w->next;
 
-  if (i < w->n && w->p[i].gen < death &&
-      (i + 1 == w->n || w->p[i + 1].gen >= death))
-    w->p[i].blocks += len;
+  if (j > 0 && w->p[j - 1].gen >= death)
+    j = window_find (w, death);
+  while (j < w->n && w->p[j].gen < death)
+    j++;
+  w->next = j;
+  if (j > 0 && w->p[j - 1].gen >= birth &&
+      (j == 1 || w->p[j - 2].gen < birth))
+    w->p[j - 1].blocks += len;
   return 0;
 }
 
@@ -341,6 +352,121 @@ ckpt_details (struct catalog *cat, struct volstate *vs,
   return 0;
 }
 
+/* Checkpoint records read in generation order, a batch at a time (the
+ * root tree's lock is held while a batch is read, not while the listing's
+ * callback runs).
+ */
+#define LIST_BATCH 256
+struct recbatch {
+  uint64_t last;              /* the last generation wanted */
+  size_t n;
+  struct {
+    uint64_t gen;
+    uint8_t v[CKPTREC_LEN];
+    size_t vl;
+  } rec[LIST_BATCH];
+};
+
+/* cat_foreach_prefix_from callback over checkpoint records. */
+static int
+rec_item (void *opaque, const uint8_t *k, size_t kl, const uint8_t *v,
+          size_t vl)
+{
+  struct recbatch *b = opaque;
+
+  if (kl != 17)
+    return cairn_fail (-EIO, "corrupt checkpoint key (%zu bytes)", kl);
+  if (get_be64 (k + 9) > b->last)
+    return 1;
+  b->rec[b->n].gen = get_be64 (k + 9);
+  b->rec[b->n].vl = vl;
+  memcpy (b->rec[b->n].v, v, MIN (vl, (size_t) CKPTREC_LEN));
+  return ++b->n == LIST_BATCH;
+}
+
+/* Hand checkpoint c, read with result r, to fn with what a listing adds
+ * (ckpt_details); one collected meanwhile (-ENOENT) is left out.
+ */
+static int
+list_one (struct catalog *cat, struct volstate *vs, const struct window *w,
+          int r, struct vol_checkpoint *c,
+          int (*fn) (void *opaque, const struct vol_checkpoint *c),
+          void *opaque)
+{
+  if (r == 0)
+    r = ckpt_details (cat, vs, w, c);
+  if (r == -ENOENT)
+    return 0;
+  return r == 0 ? fn (opaque, c) : r;
+}
+
+/* Call fn for the checkpoint of each generation of gv that is still kept,
+ * in gv's order, each looked up by its key.
+ */
+static int
+list_one_by_one (struct catalog *cat, struct volstate *vs,
+                 const struct genvec *gv, const struct window *w,
+                 int (*fn) (void *opaque, const struct vol_checkpoint *c),
+                 void *opaque)
+{
+  int r = 0;
+
+  for (size_t i = 0; r == 0 && i < gv->n; i++) {
+    struct vol_checkpoint c;
+
+    r = ckpt_read (cat, vs->id, gv->gen[i], &c);
+    r = list_one (cat, vs, w, r, &c, fn, opaque);
+  }
+  return r;
+}
+
+/* The same, for many: the time index is in generation order unless the
+ * clock went back, and then the records are read in batches by a walk of
+ * their keys, not a lookup each.
+ */
+static int
+list_records (struct catalog *cat, struct volstate *vs,
+              const struct genvec *gv, const struct window *w,
+              int (*fn) (void *opaque, const struct vol_checkpoint *c),
+              void *opaque)
+{
+  struct recbatch *b;
+  uint8_t key[17];
+  size_t j = 0;
+  int r = 0;
+
+  for (size_t i = 1; i < gv->n; i++)
+    if (gv->gen[i] <= gv->gen[i - 1])
+      return list_one_by_one (cat, vs, gv, w, fn, opaque);
+  if (gv->n < 2)
+    return list_one_by_one (cat, vs, gv, w, fn, opaque);
+  b = malloc (sizeof *b);
+  if (b == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing checkpoints");
+  b->last = gv->gen[gv->n - 1];
+  while (r == 0 && j < gv->n) {
+    b->n = 0;
+    cat_key (key, RK_CKPT, vs->id, gv->gen[j]);
+    r = cat_foreach_prefix_from (cat, key, 17, 9, rec_item, b);
+    for (size_t k = 0; r == 0 && k < b->n; k++) {
+      struct vol_checkpoint c;
+
+      while (j < gv->n && gv->gen[j] < b->rec[k].gen)
+        j++;                  /* collected meanwhile */
+      if (j == gv->n || gv->gen[j] != b->rec[k].gen)
+        continue;             /* taken meanwhile: not in this listing */
+      j++;
+      r = ckptrec_decode (b->rec[k].v, b->rec[k].vl, vs->id, b->rec[k].gen,
+                          &c);
+      r = list_one (cat, vs, w, r, &c, fn, opaque);
+    }
+    if (b->n < LIST_BATCH)
+      break;                  /* no record left up to the last wanted */
+  }
+  free (b);
+  return r;
+}
+
 int
 vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
                      uint64_t until,
@@ -372,19 +498,8 @@ vol_checkpoint_list (struct cairn_pool *pool, const char *vol, uint64_t since,
     }
     r = ckpt_unique_window (cat, vs, first, last, &w);
   }
-  for (size_t i = 0; r == 0 && i < gv.n; i++) {
-    struct vol_checkpoint c;
-
-    r = ckpt_read (cat, vs->id, gv.gen[i], &c);
-    if (r == 0)
-      r = ckpt_details (cat, vs, &w, &c);
-    if (r == -ENOENT) {
-      r = 0;
-      continue;             /* collected meanwhile */
-    }
-    if (r == 0)
-      r = fn (opaque, &c);
-  }
+  if (r == 0)
+    r = list_records (cat, vs, &gv, &w, fn, opaque);
   release_volume (cat, vs);
   genvec_free (&gv);
   free (w.p);

@@ -239,8 +239,10 @@ struct vol_checkpoint {
 };
 /* Call fn for the checkpoints of vol taken in [since, until] (seconds),
  * oldest first; a non-zero return from fn stops the walk (> 0 is not an
- * error).  Costs a seek, then per checkpoint listed a few lookups and a
- * scan of what died after it until the next kept state.
+ * error).  Costs a few seeks, then walks of the time index, the pins and
+ * the checkpoint records over the window listed, and of what died in it
+ * until the next kept state: in the order of their keys, with no lookup
+ * per checkpoint (unless the clock went back within the window).
  */
 int vol_checkpoint_list (struct cairn_pool *pool, const char *vol,
                          uint64_t since, uint64_t until,
