@@ -152,6 +152,7 @@ cli_checkpoint_key (const char *key, size_t klen)
   static const char *const keys[] = {
     "checkpoints", "retention", "keep-within", "keep-last", "keep-minutely",
     "keep-hourly", "keep-daily", "keep-weekly", "keep-monthly",
+    "commit-interval",
   };
 
   for (size_t i = 0; i < ARRAY_SIZE (keys); i++)
@@ -164,9 +165,13 @@ cli_checkpoint_key (const char *key, size_t klen)
 void
 cli_print_checkpoint_settings (const char *what, json_t *st)
 {
-  printf ("%s: checkpoints=%s (%s), retention %s (%s)\n", what,
+  printf ("%s: checkpoints=%s (%s), retention %s (%s)", what,
           jstr (st, "checkpoints"), jstr (st, "checkpoints_from"),
           jstr (st, "retention"), jstr (st, "retention_from"));
+  if (json_is_string (json_object_get (st, "commit_interval")))
+    printf (", commit-interval=%s (%s)", jstr (st, "commit_interval"),
+            jstr (st, "commit_interval_from"));
+  putchar ('\n');
 }
 
 /* cairn checkpoint set VOL|--default KEY=VALUE... */
@@ -191,10 +196,11 @@ cmd_checkpoint_set (const struct cli *cli, int argc, char **argv)
     if (eq == NULL || !cli_checkpoint_key (argv[i], (size_t) (eq - argv[i]))) {
       json_decref (settings);
       return cli_usage_error (cli, "'%s' is not a checkpoint setting: give "
-                              "checkpoints=on|off|inherit, retention=inherit "
-                              "or keep-within|keep-last|keep-minutely|"
+                              "checkpoints=on|off|inherit, retention=inherit, "
+                              "keep-within|keep-last|keep-minutely|"
                               "keep-hourly|keep-daily|keep-weekly|"
-                              "keep-monthly=VALUE", argv[i]);
+                              "keep-monthly=VALUE, or for the pool "
+                              "commit-interval=DURATION|inherit", argv[i]);
     }
     snprintf (key, sizeof key, "%.*s", (int) (eq - argv[i]), argv[i]);
     json_object_set_new (settings, key, strcmp (eq + 1, "inherit") == 0
@@ -258,6 +264,10 @@ const struct command cli_checkpoint_commands[] = {
 "                               keep the newest of each of the N newest\n"
 "                               minutes, hours, days, ISO weeks, months (UTC)\n"
 "  retention=inherit            drop the volume's policy for the pool's\n"
+"  commit-interval=DURATION|inherit\n"
+"                               the pool's alone: commit at least this often\n"
+"                               while volumes change (1s to 1h, default 5s),\n"
+"                               so checkpoints are at most that far apart\n"
 "`cairn volume set VOL KEY=VALUE` takes the same settings.\n"
 "\n"
 "  -D, --default         change the pool's defaults\n"

@@ -468,17 +468,24 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     json_t *ck = json_object_get (res, "checkpoints");
     const char *oldest = json_string_value (json_object_get (ck, "oldest"));
     const char *last = json_string_value (json_object_get (ck, "space_last"));
+    uint64_t ms = jnum (ck, "commit_interval_ms");
+    char every[64];
     int n = 0;
 
+    /* How far apart checkpoints are at most, and whose setting says so. */
+    snprintf (every, sizeof every, "a commit every %" PRIu64 "%s (%s)",
+              ms % 1000 ? ms : ms / 1000, ms % 1000 ? " ms" : " s",
+              jstr (ck, "commit_interval_from"));
     if (oldest)
-      n = snprintf (buf, sizeof buf, "default %s; %" PRIu64 " volume%s, the "
-                    "oldest kept %s (%" PRIu64 " s ago); %" PRIu64 " collected",
-                    jstr (ck, "default"), jnum (ck, "volumes"),
-                    jnum (ck, "volumes") == 1 ? "" : "s", oldest,
-                    jnum (ck, "oldest_age"), jnum (ck, "collected"));
+      n = snprintf (buf, sizeof buf, "default %s, %s; %" PRIu64 " volume%s, "
+                    "the oldest kept %s (%" PRIu64 " s ago); %" PRIu64
+                    " collected", jstr (ck, "default"), every,
+                    jnum (ck, "volumes"), jnum (ck, "volumes") == 1 ? "" : "s",
+                    oldest, jnum (ck, "oldest_age"), jnum (ck, "collected"));
     else
-      n = snprintf (buf, sizeof buf, "default %s; none kept; %" PRIu64
-                    " collected", jstr (ck, "default"), jnum (ck, "collected"));
+      n = snprintf (buf, sizeof buf, "default %s, %s; none kept; %" PRIu64
+                    " collected", jstr (ck, "default"), every,
+                    jnum (ck, "collected"));
     if (last && n > 0 && (size_t) n < sizeof buf)
       snprintf (buf + n, sizeof buf - (size_t) n, "; space ran short %" PRIu64
                 " time%s, last at %s: %" PRIu64 " dropped beyond the policy",

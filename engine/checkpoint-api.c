@@ -138,6 +138,14 @@ vol_checkpoint_status (struct cairn_pool *pool, struct vol_ckpt_status *st)
                                        __ATOMIC_RELAXED);
   st->now = pool_now (pool);
   st->default_on = cat->ckpt_default > 0;
+  if (r == 0) {
+    uint64_t secs;
+    bool own, server;
+
+    r = interval_get (cat, &secs, &own);
+    st->commit_interval_ms = pool_commit_interval (pool, &server);
+    st->interval_from = server ? "server" : own ? "pool" : "default";
+  }
   return r;
 }
 
@@ -615,6 +623,14 @@ apply_ckpt_set (struct catalog *cat, struct cat_request *req)
     r = parse_onoff (req->snap, &on);
   if (r == 0)
     r = setting_put (cat, id, req->name2, req->snap);
+  if (r == 0 && strcmp (req->name2, "commit-interval") == 0) {
+    uint64_t secs;
+    bool own;
+
+    r = interval_get (cat, &secs, &own);
+    if (r == 0)
+      pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
+  }
   if (r == 0 && strcmp (req->name2, "checkpoints") == 0) {
     if (vs)
       vs->ckpt_setting = on;
@@ -642,6 +658,19 @@ vol_checkpoint_set (struct cairn_pool *pool, const char *vol, const char *key,
       return r;
     req.name2 = "checkpoints";
     req.snap = value;
+  }
+  else if (strcmp (key, "commit-interval") == 0) {
+    uint64_t secs;
+
+    if (vol)
+      return cairn_fail (-EINVAL, "commit-interval is the pool's setting, "
+                         "not a volume's: set it as the pool's default");
+    if (value && strcmp (value, "inherit") == 0)
+      value = NULL;
+    if (value && (r = parse_interval (value, &secs)) < 0)
+      return r;
+    req.name2 = "commit-interval";
+    req.snap = value ? retention_format_duration (secs, text) : NULL;
   }
   else if (strcmp (key, "retention") == 0 && (value == NULL ||
                                                strcmp (value, "inherit") == 0)) {
@@ -686,7 +715,10 @@ vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
   if (r == 0) {
     st->own_checkpoints = vs && vs->ckpt_setting >= 0;
     st->checkpoints = vs ? ckpt_enabled (cat, vs) : cat->ckpt_default > 0;
+    r = interval_get (cat, &st->commit_interval, &st->own_interval);
   }
+  if (r == 0)
+    st->commit_interval_ms = pool_commit_interval (pool, &st->server_interval);
   release_volume (cat, vs);
   if (r < 0)
     return r;

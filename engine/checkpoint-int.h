@@ -53,6 +53,14 @@ int policy_get (struct catalog *cat, uint64_t id, struct ret_policy *p,
 int setting_put (struct catalog *cat, uint64_t id, const char *name,
                  const char *value) CAIRN_WUR;
 int pool_default (struct catalog *cat);
+/* The pool's commit-interval: parse one (1 s to CKPT_INTERVAL_MAX), and
+ * read the stored one (the default, *own false, when none or a bad one is
+ * stored).
+ */
+#define CKPT_INTERVAL_MAX 3600u
+int parse_interval (const char *value, uint64_t *secsp) CAIRN_WUR;
+int interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
+  CAIRN_WUR;
 bool ckpt_enabled (const struct catalog *cat, const struct volstate *vs);
 /* A volume's checkpoints from their records (genvec_item is the
  * cat_foreach_prefix callback), and freeing them.

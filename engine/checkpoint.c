@@ -47,6 +47,11 @@
  * checkpoints existed, so that such a pool goes on using its space as it
  * did until its operator turns them on.  The policy without a setting is
  * RET_POLICY_DEFAULT (keep every checkpoint for an hour).
+ * "commit-interval" is the pool's alone (RK_CONFIG "ckpt.commit-interval",
+ * a duration of 1 s to 1 h, POOL_COMMIT_INTERVAL_MS without one): how
+ * often the commit thread commits while volumes change, and so how far
+ * apart checkpoints are at most; a server's own commit-interval= option
+ * overrides it for as long as that server runs (pool_start_committer).
  *
  * Collection.  The collector (ckpt_collect) reads a volume's checkpoints
  * outside any freeze, marks them with retention_apply on the pool's clock,
@@ -310,11 +315,43 @@ pool_default (struct catalog *cat)
   return pool_has_compat (cat->pool, FEATURE_COMPAT_CKPT_NEW) ? 1 : 0;
 }
 
+int
+parse_interval (const char *value, uint64_t *secsp)
+{
+  int r = retention_parse_duration (value, secsp);
+
+  if (r == 0 && *secsp >= 1 && *secsp <= CKPT_INTERVAL_MAX)
+    return 0;
+  return cairn_fail (-EINVAL, "commit-interval '%s': give a duration from "
+                     "1s to %us (\"5s\", \"30s\", \"2m\")", value,
+                     CKPT_INTERVAL_MAX);
+}
+
+int
+interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
+{
+  char buf[RET_DURATION_MAX + 1];
+  int r = setting_get (cat, 0, "commit-interval", buf, sizeof buf);
+
+  *own = r == 0 && retention_parse_duration (buf, secsp) == 0 &&
+    *secsp >= 1 && *secsp <= CKPT_INTERVAL_MAX;
+  if (!*own)
+    *secsp = POOL_COMMIT_INTERVAL_MS / 1000;
+  return r == -ENOENT ? 0 : r;
+}
+
 /* Load the checkpoint settings when the catalog loads. */
 int
 ckpt_load (struct catalog *cat)
 {
-  int r = onoff_get (cat, 0, &cat->ckpt_default);
+  uint64_t secs;
+  bool own;
+  int r = interval_get (cat, &secs, &own);
+
+  if (r == 0) {
+    pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
+    r = onoff_get (cat, 0, &cat->ckpt_default);
+  }
 
   if (cat->ckpt_default < 0)
     cat->ckpt_default = pool_default (cat);

@@ -214,6 +214,7 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pthread_mutex_init (&pool->trees_lock, NULL);
   pthread_mutex_init (&pool->committer_lock, NULL);
   pthread_cond_init (&pool->committer_cond, NULL);
+  pool->commit_interval_ms = POOL_COMMIT_INTERVAL_MS;
   pthread_mutex_init (&pool->attach_lock, NULL);
   pthread_mutex_init (&pool->space_lock, NULL);
   pthread_cond_init (&pool->space_cond, NULL);

@@ -104,14 +104,23 @@ int pool_close (struct cairn_pool *pool);
  */
 int pool_commit (struct cairn_pool *pool) CAIRN_WUR;
 
-/* Start / stop the commit thread: commits every interval_ms, as soon as
- * dirty metadata passes the limit, and once the open generation holds
- * data_limit_bytes of written data.  Without it, txn_end commits inline
- * when the metadata limit is passed.
+/* Start / stop the commit thread: commits every interval_ms (0: the
+ * pool's commit-interval setting, POOL_COMMIT_INTERVAL_MS unless set), as
+ * soon as dirty metadata passes the limit, and once the open generation
+ * holds data_limit_bytes of written data.  Without it, txn_end commits
+ * inline when the metadata limit is passed.
  */
 int pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
   CAIRN_WUR;
 void pool_stop_committer (struct cairn_pool *pool);
+#define POOL_COMMIT_INTERVAL_MS 5000u
+/* The pool's commit-interval setting (the catalog calls it when it loads
+ * the setting and when it changes): the timer's period from its next
+ * round on, unless the server gave pool_start_committer one of its own.
+ */
+void pool_set_commit_interval (struct cairn_pool *pool, unsigned ms);
+/* The period the timer uses now (ms), and whether it is the server's own. */
+unsigned pool_commit_interval (struct cairn_pool *pool, bool *fixed);
 
 /* The default data_limit_bytes.  What overwrites free comes back only when
  * their generation is durable, so the data written between two commits is

@@ -383,6 +383,12 @@ parse_duration (const char *s, size_t len, uint64_t *secsp)
   return 0;
 }
 
+int
+retention_parse_duration (const char *s, uint64_t *secsp)
+{
+  return parse_duration (s, strlen (s), secsp);
+}
+
 /* Write secs in the largest unit that divides it. */
 const char *
 retention_format_duration (uint64_t secs, char buf[RET_DURATION_MAX])

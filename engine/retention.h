@@ -102,6 +102,12 @@ int retention_parse (struct ret_policy *p, const char *key,
 const char *retention_format_duration (uint64_t secs,
                                        char buf[RET_DURATION_MAX]);
 
+/* Parse a duration as keep-within takes it ("90s", "15m", "1h", "7d",
+ * "2w" or seconds): 0, -EINVAL when malformed, -ERANGE when too long for
+ * 64 bits (no message: the caller names the setting).
+ */
+int retention_parse_duration (const char *s, uint64_t *secsp) CAIRN_WUR;
+
 /* Room for what retention_encode writes, with its NUL. */
 #define RET_POLICY_TEXT_MAX 192
 

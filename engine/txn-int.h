@@ -212,7 +212,11 @@ struct cairn_pool {
   bool committer_running;         /* atomic: txn_end reads it unlocked */
   bool committer_stop;
   bool committer_kick;
+  /* The timer's period (under committer_lock): the server's own when it
+   * gave one (fixed), else the pool's setting (pool_set_commit_interval).
+   */
   unsigned commit_interval_ms;
+  bool commit_interval_fixed;
   pthread_mutex_t committer_lock;
   pthread_cond_t committer_cond;
 };

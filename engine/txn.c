@@ -477,6 +477,32 @@ committer_main (void *arg)
   return NULL;
 }
 
+void
+pool_set_commit_interval (struct cairn_pool *pool, unsigned ms)
+{
+  pthread_mutex_lock (&pool->committer_lock);
+  if (!pool->commit_interval_fixed && ms != pool->commit_interval_ms) {
+    pool->commit_interval_ms = ms;
+    /* A wait for the old period ends now (committing what is dirty);
+     * the next one waits the new period.
+     */
+    pthread_cond_signal (&pool->committer_cond);
+  }
+  pthread_mutex_unlock (&pool->committer_lock);
+}
+
+unsigned
+pool_commit_interval (struct cairn_pool *pool, bool *fixed)
+{
+  unsigned ms;
+
+  pthread_mutex_lock (&pool->committer_lock);
+  ms = pool->commit_interval_ms;
+  *fixed = pool->commit_interval_fixed;
+  pthread_mutex_unlock (&pool->committer_lock);
+  return ms;
+}
+
 /* Start the commit thread. */
 int
 pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
@@ -485,8 +511,13 @@ pool_start_committer (struct cairn_pool *pool, unsigned interval_ms)
 
   if (pool->readonly || pool->committer_running)
     return 0;
-  pool->commit_interval_ms = interval_ms ? interval_ms : 5000;
+  pthread_mutex_lock (&pool->committer_lock);
+  if (interval_ms) {
+    pool->commit_interval_ms = interval_ms;
+    pool->commit_interval_fixed = true;
+  }
   pool->committer_stop = false;
+  pthread_mutex_unlock (&pool->committer_lock);
   err = pthread_create (&pool->committer, NULL, committer_main, pool);
   if (err)
     return cairn_fail (-err, "cannot start the commit thread: %s", strerror (err));

@@ -273,7 +273,10 @@ int vol_checkpoint_collect (struct cairn_pool *pool) CAIRN_WUR;
  * "checkpoints" (on | off; value NULL: back to the pool's), "retention"
  * ("inherit" or NULL: back to the pool's policy) or one option of the
  * policy ("keep-within", "keep-last", "keep-minutely", "keep-hourly",
- * "keep-daily", "keep-weekly", "keep-monthly": retention_parse).
+ * "keep-daily", "keep-weekly", "keep-monthly": retention_parse), or the
+ * pool's alone, "commit-interval" (a duration from 1 s to 1 h; "inherit"
+ * or NULL: back to 5 s), which the commit timer follows at once unless
+ * its server gave it a period of its own (pool_start_committer).
  */
 int vol_checkpoint_set (struct cairn_pool *pool, const char *vol,
                         const char *key, const char *value) CAIRN_WUR;
@@ -294,6 +297,9 @@ struct vol_ckpt_status {
   uint64_t pressure_dropped;  /* of those, beyond the policy for space */
   uint64_t pressure_events;   /* times space ran short */
   int64_t pressure_last;      /* when it last did (0: never) */
+  unsigned commit_interval_ms; /* the commit timer's period now */
+  const char *interval_from;  /* whose it is: "server" (its own option),
+                                 "pool" (the setting) or "default" */
 };
 int vol_checkpoint_status (struct cairn_pool *pool,
                            struct vol_ckpt_status *st) CAIRN_WUR;
@@ -308,6 +314,10 @@ struct vol_ckpt_settings {
   bool own_retention;
   uint64_t dropped;           /* checkpoints collected since the pool
                                  opened */
+  uint64_t commit_interval;   /* the pool's commit-interval (seconds) */
+  bool own_interval;          /* set, not the default */
+  unsigned commit_interval_ms; /* what the commit timer uses now */
+  bool server_interval;       /* that is the server's own, not the pool's */
 };
 int vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
                              struct vol_ckpt_settings *st) CAIRN_WUR;

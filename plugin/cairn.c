@@ -92,7 +92,7 @@ static bool tls_mode_set;
 static char *control_tls_certs, *control_tls_psk;
 static struct tls_ctx *control_tls_ctx;   /* from .config_complete */
 static int64_t cache_bytes = 128 * 1024 * 1024;
-static unsigned commit_interval_ms = 5000;
+static unsigned commit_interval_ms;    /* commit-interval=, 0: the pool's */
 static unsigned reclaim_step;          /* reclaim-step=, 0: the engine's */
 static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
@@ -413,7 +413,7 @@ cairn_config_complete (void)
   "control-handshake-timeout=<S>  Close TCP control clients that have not\n" \
   "                        finished TLS setup in S seconds (default 10).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
-  "commit-interval=<MS>    Commit timer in milliseconds (default 5000).\n" \
+  "commit-interval=<MS>    Commit timer in milliseconds (default: the pool's).\n" \
   "reclaim-step=<N>        Items a background reclaim step visits (32768).\n" \
   "verify=disk|always      Check data that comes from the disk (default)\n" \
   "                        or every read, cached copies too.\n" \

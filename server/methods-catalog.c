@@ -569,7 +569,7 @@ checkpoint_status (struct cairn_pool *pool, json_t *status)
     return r;
   iso_time (cs.oldest, oldest);
   iso_time (cs.pressure_last > 0 ? (uint64_t) cs.pressure_last : 0, last);
-  o = json_pack ("{s:s, s:I, s:s?, s:I, s:I, s:I, s:I, s:s?}",
+  o = json_pack ("{s:s, s:I, s:s?, s:I, s:I, s:I, s:I, s:s?, s:I, s:s}",
                  "default", cs.default_on ? "on" : "off",
                  "volumes", (json_int_t) cs.count_volumes,
                  "oldest", cs.oldest ? oldest : NULL,
@@ -578,7 +578,9 @@ checkpoint_status (struct cairn_pool *pool, json_t *status)
                  "collected", (json_int_t) cs.collected,
                  "space_dropped", (json_int_t) cs.pressure_dropped,
                  "space_events", (json_int_t) cs.pressure_events,
-                 "space_last", cs.pressure_last > 0 ? last : NULL);
+                 "space_last", cs.pressure_last > 0 ? last : NULL,
+                 "commit_interval_ms", (json_int_t) cs.commit_interval_ms,
+                 "commit_interval_from", cs.interval_from);
   if (o == NULL || json_object_set_new (status, "checkpoints", o) < 0)
     return oom ();
   return 0;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "methods-int.h"
+#include "retention.h"
 #include "volume.h"
 
 /* The object of checkpoint c of volume vol. */
@@ -104,6 +105,20 @@ settings_object (struct cairn_pool *pool, const char *vol, int *rp)
                    "retention", st.retention,
                    "retention_from", st.own_retention ? "volume" : "pool",
                    "collected", (json_int_t) st.dropped);
+  /* The pool's own setting, in the pool's settings only. */
+  if (obj && vol == NULL) {
+    char d[RET_DURATION_MAX];
+
+    if (json_object_set_new (obj, "commit_interval",
+                             json_string (retention_format_duration
+                                          (st.commit_interval, d))) < 0 ||
+        json_object_set_new (obj, "commit_interval_from",
+                             json_string (st.own_interval ? "pool"
+                                          : "default")) < 0) {
+      json_decref (obj);
+      obj = NULL;
+    }
+  }
   if (obj == NULL)
     *rp = oom ();
   return obj;

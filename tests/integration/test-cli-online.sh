@@ -233,6 +233,19 @@ expect 3 "no snapshot named 'nope'"
 # its own.
 runp checkpoint set db keep-within=0
 expect 0 "^db: checkpoints=on \(pool\), retention keep-within=0 \(volume\)$"
+# How often the pool commits is the pool's setting, kept in the pool.
+runp checkpoint set --default commit-interval=120
+expect 0 ", commit-interval=2m \(pool\)$"
+jcheck 'j["checkpoints"]["commit_interval_ms"] == 120000 and j["checkpoints"]["commit_interval_from"] == "pool"' status
+runp status
+grep -qE "^checkpoints +default on, a commit every 120 s \(pool\); " <<<"$out" ||
+  fail "no commit interval in status: $out"
+runp checkpoint set db commit-interval=10s
+expect 2 "commit-interval is the pool's setting"
+runp checkpoint set --default commit-interval=0
+expect 2 "give a duration from 1s to 3600s"
+runp checkpoint set --default commit-interval=inherit
+expect 0 ", commit-interval=5s \(default\)$"
 runp checkpoint prune db
 expect 0 "^removed [0-9]+ checkpoints?, kept 0$"
 runp snapshot space db@s1

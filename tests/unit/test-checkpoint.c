@@ -173,6 +173,78 @@ Test (checkpoint, long_listing_and_a_clock_that_went_back)
   free (s);
 }
 
+/* Check the pool's commit-interval setting and the period the timer uses. */
+static void
+assert_interval (struct cairn_pool *pool, uint64_t secs, bool own,
+                 unsigned ms, bool server)
+{
+  struct vol_ckpt_settings st;
+
+  cr_assert_eq (vol_checkpoint_settings (pool, NULL, &st), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (st.commit_interval, secs);
+  cr_assert_eq (st.own_interval, own);
+  cr_assert_eq (st.commit_interval_ms, ms);
+  cr_assert_eq (st.server_interval, server);
+}
+
+/* How often the pool commits while volumes change (and so how far apart
+ * checkpoints are at most) is the pool's setting: stored in the pool,
+ * refused for a volume or out of range, followed by the commit timer, and
+ * overridden by a server's own period while that server runs.
+ */
+Test (checkpoint, commit_interval_is_a_pool_setting)
+{
+  int64_t now = 1796640000;
+  struct cairn_dev *dev;
+  struct cairn_pool *pool = ck_pool (&dev, &now);
+  struct ck_seen *s = calloc (1, sizeof *s);
+  static const char *const bad[] = { "0", "3601", "2h", "5x", "", "-1" };
+
+  assert_interval (pool, 5, false, 5000, false);
+  cr_assert_eq (vol_checkpoint_set (pool, "v", "commit-interval", "2s"),
+                -EINVAL, "a volume has none of its own");
+  cr_assert (strstr (cairn_errmsg (), "pool's setting") != NULL);
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++) {
+    cr_assert_eq (vol_checkpoint_set (pool, NULL, "commit-interval", bad[i]),
+                  -EINVAL, "'%s'", bad[i]);
+    cr_assert (strstr (cairn_errmsg (), "1s to 3600s") != NULL, "%s",
+               cairn_errmsg ());
+  }
+  assert_interval (pool, 5, false, 5000, false);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "commit-interval", "120"), 0,
+                "%s", cairn_errmsg ());
+  assert_interval (pool, 120, true, 120000, false);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "commit-interval", "1s"), 0);
+  assert_interval (pool, 1, true, 1000, false);
+
+  /* The timer commits a write by itself at the pool's period. */
+  cr_assert_eq (pool_start_committer (pool, 0), 0, "%s", cairn_errmsg ());
+  assert_interval (pool, 1, true, 1000, false);
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 0);
+  write_block (pool, "v", 0, 1);
+  WAIT_UNTIL ((list_ck (pool, "v", s), s->n > 0));
+  cr_assert_eq (s->n, 1, "the timer committed the write");
+  pool_stop_committer (pool);
+
+  /* Stored in the pool. */
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  pool = pool_open_clock (dev, &now);
+  assert_interval (pool, 1, true, 1000, false);
+  /* A server's own period wins while it runs; the setting is kept. */
+  cr_assert_eq (pool_start_committer (pool, 250), 0);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "commit-interval", "3s"), 0);
+  assert_interval (pool, 3, true, 250, true);
+  pool_stop_committer (pool);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "commit-interval", "inherit"),
+                0);
+  assert_interval (pool, 5, false, 250, true);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  dev_close (dev);
+  free (s);
+}
+
 /* Retention on the fake clock: keep-within keeps the last hour, older ones
  * go (RC-3 frees what only they held), a promoted one stays as a snapshot,
  * an open one stays until closed (CK-3); fsck is clean and deleting the

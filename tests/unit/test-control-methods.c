@@ -278,6 +278,22 @@ Test (methods, checkpoints)
   res = ok ("checkpoint.set", "{'settings':{'checkpoints':'on'}}");
   cr_assert_str_eq (jstr (res, "checkpoints"), "on");
   cr_assert_str_eq (jstr (res, "retention"), "keep-within=1h");
+  cr_assert_str_eq (jstr (res, "commit_interval"), "5s");
+  cr_assert_str_eq (jstr (res, "commit_interval_from"), "default");
+  json_decref (res);
+  /* The commit interval: the pool's, in pool.status as the timer's. */
+  res = ok ("checkpoint.set", "{'settings':{'commit-interval':'90'}}");
+  cr_assert_str_eq (jstr (res, "commit_interval"), "90s");
+  cr_assert_str_eq (jstr (res, "commit_interval_from"), "pool");
+  json_decref (res);
+  res = ok ("pool.status", "{}");
+  cr_assert_eq (jint (json_object_get (res, "checkpoints"),
+                      "commit_interval_ms"), 90000);
+  cr_assert_str_eq (jstr (json_object_get (res, "checkpoints"),
+                          "commit_interval_from"), "pool");
+  json_decref (res);
+  res = ok ("checkpoint.set", "{'settings':{'commit-interval':null}}");
+  cr_assert_str_eq (jstr (res, "commit_interval_from"), "default");
   json_decref (res);
   json_decref (ok ("volume.create", "{'name':'db','size':1048576}"));
   write_data ("db", 0, 8192, 1);
@@ -342,6 +358,8 @@ Test (methods, checkpoints)
          CAIRN_E_INVALID, "keep-hourly");
   fails ("checkpoint.set", "{'volume':'db','settings':{'checkpoints':'maybe'}}",
          CAIRN_E_INVALID, "give on or off");
+  fails ("checkpoint.set", "{'volume':'db','settings':{'commit-interval':'9s'}}",
+         CAIRN_E_INVALID, "the pool's setting");
   snprintf (params, sizeof params, "{'checkpoint':'db@#%lld','name':'x'}",
             (long long) g2 + 1000);
   fails ("checkpoint.promote", params, CAIRN_E_NOT_FOUND, "no checkpoint at "
