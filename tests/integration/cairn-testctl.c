@@ -27,6 +27,12 @@
  *                                             (rewrite VOL's catalog record
  *                                              with a name length past its
  *                                              end, the same way)
+ *   cairn-testctl many POOL PREFIX NVOLS NSNAPS
+ *                                             (volumes PREFIX/v00000... of
+ *                                              1 MiB, then NSNAPS snapshots
+ *                                              s00000... of all of them at
+ *                                              once: NVOLS x NSNAPS states
+ *                                              in NVOLS + NSNAPS commits)
  *
  * Exit status: 0 done, 1 the engine refused (its message on stderr),
  * 2 usage error.
@@ -58,6 +64,7 @@ usage (void)
            "       cairn-testctl list POOL\n"
            "       cairn-testctl damage-snapshot POOL VOL SNAP\n"
            "       cairn-testctl damage-volume POOL VOL\n"
+           "       cairn-testctl many POOL PREFIX NVOLS NSNAPS\n"
            "(a test fixture: see tests/integration/cairn-testctl.c)\n");
   return 2;
 }
@@ -150,6 +157,32 @@ damage_volume (struct cairn_pool *pool, const char *vol)
   return damage_item (pool, key, 9, VOLREC_FIXED, bad_name_length);
 }
 
+/* NVOLS volumes under prefix, then NSNAPS snapshots of each, all volumes
+ * at once (snap_create_prefix).
+ */
+static int
+many (struct cairn_pool *pool, const char *prefix, const char *nvols_s,
+      const char *nsnaps_s)
+{
+  unsigned long nvols = strtoul (nvols_s, NULL, 10);
+  unsigned long nsnaps = strtoul (nsnaps_s, NULL, 10);
+  char name[VOL_NAME_MAX + 1];
+  uint64_t id;
+  int r = 0;
+
+  if (nvols == 0 || nvols > 99999 || nsnaps > 99999)
+    return 1;
+  for (unsigned long i = 0; r == 0 && i < nvols; i++) {
+    snprintf (name, sizeof name, "%s/v%05lu", prefix, i);
+    r = vol_create (pool, name, 1 << 20, &id);
+  }
+  for (unsigned long i = 0; r == 0 && i < nsnaps; i++) {
+    snprintf (name, sizeof name, "s%05lu", i);
+    r = snap_create_prefix (pool, prefix, name);
+  }
+  return r;
+}
+
 /* Run one operation on an open pool. */
 static int
 run (struct cairn_pool *pool, const char *cmd, int argc, char **argv)
@@ -175,6 +208,8 @@ run (struct cairn_pool *pool, const char *cmd, int argc, char **argv)
     return damage_snapshot (pool, argv[0], argv[1]);
   if (strcmp (cmd, "damage-volume") == 0 && argc == 1)
     return damage_volume (pool, argv[0]);
+  if (strcmp (cmd, "many") == 0 && argc == 3)
+    return many (pool, argv[0], argv[1], argv[2]);
   return 1;                     /* usage */
 }
 
