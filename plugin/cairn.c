@@ -565,22 +565,30 @@ cairn_cleanup (void)
 /* Write the export description of info (DESIGN §3) into buf:
  * "volume, 10G, created 2026-12-02T10:00:00Z",
  * "snapshot of VOL, read-only, 10G, created ...",
- * "VOL at generation 42, read-only, 10G" (a pinned generation).
- * The creation time is left out when the engine does not give one.
+ * "checkpoint #412 of VOL, read-only, 10G, taken ..." (a generation
+ * without a snapshot, with a time: a checkpoint's; opened as VOL@TIME,
+ * the generation says which),
+ * "VOL at generation 42, read-only, 10G" (one only a clone pins).
+ * The time is left out when the engine does not give one.
  */
 static void
 describe (const struct vol_info *info, bool readonly, char *buf, size_t len)
 {
   char size[UNITS_FORMAT_MAX], when[48] = "";
   time_t t = (time_t) info->ctime;
+  bool checkpoint = info->is_snapshot && !info->snap[0] && info->ctime;
   struct tm tm;
 
   if (info->ctime && gmtime_r (&t, &tm) != NULL)
-    strftime (when, sizeof when, ", created %Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime (when, sizeof when, checkpoint ? ", taken %Y-%m-%dT%H:%M:%SZ"
+              : ", created %Y-%m-%dT%H:%M:%SZ", &tm);
   units_format (info->size, size);
   if (info->is_snapshot && info->snap[0])
     snprintf (buf, len, "snapshot of %s, read-only, %s%s",
               info->name, size, when);
+  else if (checkpoint)
+    snprintf (buf, len, "checkpoint #%" PRIu64 " of %s, read-only, %s%s",
+              info->gen, info->name, size, when);
   else if (info->is_snapshot)
     snprintf (buf, len, "%s at generation %" PRIu64 ", read-only, %s%s",
               info->name, info->gen, size, when);
@@ -745,23 +753,20 @@ list_section (struct list_ctx *ctx, bool (*want) (const struct vol_info *),
 }
 
 /* vol_checkpoint_list callback: add checkpoint c of ctx->vol as VOL@#GEN,
- * "checkpoint of VOL, read-only, SIZE, taken TIME".
+ * described as an open one is.
  */
 static int
 add_checkpoint (void *opaque, const struct vol_checkpoint *c)
 {
   struct list_ctx *ctx = opaque;
   char name[2 * VOL_NAME_MAX + 2], desc[2 * VOL_NAME_MAX + 128];
-  char size[UNITS_FORMAT_MAX], when[40] = "";
-  time_t t = (time_t) c->ctime;
-  struct tm tm;
+  struct vol_info info = {
+    .is_snapshot = true, .gen = c->gen, .ctime = c->ctime, .size = c->size,
+  };
 
+  snprintf (info.name, sizeof info.name, "%s", ctx->vol);
   snprintf (name, sizeof name, "%s@#%" PRIu64, ctx->vol, c->gen);
-  if (gmtime_r (&t, &tm) != NULL)
-    strftime (when, sizeof when, ", taken %Y-%m-%dT%H:%M:%SZ", &tm);
-  units_format (c->size, size);
-  snprintf (desc, sizeof desc, "checkpoint of %s, read-only, %s%s", ctx->vol,
-            size, when);
+  describe (&info, true, desc, sizeof desc);
   return add_entry (ctx, name, desc);
 }
 

@@ -110,7 +110,7 @@ import json, sys
 e = json.load(open(sys.argv[1]))["exports"][0]
 assert e["is_read_only"], e
 assert e["export-size"] == 128 << 20, e
-assert "vol1 at generation %s," % sys.argv[2] in e["description"], e["description"]
+assert e["description"].startswith("checkpoint #%s of vol1, read-only, 128M, taken " % sys.argv[2]), e["description"]
 PY
 
 # Attached read-only beside the live one: clean, and the files are there.

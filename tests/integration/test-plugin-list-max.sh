@@ -94,7 +94,7 @@ assert names == ["alpha", "mid", "zeta", "alpha@s1", "alpha@s2", "alpha@s3",
                  "alpha@s4", "zeta@t1", "zeta@t2"] + [c["name"] for c in ck], names
 for e, c in zip(ex[9:], ck):
     vol = c["name"].split("@")[0]
-    want = "checkpoint of %s, read-only, 1M, taken %s" % (vol, c["ctime"])
+    want = "checkpoint #%d of %s, read-only, 1M, taken %s" % (c["generation"], vol, c["ctime"])
     assert e["description"] == want, (e["description"], want)
     assert e["is_read_only"] and e["export-size"] == 1 << 20, e
 PY
@@ -114,7 +114,7 @@ ex = json.load(open(sys.argv[1]))["exports"]
 ck = [c for f in sys.argv[2:] for c in json.load(open(f))["checkpoints"]]
 assert len(ex) == 10 and ex[-1]["export-name"] == ck[0]["name"], ex
 last = ex[-1]["description"]
-assert last.startswith("checkpoint of alpha, read-only, 1M, taken "), last
+assert last.startswith("checkpoint #%d of alpha, read-only, 1M, taken " % ck[0]["generation"]), last
 assert "the list stops here, at 10 exports: %d more not listed" % (len(ck) - 1) in last, last
 assert "'cairn checkpoint list VOL' its checkpoints" in last, last
 PY
