@@ -21,7 +21,8 @@
  *           them all): the process's VmRSS and VmHWM after 1,000, 10,000,
  *           100,000 (whichever N reaches), then the time to open VOL@TIME
  *           at random times, to list every checkpoint and to list a
- *           one-hour window.
+ *           one-hour window, and one pass of the collector over them
+ *           (vol_checkpoint_prune, dry run: what it does once a minute).
  *
  * Build with `make -C build bench/bench-checkpoints`; run
  * `build/bench/bench-checkpoints --mode space|many [--dir DIR] ...`
@@ -493,6 +494,20 @@ run_many (const struct opts *o)
     v[i] = bench_now () - t;
   }
   print_dist ("vol_checkpoint_list, a one-hour window", v, WINDOWS);
+  /* What the collector does once a minute for the volume: read and mark
+   * every checkpoint by the policy (a dry run drops nothing).
+   */
+  for (size_t i = 0; i < FULL; i++) {
+    double c = bench_cpu ();
+
+    t = bench_now ();
+    if (vol_checkpoint_prune (pool, "v", true, NULL, NULL, NULL) < 0)
+      DIE ("vol_checkpoint_prune");
+    v[i] = bench_now () - t;
+    v[FULL + i] = bench_cpu () - c;
+  }
+  print_dist ("a collector pass (prune --dry-run)", v, FULL);
+  print_dist ("a collector pass (CPU time)", v + FULL, FULL);
   print_mem (pool, o->count, bench_now () - t0);
   close_pool (pool, dev, o->keep ? NULL : path);
   return 0;
