@@ -152,7 +152,7 @@ cli_checkpoint_key (const char *key, size_t klen)
   static const char *const keys[] = {
     "checkpoints", "retention", "keep-within", "keep-last", "keep-minutely",
     "keep-hourly", "keep-daily", "keep-weekly", "keep-monthly",
-    "commit-interval",
+    "commit-interval", "space-threshold",
   };
 
   for (size_t i = 0; i < ARRAY_SIZE (keys); i++)
@@ -169,8 +169,9 @@ cli_print_checkpoint_settings (const char *what, json_t *st)
           jstr (st, "checkpoints"), jstr (st, "checkpoints_from"),
           jstr (st, "retention"), jstr (st, "retention_from"));
   if (json_is_string (json_object_get (st, "commit_interval")))
-    printf (", commit-interval=%s (%s)", jstr (st, "commit_interval"),
-            jstr (st, "commit_interval_from"));
+    printf (", commit-interval=%s (%s), space-threshold=%s (%s)",
+            jstr (st, "commit_interval"), jstr (st, "commit_interval_from"),
+            jstr (st, "space_threshold"), jstr (st, "space_threshold_from"));
   putchar ('\n');
 }
 
@@ -200,7 +201,8 @@ cmd_checkpoint_set (const struct cli *cli, int argc, char **argv)
                               "keep-within|keep-last|keep-minutely|"
                               "keep-hourly|keep-daily|keep-weekly|"
                               "keep-monthly=VALUE, or for the pool "
-                              "commit-interval=DURATION|inherit", argv[i]);
+                              "commit-interval=DURATION|inherit or "
+                              "space-threshold=PERCENT|inherit", argv[i]);
     }
     snprintf (key, sizeof key, "%.*s", (int) (eq - argv[i]), argv[i]);
     json_object_set_new (settings, key, strcmp (eq + 1, "inherit") == 0
@@ -268,6 +270,10 @@ const struct command cli_checkpoint_commands[] = {
 "                               the pool's alone: commit at least this often\n"
 "                               while volumes change (1s to 1h, default 5s),\n"
 "                               so checkpoints are at most that far apart\n"
+"  space-threshold=PERCENT|inherit\n"
+"                               the pool's alone: below this share of free\n"
+"                               space (1% to 50%, default 5%) checkpoints go\n"
+"                               beyond the policy, oldest first\n"
 "`cairn volume set VOL KEY=VALUE` takes the same settings.\n"
 "\n"
 "  -D, --default         change the pool's defaults\n"

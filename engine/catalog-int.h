@@ -290,6 +290,8 @@ struct catalog {
                                  space ran short (atomic) */
   uint64_t ckpt_pressure_events;  /* times that happened (atomic) */
   int64_t ckpt_pressure_last; /* when it last did (pool clock, atomic) */
+  unsigned ckpt_threshold;    /* per cent of the data space: below it the
+                                 collector gives space back (atomic) */
   /* Snapshot barriers (catalog-snap.c): ids of volumes with a snapshot
    * requested and not yet frozen, one entry per request.
    */

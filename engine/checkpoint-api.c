@@ -631,6 +631,14 @@ apply_ckpt_set (struct catalog *cat, struct cat_request *req)
     if (r == 0)
       pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
   }
+  if (r == 0 && strcmp (req->name2, "space-threshold") == 0) {
+    unsigned pct;
+    bool own;
+
+    r = threshold_get (cat, &pct, &own);
+    if (r == 0)
+      __atomic_store_n (&cat->ckpt_threshold, pct, __ATOMIC_RELAXED);
+  }
   if (r == 0 && strcmp (req->name2, "checkpoints") == 0) {
     if (vs)
       vs->ckpt_setting = on;
@@ -659,18 +667,29 @@ vol_checkpoint_set (struct cairn_pool *pool, const char *vol, const char *key,
     req.name2 = "checkpoints";
     req.snap = value;
   }
-  else if (strcmp (key, "commit-interval") == 0) {
+  else if (strcmp (key, "commit-interval") == 0 ||
+           strcmp (key, "space-threshold") == 0) {
+    bool interval = strcmp (key, "commit-interval") == 0;
     uint64_t secs;
+    unsigned pct;
 
     if (vol)
-      return cairn_fail (-EINVAL, "commit-interval is the pool's setting, "
-                         "not a volume's: set it as the pool's default");
+      return cairn_fail (-EINVAL, "%s is the pool's setting, not a volume's: "
+                         "set it as the pool's default", key);
     if (value && strcmp (value, "inherit") == 0)
       value = NULL;
-    if (value && (r = parse_interval (value, &secs)) < 0)
-      return r;
-    req.name2 = "commit-interval";
-    req.snap = value ? retention_format_duration (secs, text) : NULL;
+    req.name2 = interval ? "commit-interval" : "space-threshold";
+    if (value && interval) {
+      if ((r = parse_interval (value, &secs)) < 0)
+        return r;
+      req.snap = retention_format_duration (secs, text);
+    }
+    else if (value) {
+      if ((r = parse_threshold (value, &pct)) < 0)
+        return r;
+      snprintf (text, sizeof text, "%u%%", pct);
+      req.snap = text;
+    }
   }
   else if (strcmp (key, "retention") == 0 && (value == NULL ||
                                                strcmp (value, "inherit") == 0)) {
@@ -717,6 +736,8 @@ vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
     st->checkpoints = vs ? ckpt_enabled (cat, vs) : cat->ckpt_default > 0;
     r = interval_get (cat, &st->commit_interval, &st->own_interval);
   }
+  if (r == 0)
+    r = threshold_get (cat, &st->space_threshold, &st->own_threshold);
   if (r == 0)
     st->commit_interval_ms = pool_commit_interval (pool, &st->server_interval);
   release_volume (cat, vs);

@@ -16,7 +16,8 @@
 /* The collector frees space beyond the policy when less than this per
  * cent of the pool's data space is free.
  */
-#define CKPT_PRESSURE 5u
+#define CKPT_PRESSURE 5u       /* the default space-threshold (per cent) */
+#define CKPT_PRESSURE_MAX 50u
 /* Seconds between two passes of the collector. */
 #define CKPT_COLLECT_PERIOD 60
 
@@ -60,6 +61,12 @@ int pool_default (struct catalog *cat);
 #define CKPT_INTERVAL_MAX 3600u
 int parse_interval (const char *value, uint64_t *secsp) CAIRN_WUR;
 int interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
+  CAIRN_WUR;
+/* The pool's space-threshold, the same way ("5%" or "5": 1 to
+ * CKPT_PRESSURE_MAX per cent; CKPT_PRESSURE when not set).
+ */
+int parse_threshold (const char *value, unsigned *pctp) CAIRN_WUR;
+int threshold_get (struct catalog *cat, unsigned *pctp, bool *own)
   CAIRN_WUR;
 bool ckpt_enabled (const struct catalog *cat, const struct volstate *vs);
 /* A volume's checkpoints from their records (genvec_item is the

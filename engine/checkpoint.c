@@ -52,6 +52,11 @@
  * often the commit thread commits while volumes change, and so how far
  * apart checkpoints are at most; a server's own commit-interval= option
  * overrides it for as long as that server runs (pool_start_committer).
+ * "space-threshold" is the pool's alone too (RK_CONFIG
+ * "ckpt.space-threshold", 1% to 50%, CKPT_PRESSURE without one): the share
+ * of the data space under which the collector drops checkpoints beyond
+ * the policy.  A write that finds the pool full gives space back whatever
+ * the threshold (volume.c).
  *
  * Collection.  The collector (ckpt_collect) reads a volume's checkpoints
  * outside any freeze, marks them with retention_apply on the pool's clock,
@@ -340,16 +345,52 @@ interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
   return r == -ENOENT ? 0 : r;
 }
 
+int
+parse_threshold (const char *value, unsigned *pctp)
+{
+  size_t len = strlen (value), i;
+  unsigned v = 0;
+
+  if (len > 0 && value[len - 1] == '%')
+    len--;
+  for (i = 0; i < len && i < 3 && value[i] >= '0' && value[i] <= '9'; i++)
+    v = v * 10 + (unsigned) (value[i] - '0');
+  if (len > 0 && i == len && v >= 1 && v <= CKPT_PRESSURE_MAX) {
+    *pctp = v;
+    return 0;
+  }
+  return cairn_fail (-EINVAL, "space-threshold '%s': give a share of the "
+                     "pool's space from 1%% to %u%% (\"5%%\")", value,
+                     CKPT_PRESSURE_MAX);
+}
+
+int
+threshold_get (struct catalog *cat, unsigned *pctp, bool *own)
+{
+  char buf[16];
+  int r = setting_get (cat, 0, "space-threshold", buf, sizeof buf);
+
+  *own = r == 0 && parse_threshold (buf, pctp) == 0;
+  if (!*own)
+    *pctp = CKPT_PRESSURE;
+  return r == -ENOENT ? 0 : r;
+}
+
 /* Load the checkpoint settings when the catalog loads. */
 int
 ckpt_load (struct catalog *cat)
 {
   uint64_t secs;
+  unsigned pct;
   bool own;
   int r = interval_get (cat, &secs, &own);
 
   if (r == 0) {
     pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
+    r = threshold_get (cat, &pct, &own);
+  }
+  if (r == 0) {
+    __atomic_store_n (&cat->ckpt_threshold, pct, __ATOMIC_RELAXED);
     r = onoff_get (cat, 0, &cat->ckpt_default);
   }
 
@@ -677,16 +718,18 @@ ckpt_collect (struct catalog *cat)
 
 /* ---------------------------------------------------------------- pressure */
 
-/* Is the pool's free space under the collector's threshold (CKPT_PRESSURE
- * per cent of its data space, counting what waits for a commit as free)?
+/* Is the pool's free space under the collector's threshold (the pool's
+ * space-threshold, CKPT_PRESSURE per cent of its data space unless set),
+ * counting what waits for a commit as free?
  */
 bool
 ckpt_space_low (struct catalog *cat)
 {
   struct space_stats ss;
+  unsigned pct = __atomic_load_n (&cat->ckpt_threshold, __ATOMIC_RELAXED);
 
   space_stats (pool_space (cat->pool), &ss);
-  return (ss.free + ss.pending) * 100 < ss.total * CKPT_PRESSURE;
+  return (ss.free + ss.pending) * 100 < ss.total * (pct ? pct : CKPT_PRESSURE);
 }
 
 

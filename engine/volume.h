@@ -276,7 +276,10 @@ int vol_checkpoint_collect (struct cairn_pool *pool) CAIRN_WUR;
  * "keep-daily", "keep-weekly", "keep-monthly": retention_parse), or the
  * pool's alone, "commit-interval" (a duration from 1 s to 1 h; "inherit"
  * or NULL: back to 5 s), which the commit timer follows at once unless
- * its server gave it a period of its own (pool_start_committer).
+ * its server gave it a period of its own (pool_start_committer), and
+ * "space-threshold" ("5%": 1% to 50%; "inherit" or NULL: back to 5%), the
+ * free space under which the collector drops checkpoints beyond the
+ * policy.
  */
 int vol_checkpoint_set (struct cairn_pool *pool, const char *vol,
                         const char *key, const char *value) CAIRN_WUR;
@@ -318,6 +321,8 @@ struct vol_ckpt_settings {
   bool own_interval;          /* set, not the default */
   unsigned commit_interval_ms; /* what the commit timer uses now */
   bool server_interval;       /* that is the server's own, not the pool's */
+  unsigned space_threshold;   /* the pool's space-threshold (per cent) */
+  bool own_threshold;         /* set, not the default */
 };
 int vol_checkpoint_settings (struct cairn_pool *pool, const char *vol,
                              struct vol_ckpt_settings *st) CAIRN_WUR;

@@ -109,11 +109,18 @@ settings_object (struct cairn_pool *pool, const char *vol, int *rp)
   if (obj && vol == NULL) {
     char d[RET_DURATION_MAX];
 
+    char pct[16];
+
+    snprintf (pct, sizeof pct, "%u%%", st.space_threshold);
     if (json_object_set_new (obj, "commit_interval",
                              json_string (retention_format_duration
                                           (st.commit_interval, d))) < 0 ||
         json_object_set_new (obj, "commit_interval_from",
                              json_string (st.own_interval ? "pool"
+                                          : "default")) < 0 ||
+        json_object_set_new (obj, "space_threshold", json_string (pct)) < 0 ||
+        json_object_set_new (obj, "space_threshold_from",
+                             json_string (st.own_threshold ? "pool"
                                           : "default")) < 0) {
       json_decref (obj);
       obj = NULL;

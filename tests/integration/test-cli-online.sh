@@ -235,7 +235,11 @@ runp checkpoint set db keep-within=0
 expect 0 "^db: checkpoints=on \(pool\), retention keep-within=0 \(volume\)$"
 # How often the pool commits is the pool's setting, kept in the pool.
 runp checkpoint set --default commit-interval=120
-expect 0 ", commit-interval=2m \(pool\)$"
+expect 0 ", commit-interval=2m \(pool\), space-threshold=5% \(default\)$"
+runp checkpoint set --default space-threshold=12
+expect 0 ", space-threshold=12% \(pool\)$"
+runp checkpoint set --default space-threshold=60%
+expect 2 "space-threshold '60%': give a share of the pool's space from 1% to 50%"
 jcheck 'j["checkpoints"]["commit_interval_ms"] == 120000 and j["checkpoints"]["commit_interval_from"] == "pool"' status
 runp status
 grep -qE "^checkpoints +default on, a commit every 120 s \(pool\); " <<<"$out" ||
@@ -244,8 +248,8 @@ runp checkpoint set db commit-interval=10s
 expect 2 "commit-interval is the pool's setting"
 runp checkpoint set --default commit-interval=0
 expect 2 "give a duration from 1s to 3600s"
-runp checkpoint set --default commit-interval=inherit
-expect 0 ", commit-interval=5s \(default\)$"
+runp checkpoint set --default commit-interval=inherit space-threshold=inherit
+expect 0 ", commit-interval=5s \(default\), space-threshold=5% \(default\)$"
 runp checkpoint prune db
 expect 0 "^removed [0-9]+ checkpoints?, kept 0$"
 runp snapshot space db@s1

@@ -245,6 +245,93 @@ Test (checkpoint, commit_interval_is_a_pool_setting)
   free (s);
 }
 
+/* The free space under which checkpoints go beyond the policy is the
+ * pool's setting: refused for a volume or out of range, stored, and
+ * followed: raised over what is free, the collector drops every
+ * checkpoint that only the policy keeps, oldest first, and no snapshot.
+ */
+Test (checkpoint, space_threshold_is_a_pool_setting)
+{
+  int64_t now = 1796640000;
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_clock (dev, &now);
+  struct ck_seen *s = calloc (1, sizeof *s);
+  struct vol_ckpt_settings st;
+  struct vol_ckpt_status cs;
+  static const char *const bad[] = { "0", "51", "5x", "", "%", "-1", "1000" };
+  uint8_t *buf = malloc (1 << 20);
+
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "on"), 0);
+  cr_assert_eq (vol_checkpoint_settings (pool, NULL, &st), 0);
+  cr_assert (st.space_threshold == 5 && !st.own_threshold);
+  cr_assert_eq (vol_create (pool, "v", VSIZE, NULL), 0);
+  cr_assert_eq (vol_checkpoint_set (pool, "v", "space-threshold", "9%"),
+                -EINVAL);
+  for (size_t i = 0; i < ARRAY_SIZE (bad); i++) {
+    cr_assert_eq (vol_checkpoint_set (pool, NULL, "space-threshold", bad[i]),
+                  -EINVAL, "'%s'", bad[i]);
+    cr_assert (strstr (cairn_errmsg (), "from 1% to 50%") != NULL, "%s",
+               cairn_errmsg ());
+  }
+  /* Half the pool's space used by a volume without checkpoints. */
+  cr_assert_eq (vol_checkpoint_set (pool, "v", "checkpoints", "on"), 0);
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "checkpoints", "off"), 0);
+  cr_assert_eq (vol_create (pool, "fill", 32 << 20, NULL), 0);
+  for (unsigned mib = 0; mib < 32; mib++) {
+    struct cairn_volume *f;
+
+    fill_pattern (buf, 1 << 20, mib);
+    cr_assert_eq (vol_open (pool, "fill", &f), 0);
+    cr_assert_eq (vol_pwrite (f, buf, 1 << 20, (uint64_t) mib << 20, 0), 0,
+                  "%s", cairn_errmsg ());
+    vol_close (f);
+  }
+  /* Six checkpoints of v, all within the policy's hour; one of them a
+   * snapshot too (taken in the generation of its write).
+   */
+  for (uint64_t i = 0; i < 6; i++) {
+    write_block (pool, "v", i, 500 + i);
+    now += 10;
+    if (i == 1)
+      cr_assert_eq (snap_create (pool, "v", "kept"), 0);
+    else
+      cr_assert_eq (pool_commit (pool), 0, "%s", cairn_errmsg ());
+  }
+  cr_assert_eq (vol_checkpoint_collect (pool), 0, "%s", cairn_errmsg ());
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 6, "5%% free is far: the policy keeps all six");
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "space-threshold", "50"), 0,
+                "%s", cairn_errmsg ());
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  pool = pool_open_clock (dev, &now);
+  cr_assert_eq (vol_checkpoint_settings (pool, NULL, &st), 0);
+  cr_assert (st.space_threshold == 50 && st.own_threshold, "stored");
+  cr_assert_eq (vol_checkpoint_collect (pool), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_checkpoint_status (pool, &cs), 0);
+  cr_assert_eq (cs.pressure_dropped, 5, "all but the snapshot's: %" PRIu64,
+                cs.pressure_dropped);
+  list_ck (pool, "v", s);
+  cr_assert (s->n == 1 && strcmp (s->c[0].snapshot, "kept") == 0,
+             "%zu left", s->n);
+  list_ck (pool, "fill", s);
+  cr_assert_eq (s->n, 0, "fill takes none");
+  cr_assert_eq (read_all (pool, "v@kept", buf), 0, "the snapshot stays");
+  /* Back to the default: a new checkpoint stays. */
+  cr_assert_eq (vol_checkpoint_set (pool, NULL, "space-threshold", "inherit"),
+                0);
+  write_block (pool, "v", 7, 7);
+  now += 10;
+  cr_assert_eq (pool_commit (pool), 0);
+  cr_assert_eq (vol_checkpoint_collect (pool), 0);
+  list_ck (pool, "v", s);
+  cr_assert_eq (s->n, 2);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  assert_fsck_clean (dev, "after giving space back");
+  dev_close (dev);
+  free (buf);
+  free (s);
+}
+
 /* Retention on the fake clock: keep-within keeps the last hour, older ones
  * go (RC-3 frees what only they held), a promoted one stays as a snapshot,
  * an open one stays until closed (CK-3); fsck is clean and deleting the
