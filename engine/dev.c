@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 
 #include "dev.h"
+#include "sha256.h"
 
 /* The table of checked blocks (dev.h, T1-T5): one 64-bit word an entry,
  * the entry of block blk at blk & mask.  An entry is
@@ -245,6 +246,78 @@ dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
   if (dev->ops->drop_cached && len <= dev->size && off <= dev->size - len)
     dev->ops->drop_cached (dev, off, len);
+}
+
+/* How many copies the device keeps (dev.h). */
+unsigned
+dev_copies (struct cairn_dev *dev)
+{
+  return dev->ops->copies ? dev->ops->copies (dev) : 1;
+}
+
+/* Does buf hash to the digest sha (a dev_check_fn)? */
+bool
+dev_check_sha256 (const void *buf, size_t len, void *sha)
+{
+  uint8_t got[SHA256_LEN];
+
+  sha256 (buf, len, got);
+  return memcmp (got, sha, SHA256_LEN) == 0;
+}
+
+/* Read a range, check it, and heal it from another copy (dev.h, H1, H2). */
+int
+dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
+                   bool repair, dev_check_fn check, void *opaque)
+{
+  unsigned n = dev_copies (dev), good = n;
+  uint32_t failed = 0;          /* copies read and found damaged */
+  int r, err = -EBADMSG;
+
+  if (n == 1) {
+    r = dev_pread (dev, buf, len, off);
+    if (r < 0)
+      return r;
+    return check (buf, len, opaque) ? 0 : -EBADMSG;
+  }
+  r = dev_check_range (dev, "read", len, off);
+  if (r < 0)
+    return r;
+  for (unsigned k = 0; k < n && good == n; k++) {
+    r = dev->ops->pread_copy (dev, buf, len, off, k);
+    if (r == 0 && check (buf, len, opaque))
+      good = k;
+    else if (r == 0) {
+      failed |= 1u << k;
+      dev->ops->note_damage (dev, off, len, k, false);
+    }
+    else if (r != -ENXIO) {
+      failed |= 1u << k;          /* the member counted the read error */
+      if (err == -EBADMSG)
+        err = r;
+    }
+  }
+  if (good == n) {
+    if (failed == 0)
+      return cairn_fail (-EIO, "%s: no copy of [%" PRIu64 ", +%zu) can be "
+                         "read: the devices holding it are missing", dev->name,
+                         off, len);
+    return cairn_fail (err == -EBADMSG ? -EBADMSG : -EIO,
+                       "%s: every copy of [%" PRIu64 ", +%zu) is damaged",
+                       dev->name, off, len);
+  }
+  DEV_COUNT (dev, bytes_read, len);
+  for (unsigned k = 0; k < good; k++) {
+    if (!(failed & (1u << k)) || !repair)
+      continue;
+    /* A failed rewrite is counted by the member (WRITE) and not fatal:
+     * the caller has its good copy.
+     */
+    if (dev->ops->pwrite_copy (dev, buf, len, off, k) == 0)
+      dev->ops->note_damage (dev, off, len, k, true);
+  }
+  cairn_error_clear ();
+  return 0;
 }
 
 /* Close the device; a NULL device is ignored. */
