@@ -4,8 +4,9 @@
 # the plugin opens it from pool=A pool=B and serves what was written; fsck
 # checks it from A,B.  With B gone, opening from A alone is refused, naming
 # the missing device and the way on (degraded=true), and a degraded open
-# serves the export read-only with the same data.  A byte rotted in one
-# copy reads right and is rewritten from the other.  Profiles that
+# serves the export read-only with the same data, and status says DEGRADED
+# and exits 1.  A byte rotted in one copy reads right, is rewritten from
+# the other, and counted on its device (cairn status).  Profiles that
 # cannot be placed are refused before anything is written; cairnd passes
 # the devices and degraded on to nbdkit.  About 4 s.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
@@ -37,7 +38,7 @@ nbdsh -u "$(uri v)" -c 'h.pwrite(b"\x5a" * 4096, 4 << 20)' ||
 stop_plugin
 
 # A rotted copy on A (the first copy, which reads try first) is read from
-# B and rewritten.
+# B, rewritten, and counted on A: CKSUM 1, REPAIRED 1.
 damage_pool_block 90
 CTL="$TMPDIR_TEST/control.sock"
 start_plugin pool="$B" control="$CTL"
@@ -45,6 +46,12 @@ nbdsh -u "$(uri v)" -c 'assert h.pread(4096, 4 << 20) == b"\x5a" * 4096' ||
   fail "the damaged block did not read back right"
 nbdcopy "$(uri v)" "$TMPDIR_TEST/back" || fail "nbdcopy out of v failed"
 cmp -n 4194304 "$TMPDIR_TEST/data" "$TMPDIR_TEST/back" || fail "v reads back other data"
+jcheck_rc '([(m["index"], m["state"], m["read_errors"], m["write_errors"],
+  m["cksum_errors"], m["repaired"]) for m in j["devices"]["members"]] ==
+  [(0, "online", 0, 0, 1, 1), (1, "online", 0, 0, 0, 0)] and
+  j["devices"]["profile"] == "mirror")' 0 --socket "$CTL" status
+run --socket "$CTL" status
+expect 0 "^  0 +online +.* +0 +0 +1 +1 +$A\$"
 stop_plugin
 python3 - "$A" <<'PY' || fail "the damaged copy on A was not rewritten"
 import sys
@@ -75,6 +82,9 @@ nbdsh -u "$(uri v)" -c 'assert h.is_read_only()' ||
 stop_plugin
 run --pool "$A" --degraded volume list
 expect 0 "^v +8M"
+run --pool "$A" --degraded status
+expect 1 "^  1 +missing .*"
+grep -qE "^state +DEGRADED: 1 device missing" <<<"$out" || fail "status is not DEGRADED: $out"
 
 # cairnd hands nbdkit one pool= per device, and degraded=true.
 printf 'pool = devA,%s\ndegraded = yes\n' "$B" >"$TMPDIR_TEST/cairnd.conf"
