@@ -62,12 +62,15 @@ static const struct command commands[] = {
 "  -f, --force             overwrite an existing file or pool; with --size,\n"
 "                          resize an existing file first\n",
     cmd_mkpool, NULL, CMD_OFFLINE },
-  { "fsck", "check a stopped pool", "PATH [--quiet]",
+  { "fsck", "check a stopped pool", "PATH [--quiet] [--scrub]",
 "Check every tree and node of the pool and audit its space.  The pool must\n"
 "not be in use by a server.  Exits 0 when the pool is clean, 1 when it is\n"
 "not.\n"
 "\n"
-"  -q, --quiet           print only the problems found\n",
+"  -q, --quiet           print only the problems found\n"
+"  -s, --scrub           also read every copy of every superblock, node and\n"
+"                        data block, and rewrite damaged copies from good\n"
+"                        ones (opens the pool writable)\n",
     cmd_fsck, NULL, CMD_OFFLINE },
   { "info", "describe a stopped pool", "PATH [--json]",
 "Show the pool's UUID, generation, node size, size and space use.\n"

@@ -424,14 +424,22 @@ fsck_summary (const struct fsck_report *rep)
   if (rep->blocks_free_but_used)
     printf (", %" PRIu64 " in use but marked free", rep->blocks_free_but_used);
   printf (" (of %" PRIu64 " data blocks)\n", rep->blocks_total);
+  if (rep->scrub.ranges)
+    printf ("scrub: %" PRIu64 " superblocks, nodes and data blocks read in "
+            "every copy, %" PRIu64 " damaged %s, %" PRIu64 " repaired, %"
+            PRIu64 " with no good copy\n", rep->scrub.ranges,
+            rep->scrub.bad_copies,
+            plural (rep->scrub.bad_copies, "copy", "copies"),
+            rep->scrub.repaired, rep->scrub.lost);
 }
 
-/* cairn fsck PATH [--quiet] */
+/* cairn fsck PATH [--quiet] [--scrub] */
 int
 cmd_fsck (const struct cli *cli, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "quiet", no_argument, NULL, 'q' },
+    { "scrub", no_argument, NULL, 's' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -447,10 +455,13 @@ cmd_fsck (const struct cli *cli, int argc, char **argv)
   bool quiet = false;
   int c, r;
 
-  while ((c = getopt_long (argc, argv, "qh", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "qsh", opts, NULL)) != -1) {
     switch (c) {
     case 'q':
       quiet = true;
+      break;
+    case 's':
+      fo.scrub = true;
       break;
     case 'h':
       cli_usage (cli->cmd);
@@ -464,7 +475,10 @@ cmd_fsck (const struct cli *cli, int argc, char **argv)
     return r;
   ui.show_progress = !quiet && isatty (STDERR_FILENO);
 
-  r = cli_open_devices (cli, path, DEV_CHUNK_RDONLY, &dev);
+  /* Scrubbing rewrites damaged copies: the devices are opened writable
+   * (and locked against a server, as for any change).
+   */
+  r = cli_open_devices (cli, path, fo.scrub ? 0 : DEV_CHUNK_RDONLY, &dev);
   if (r != EXIT_OK)
     return r;
   r = fsck_pool (dev, &fo, &rep);

@@ -15,6 +15,7 @@
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -265,6 +266,25 @@ dev_check_sha256 (const void *buf, size_t len, void *sha)
   return memcmp (got, sha, SHA256_LEN) == 0;
 }
 
+/* Rewrite the copies in `failed` with buf, which passed its check (H1);
+ * how many were rewritten.  A failed rewrite is counted by the member
+ * (WRITE) and not fatal: the caller has its good copy.
+ */
+static unsigned
+repair_copies (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off,
+               uint32_t failed)
+{
+  unsigned done = 0;
+
+  for (unsigned k = 0; failed >> k; k++)
+    if ((failed & (1u << k)) &&
+        dev->ops->pwrite_copy (dev, buf, len, off, k) == 0) {
+      dev->ops->note_damage (dev, off, len, k, true);
+      done++;
+    }
+  return done;
+}
+
 /* Read a range, check it, and heal it from another copy (dev.h, H1, H2). */
 int
 dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
@@ -307,15 +327,48 @@ dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
                        dev->name, off, len);
   }
   DEV_COUNT (dev, bytes_read, len);
-  for (unsigned k = 0; k < good; k++) {
-    if (!(failed & (1u << k)) || !repair)
+  if (repair)
+    repair_copies (dev, buf, len, off, failed);
+  cairn_error_clear ();
+  return 0;
+}
+
+/* Read every copy of a range, check each, and heal the bad ones (dev.h). */
+int
+dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off, dev_check_fn check,
+           void *opaque, struct dev_scrub_stats *st)
+{
+  unsigned n = dev_copies (dev);
+  uint8_t *good = NULL, *buf;
+  uint32_t failed = 0;
+  int r;
+
+  assert (len <= DEV_SCRUB_MAX);
+  buf = malloc (2 * len);
+  if (buf == NULL)
+    return cairn_fail (-ENOMEM, "out of memory scrubbing %s", dev->name);
+  st->ranges++;
+  for (unsigned k = 0; k < n; k++) {
+    uint8_t *p = good ? buf + len : buf;
+
+    r = n == 1 ? dev_pread (dev, p, len, off)
+               : dev->ops->pread_copy (dev, p, len, off, k);
+    if (r == -ENXIO)
+      continue;                   /* on a missing device: not damage */
+    if (r == 0 && check (p, len, opaque)) {
+      good = good ? good : p;
       continue;
-    /* A failed rewrite is counted by the member (WRITE) and not fatal:
-     * the caller has its good copy.
-     */
-    if (dev->ops->pwrite_copy (dev, buf, len, off, k) == 0)
-      dev->ops->note_damage (dev, off, len, k, true);
+    }
+    failed |= 1u << k;
+    st->bad_copies++;
+    if (r == 0 && n > 1)
+      dev->ops->note_damage (dev, off, len, k, false);
   }
+  if (good == NULL && failed)
+    st->lost++;
+  else if (failed)
+    st->repaired += repair_copies (dev, good, len, off, failed);
+  free (buf);
   cairn_error_clear ();
   return 0;
 }

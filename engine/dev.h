@@ -165,6 +165,23 @@ int dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len,
  * device but a pool of several devices).
  */
 unsigned dev_copies (struct cairn_dev *dev);
+/* What dev_scrub found, added up over the ranges it was given. */
+struct dev_scrub_stats {
+  uint64_t ranges;            /* ranges scrubbed */
+  uint64_t bad_copies;        /* copies that failed the check or the read */
+  uint64_t repaired;          /* of those, rewritten from a good copy */
+  uint64_t lost;              /* ranges with no good copy at all */
+};
+/* Read every copy of [off, off + len) (at most DEV_SCRUB_MAX bytes), check
+ * each, and rewrite those that fail with one that passes (unless the
+ * device is read-only), counting as dev_pread_checked does.  The caller
+ * holds what keeps the range referenced (H2).  0, or -ENOMEM; what was
+ * found goes to st.
+ */
+#define DEV_SCRUB_MAX (64u * 1024)
+int dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off,
+               dev_check_fn check, void *opaque, struct dev_scrub_stats *st)
+  CAIRN_WUR;
 
 /* Blocks whose copy in the host's cache has been checked (dev.c).
  *

@@ -101,6 +101,13 @@ int pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
 int pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                struct cairn_pool **poolp) CAIRN_WUR;
 
+/* Scrub every copy of every superblock slot of the pool on dev
+ * (dev_scrub): a copy that is neither valid nor never written is rewritten
+ * from one that is.  Offline, or from fsck.
+ */
+int pool_scrub_superblocks (struct cairn_dev *dev, struct dev_scrub_stats *st)
+  CAIRN_WUR;
+
 /* Commit what is pending (unless read-only or failed) and free the pool.
  * Returns the commit's error, if any; the pool is freed either way.
  */

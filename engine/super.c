@@ -166,6 +166,19 @@ slot_valid (const void *buf, size_t len, void *opaque)
                             sb_decode (buf, sc->dev_size, sc->slot, &sb) == 0);
 }
 
+/* Scrub every copy of every slot (pool.h). */
+int
+pool_scrub_superblocks (struct cairn_dev *dev, struct dev_scrub_stats *st)
+{
+  for (unsigned i = 0; i < SB_SLOTS; i++) {
+    int r = dev_scrub (dev, SB_SIZE, SB_SLOT_OFFSET (i), slot_valid,
+                       &(struct slot_check) { dev->size, i }, st);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
 /* Read every slot and pick the newest valid one. */
 int
 sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,

@@ -16,7 +16,9 @@
  * mapping is looked up again, and if it still maps there with the same
  * digest (so nothing can free and reuse the block meanwhile: dev.h, H2),
  * the other copies are read until one matches, and the bad ones are
- * rewritten with it.
+ * rewritten with it.  A pool opened read-only repairs too, when its device
+ * is writable (fsck --scrub): the copies below the pool change, not the
+ * pool.
  */
 #include <config.h>
 
@@ -239,9 +241,8 @@ heal_block (struct cairn_volume *v, uint64_t lbn, uint64_t addr,
                  memcmp (now, sha, SHA256_LEN) != 0))
     r = -EAGAIN;
   if (r == 0)
-    r = dev_pread_checked (dev, out, BLOCK_SIZE, addr * BLOCK_SIZE,
-                           !pool_is_readonly (v->cat->pool), dev_check_sha256,
-                           now);
+    r = dev_pread_checked (dev, out, BLOCK_SIZE, addr * BLOCK_SIZE, true,
+                           dev_check_sha256, now);
   btree_unlock (v->tree);
   map_vec_free (&mv);
   return r;

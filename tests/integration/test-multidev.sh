@@ -6,7 +6,8 @@
 # the missing device and the way on (degraded=true), and a degraded open
 # serves the export read-only with the same data, and status says DEGRADED
 # and exits 1.  A byte rotted in one copy reads right, is rewritten from
-# the other, and counted on its device (cairn status).  Profiles that
+# the other, and counted on its device (cairn status); one in a copy that
+# reads do not reach is found and rewritten by fsck --scrub.  Profiles that
 # cannot be placed are refused before anything is written; cairnd passes
 # the devices and degraded on to nbdkit.  About 4 s.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
@@ -33,13 +34,15 @@ head -c 4M /dev/urandom >"$TMPDIR_TEST/data"
 POOL=$A
 start_plugin pool="$B"
 nbdcopy "$TMPDIR_TEST/data" "$(uri v)" || fail "nbdcopy into v failed"
-nbdsh -u "$(uri v)" -c 'h.pwrite(b"\x5a" * 4096, 4 << 20)' ||
-  fail "writing a block of 0x5a failed"
+nbdsh -u "$(uri v)" -c 'h.pwrite(b"\x5a" * 4096, 4 << 20)
+h.pwrite(b"\x5b" * 4096, 5 << 20)' || fail "writing blocks of 0x5a, 0x5b failed"
 stop_plugin
 
 # A rotted copy on A (the first copy, which reads try first) is read from
 # B, rewritten, and counted on A: CKSUM 1, REPAIRED 1.
 damage_pool_block 90
+# And the second copy of another, on B, which reads do not reach.
+POOL=$B damage_pool_block 91
 CTL="$TMPDIR_TEST/control.sock"
 start_plugin pool="$B" control="$CTL"
 nbdsh -u "$(uri v)" -c 'assert h.pread(4096, 4 << 20) == b"\x5a" * 4096' ||
@@ -58,8 +61,18 @@ import sys
 data = open(sys.argv[1], "rb").read()
 assert data.find(b"\x5a" * 4096, 1 << 20) >= 0
 PY
+# fsck --scrub reads every copy: it finds the one on B and rewrites it.
 run fsck "$A,$B"
 expect 0
+run fsck --scrub "$A,$B"
+expect 0 "scrub: .* 1 damaged copy, 1 repaired, 0 with no good copy"
+python3 - "$B" <<'PY' || fail "the damaged copy on B was not rewritten"
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.find(b"\x5b" * 4096, 1 << 20) >= 0
+PY
+run fsck --scrub "$A,$B"
+expect 0 "scrub: .* 0 damaged copies, 0 repaired"
 
 # B is gone: refused without degraded=, and said why.
 mv "$B" "$B.away"
