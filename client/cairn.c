@@ -182,7 +182,10 @@ static const struct command commands[] = {
     cmd_diff, NULL, CMD_ONLINE },
   { "status", "show the pool's state, space and cache", "[--json]",
 "Show the pool of the server (or of --pool PATH): UUID, generation,\n"
-"volumes, space and node cache, and whether it has failed.\n"
+"volumes, space and node cache, and whether it has failed; for a pool of\n"
+"several devices, each device's state and READ / WRITE / CKSUM errors.\n"
+"Exits 1 when the pool has failed, records are damaged or a device is\n"
+"missing.\n"
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_status, NULL, CMD_ONLINE },

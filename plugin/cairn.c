@@ -500,7 +500,15 @@ cairn_get_ready (void)
   if (dev_trusting (dev))
     nbdkit_debug ("cairn: a cached read is known not to have read from the "
                   "disk through %s", dev_cache_watch (dev));
-  if (pool_readonly && !readonly_pool)
+  if (dev_is_chunked (dev)) {
+    struct dev_chunk_info ci;
+
+    dev_chunk_info (dev, &ci);
+    nbdkit_debug ("cairn: %u devices, profile %s%s", ci.nmembers,
+                  dev_profile_name (ci.profile),
+                  ci.missing ? ", degraded: served read-only" : "");
+  }
+  if (pool_readonly && !readonly_pool && !degraded)
     nbdkit_debug ("cairn: the engine opened the pool read-only "
                   "(a feature this version cannot write)");
   return 0;
