@@ -403,14 +403,14 @@ print_devices (json_t *res)
   json_t *devs = json_object_get (res, "devices"), *v;
   struct table t = { .ncols = ARRAY_SIZE (head) };
   char buf[320];
-  size_t i;
+  size_t i, n;
 
   if (devs == NULL)
     return false;
+  n = json_array_size (json_object_get (devs, "members"));
   snprintf (buf, sizeof buf, "%s, %" PRIu64 " cop%s of every block, %zu "
-            "devices", jstr (devs, "profile"), jnum (devs, "copies"),
-            jnum (devs, "copies") == 1 ? "y" : "ies",
-            json_array_size (json_object_get (devs, "members")));
+            "device%s", jstr (devs, "profile"), jnum (devs, "copies"),
+            jnum (devs, "copies") == 1 ? "y" : "ies", n, n == 1 ? "" : "s");
   field ("profile", buf);
   if (table_add (&t, head) == 0)
     json_array_foreach (json_object_get (devs, "members"), i, v) {
