@@ -52,7 +52,12 @@
  * by its UUID and index.  This first step fixes the chunk map at format
  * time, mapping the members whole, with one profile for data and
  * metadata alike: no copy-on-write chunk tree, no conversion, no device
- * add or remove yet (the label generation is there for them).
+ * add or remove yet (the label generation is there for them).  Chunks are
+ * placed while enough members have room for one more (every member, for a
+ * stripe); what is left on the others stays unused.  The logical device
+ * cannot tell a cached read (no pread_cached), so a pool on it checks
+ * every read (dev.h, "Blocks whose copy..."): the members' caches are not
+ * trusted.
  *
  * Invariants:
  *  C1. Copies of a column are on distinct members (mirror, mirror3,
