@@ -38,12 +38,21 @@ static const struct command commands[] = {
   { "version", "print the version", "", "Print the version of cairn.\n",
     cmd_version, NULL, CMD_OTHER },
   { "mkpool", "create a pool on a file or a block device",
-    "PATH --size SIZE [--node-size SIZE] [--preallocate MODE] [--force]",
+    "PATH... --size SIZE [--data PROFILE] [--metadata PROFILE]\n"
+"       [--node-size SIZE] [--preallocate MODE] [--force]",
 "Create a new, empty pool.  A missing PATH is created as a sparse file of\n"
 "SIZE; an existing block device is formatted whole; an existing file is\n"
-"only overwritten with --force.\n"
+"only overwritten with --force.  Several PATHs (or a profile) make a pool\n"
+"of several devices, whose copies of each block the profile places: open\n"
+"it later with --pool PATH,PATH,...\n"
 "\n"
-"  -s, --size SIZE         pool size, e.g. 64M, 8G, 1T (bytes without a unit)\n"
+"  -s, --size SIZE         pool size, e.g. 64M, 8G, 1T (bytes without a unit);\n"
+"                          with several PATHs, the size of each new file\n"
+"      --data PROFILE      single, dup, mirror, mirror3, stripe or\n"
+"                          stripe-mirror (default: mirror on two or more\n"
+"                          devices, dup on one)\n"
+"      --metadata PROFILE  the same; data and metadata share one profile\n"
+"                          for now, so the two must agree\n"
 "  -n, --node-size SIZE    metadata node size: 4K, 8K, 16K (default), 32K, 64K\n"
 "  -p, --preallocate MODE  a file's space in its filesystem: off (sparse,\n"
 "                          the default), space (reserved: no write can fail\n"
@@ -53,12 +62,15 @@ static const struct command commands[] = {
 "  -f, --force             overwrite an existing file or pool; with --size,\n"
 "                          resize an existing file first\n",
     cmd_mkpool, NULL, CMD_OFFLINE },
-  { "fsck", "check a stopped pool", "PATH [--quiet]",
+  { "fsck", "check a stopped pool", "PATH [--quiet] [--scrub]",
 "Check every tree and node of the pool and audit its space.  The pool must\n"
 "not be in use by a server.  Exits 0 when the pool is clean, 1 when it is\n"
 "not.\n"
 "\n"
-"  -q, --quiet           print only the problems found\n",
+"  -q, --quiet           print only the problems found\n"
+"  -s, --scrub           also read every copy of every superblock, node and\n"
+"                        data block, and rewrite damaged copies from good\n"
+"                        ones (opens the pool writable)\n",
     cmd_fsck, NULL, CMD_OFFLINE },
   { "info", "describe a stopped pool", "PATH [--json]",
 "Show the pool's UUID, generation, node size, size and space use.\n"
@@ -170,7 +182,10 @@ static const struct command commands[] = {
     cmd_diff, NULL, CMD_ONLINE },
   { "status", "show the pool's state, space and cache", "[--json]",
 "Show the pool of the server (or of --pool PATH): UUID, generation,\n"
-"volumes, space and node cache, and whether it has failed.\n"
+"volumes, space and node cache, and whether it has failed; for a pool of\n"
+"several devices, each device's state and READ / WRITE / CKSUM errors.\n"
+"Exits 1 when the pool has failed, records are damaged or a device is\n"
+"missing.\n"
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_status, NULL, CMD_ONLINE },
@@ -230,11 +245,15 @@ global_usage (FILE *fp)
   };
 
   fprintf (fp,
-"Usage: cairn [--pool PATH | --socket PATH | --connect HOST[:PORT] [TLS]]\n"
+"Usage: cairn [--pool PATH[,PATH...] [--degraded] | --socket PATH |\n"
+"             --connect HOST[:PORT] [TLS]]\n"
 "             [--timeout SECONDS] COMMAND [ARGS]\n"
 "\n"
 "  -p, --pool PATH       the pool: work on it in-process (it must not be in\n"
-"                        use), or the PATH of offline commands\n"
+"                        use), or the PATH of offline commands; a pool of\n"
+"                        several devices is PATH,PATH,... (all of them)\n"
+"      --degraded        open a pool of several devices with some missing,\n"
+"                        read-only, where the others hold a copy of all\n"
 "  -S, --socket PATH     the control socket of the server (default\n"
 "                        $CAIRN_SOCKET, else " CLI_DEFAULT_SOCKET ")\n"
 "  -C, --connect HOST[:PORT]  the server's control port on TCP\n"
@@ -449,6 +468,7 @@ main (int argc, char **argv)
   enum { OPT_TLS = 256, OPT_TLS_CERTS, OPT_TLS_PSK, OPT_TLS_USER };
   static const struct option opts[] = {
     { "pool", required_argument, NULL, 'p' },
+    { "degraded", no_argument, NULL, 'D' },
     { "socket", required_argument, NULL, 'S' },
     { "connect", required_argument, NULL, 'C' },
     { "tls", no_argument, NULL, OPT_TLS },
@@ -488,6 +508,9 @@ main (int argc, char **argv)
       break;
     case 'p':
       cli.pool = optarg;
+      break;
+    case 'D':
+      cli.degraded = true;
       break;
     case 'S':
       cli.socket = optarg;

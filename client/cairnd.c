@@ -53,6 +53,7 @@ struct cairnd_opts {
   char *cache;
   char *verify;       /* disk or always: the plugin's verify= */
   bool list_checkpoints;  /* the plugin's list-checkpoints=true */
+  bool degraded;          /* the plugin's degraded=true */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -74,7 +75,10 @@ usage (int status)
 "Start the Cairn storage server (nbdkit with the Cairn plugin).\n"
 "\n"
 "  -c, --config FILE     read options from FILE (lines: key = value)\n"
-"  -p, --pool PATH       the pool to serve (required)\n"
+"  -p, --pool PATH       the pool to serve (required); PATH,PATH,... for\n"
+"                        the devices of a pool of several\n"
+"      --degraded        serve a pool of several devices with some\n"
+"                        missing, read-only\n"
 "  -U, --socket PATH     serve NBD on a Unix socket\n"
 "  -l, --listen ADDR     serve NBD on TCP address ADDR\n"
 "  -P, --port PORT       TCP port (default 10809)\n"
@@ -129,6 +133,33 @@ is_yes (const char *value)
          strcmp (value, "1") == 0;
 }
 
+/* Take each relative path of a comma-separated list (the devices of a
+ * pool; one path for the other settings) relative to dir.
+ */
+static void
+resolve_paths (char **paths, const char *dir)
+{
+  char *list = *paths, *out = NULL, *save = NULL;
+  const char *sep = "";
+  size_t len = 0;
+  FILE *f = open_memstream (&out, &len);
+
+  if (f == NULL) {
+    perror ("cairnd: open_memstream");
+    exit (1);
+  }
+  for (char *p = strtok_r (list, ",", &save); p;
+       p = strtok_r (NULL, ",", &save), sep = ",")
+    fprintf (f, "%s%s%s%s", sep, p[0] == '/' ? "" : dir, p[0] == '/' ? "" : "/",
+             p);
+  if (fclose (f) != 0) {
+    perror ("cairnd: fclose");
+    exit (1);
+  }
+  free (list);
+  *paths = out;
+}
+
 /* Apply one key = value setting from the config file; a relative path is
  * taken relative to dir, the config file's directory.
  */
@@ -154,13 +185,8 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     if (strcmp (key, strs[i].key) == 0) {
       set_opt (strs[i].dst, value);
-      if (strs[i].path && value[0] != '/' && value[0] != '\0') {
-        free (*strs[i].dst);
-        if (asprintf (strs[i].dst, "%s/%s", dir, value) == -1) {
-          perror ("cairnd: asprintf");
-          exit (1);
-        }
-      }
+      if (strs[i].path)
+        resolve_paths (strs[i].dst, dir);
       return 0;
     }
   if (strcmp (key, "foreground") == 0) {
@@ -173,6 +199,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "list-checkpoints") == 0) {
     o->list_checkpoints = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "degraded") == 0) {
+    o->degraded = is_yes (value);
     return 0;
   }
   return -1;
@@ -466,17 +496,28 @@ check_start (const struct cairnd_opts *o)
     { "NBD socket", o->socket }, { "control socket", o->control },
   };
   struct stat st;
+  char *list = strdup (o->pool), *save = NULL;
 
-  if (stat (o->pool, &st) == -1) {
-    if (errno == ENOENT)
-      fprintf (stderr, "cairnd: pool %s does not exist: create it with "
-               "--create SIZE (e.g. --create 100G), or with 'cairn mkpool "
-               "%s --size SIZE', or give the path of an existing pool\n",
-               o->pool, o->pool);
-    else
-      fprintf (stderr, "cairnd: pool %s: %s\n", o->pool, strerror (errno));
+  if (list == NULL) {
+    perror ("cairnd: strdup");
     return -1;
   }
+  for (char *p = strtok_r (list, ",", &save); p; p = strtok_r (NULL, ",", &save))
+    if (stat (p, &st) == -1) {
+      if (errno == ENOENT && strchr (o->pool, ','))
+        fprintf (stderr, "cairnd: device %s of the pool does not exist (with "
+                 "--degraded, leave out a missing device)\n", p);
+      else if (errno == ENOENT)
+        fprintf (stderr, "cairnd: pool %s does not exist: create it with "
+                 "--create SIZE (e.g. --create 100G), or with 'cairn mkpool "
+                 "%s --size SIZE', or give the path of an existing pool\n",
+                 p, p);
+      else
+        fprintf (stderr, "cairnd: pool %s: %s\n", p, strerror (errno));
+      free (list);
+      return -1;
+    }
+  free (list);
   if (access (o->plugin, R_OK) == -1) {
     fprintf (stderr, "cairnd: plugin %s: %s (run 'make install', or give "
              "--plugin PATH, such as BUILD/.libs/nbdkit-cairn-plugin.so "
@@ -524,7 +565,7 @@ main (int argc, char **argv)
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT };
+         OPT_LIST_CKPT, OPT_DEGRADED };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -540,6 +581,7 @@ main (int argc, char **argv)
     { "cache", required_argument, NULL, OPT_CACHE },
     { "verify", required_argument, NULL, OPT_VERIFY },
     { "list-checkpoints", no_argument, NULL, OPT_LIST_CKPT },
+    { "degraded", no_argument, NULL, OPT_DEGRADED },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
     { "create", required_argument, NULL, OPT_CREATE },
     { "preallocate", required_argument, NULL, OPT_PREALLOC },
@@ -580,6 +622,7 @@ main (int argc, char **argv)
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_VERIFY: set_opt (&o.verify, optarg); break;
     case OPT_LIST_CKPT: o.list_checkpoints = true; break;
+    case OPT_DEGRADED: o.degraded = true; break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
     case OPT_CREATE: set_opt (&o.create, optarg); break;
     case OPT_PREALLOC: set_opt (&o.preallocate, optarg); break;
@@ -602,6 +645,11 @@ main (int argc, char **argv)
   if (o.pool == NULL) {
     fprintf (stderr, "cairnd: no pool given: use --pool PATH "
              "(create one with 'cairn mkpool PATH --size SIZE')\n");
+    return finish (&o, 2);
+  }
+  if (o.create && strchr (o.pool, ',')) {
+    fprintf (stderr, "cairnd: --create makes a pool of one device: make a "
+             "pool of several with 'cairn mkpool PATH... --size SIZE'\n");
     return finish (&o, 2);
   }
   if (o.verify && strcmp (o.verify, "disk") != 0 &&
@@ -659,7 +707,20 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, o.threads);
   }
   add_arg (nargv, &nargc, o.plugin);
-  add_arg (nargv, &nargc, kv ("pool", o.pool));
+  {
+    char *list = strdup (o.pool), *save = NULL;
+
+    if (list == NULL) {
+      perror ("cairnd: strdup");
+      return finish (&o, 1);
+    }
+    for (char *p = strtok_r (list, ",", &save); p;
+         p = strtok_r (NULL, ",", &save))
+      add_arg (nargv, &nargc, kv ("pool", p));
+    free (list);
+  }
+  if (o.degraded)
+    add_arg (nargv, &nargc, "degraded=true");
   add_arg (nargv, &nargc, kv ("control", o.control));
   if (o.control_group)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));

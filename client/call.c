@@ -130,23 +130,56 @@ call_server (const struct cli *cli, const char *method, json_t *params,
   return r;
 }
 
+/* Open the devices of a pool (cli.h). */
+int
+cli_open_devices (const struct cli *cli, const char *spec, unsigned flags,
+                  struct cairn_dev **devp)
+{
+  const char *paths[DEV_CHUNK_MAX_MEMBERS];
+  CLEANUP_FREE char *copy = strdup (spec);
+  unsigned n = 0;
+  char *save = NULL;
+  int r;
+
+  if (copy == NULL)
+    return cli_error (cli, EXIT_FAIL, "out of memory");
+  for (char *p = strtok_r (copy, ",", &save); p; p = strtok_r (NULL, ",", &save)) {
+    if (n == DEV_CHUNK_MAX_MEMBERS)
+      return cli_usage_error (cli, "a pool has at most %u devices",
+                              DEV_CHUNK_MAX_MEMBERS);
+    paths[n++] = p;
+  }
+  if (n == 0)
+    return cli_usage_error (cli, "no pool path in '%s'", spec);
+  if (cli->degraded)
+    flags |= DEV_CHUNK_DEGRADED;
+  r = dev_pool_open (paths, n, flags, devp);
+  for (unsigned i = 0; r == -ENOENT && i < n; i++)
+    if (access (paths[i], F_OK) == -1)
+      return cli_error (cli, EXIT_NOT_FOUND, "%s: %s", paths[i],
+                        strerror (ENOENT));
+  if (r == -ENOENT)
+    return cli_error (cli, EXIT_NOT_FOUND, "%s", cairn_errmsg ());
+  if (r == -EBUSY && cli->pool)
+    return cli_error (cli, EXIT_FAIL, "%s: to manage a pool that a server "
+                      "serves, leave out --pool (the command then goes to "
+                      "the server's control socket)", cairn_errmsg ());
+  if (r < 0)
+    return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  return EXIT_OK;
+}
+
 /* Open the pool of --pool for a call (read-only unless modify). */
 int
 cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
                struct cairn_pool **poolp)
 {
   struct pool_open_opts oo = { .readonly = !modify };
-  int r = dev_file_open (cli->pool, modify ? 0 : DEV_RDONLY, 0, devp);
+  int r = cli_open_devices (cli, cli->pool, modify ? 0 : DEV_CHUNK_RDONLY,
+                            devp);
 
-  if (r == -ENOENT)
-    return cli_error (cli, EXIT_NOT_FOUND, "%s: %s", cli->pool,
-                      strerror (ENOENT));
-  if (r == -EBUSY)
-    return cli_error (cli, EXIT_FAIL, "%s: to manage a pool that a server "
-                      "serves, leave out --pool (the command then goes to "
-                      "the server's control socket)", cairn_errmsg ());
-  if (r < 0)
-    return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  if (r != EXIT_OK)
+    return r;
   r = pool_open (*devp, &oo, poolp);
   if (r < 0) {
     r = cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());

@@ -48,7 +48,10 @@ enum command_kind {
 /* What every subcommand gets: its table entry and the global options. */
 struct cli {
   const struct command *cmd;
-  const char *pool;               /* --pool PATH, or NULL */
+  const char *pool;               /* --pool PATH, or NULL; PATH,PATH,...
+                                     names a pool's several devices */
+  bool degraded;                  /* --degraded: open without missing
+                                     devices, read-only */
   const char *socket;             /* --socket PATH, or NULL */
   const char *connect;            /* --connect HOST[:PORT], or NULL */
   bool tls;                       /* --tls (or a --tls-* option) */
@@ -134,6 +137,13 @@ int cli_call (const struct cli *cli, bool modify, const char *method,
  */
 struct cairn_dev;
 struct cairn_pool;
+/* Open the devices a pool lives on: spec is one path, or the paths of a
+ * pool's devices joined by commas; flags as dev_pool_open (--degraded adds
+ * DEV_CHUNK_DEGRADED).  On failure report it and return the exit code:
+ * EXIT_NOT_FOUND when a path does not exist.
+ */
+int cli_open_devices (const struct cli *cli, const char *spec, unsigned flags,
+                      struct cairn_dev **devp);
 int cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
                    struct cairn_pool **poolp);
 

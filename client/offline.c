@@ -160,8 +160,111 @@ open_existing (const struct cli *cli, const char *path, const struct stat *st,
   return r;
 }
 
-/* cairn mkpool PATH --size SIZE [--node-size SIZE] [--preallocate MODE]
- *              [--force]
+/* Open or create one device for mkpool: an existing one after the checks
+ * that protect what it holds, a missing one as a sparse file of size; then
+ * preallocate it.  *createdp says whether it was created.
+ */
+static int
+mkpool_open (const struct cli *cli, const char *path, bool force, uint64_t size,
+             enum dev_prealloc prealloc, struct cairn_dev **devp,
+             bool *createdp, struct stat *st)
+{
+  struct progress progress;
+  int r;
+
+  *createdp = false;
+  if (stat (path, st) == 0) {
+    r = open_existing (cli, path, st, force, size, devp);
+    if (r != EXIT_OK)
+      return r;
+  }
+  else if (errno != ENOENT)
+    return cli_error (cli, EXIT_FAIL, "%s: %m", path);
+  else if (size == 0)
+    return cli_usage_error (cli, "%s does not exist: give its size with "
+                            "--size SIZE", path);
+  else {
+    r = dev_file_open (path, DEV_CREATE, size, devp);
+    if (r < 0)
+      return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+    *createdp = true;
+  }
+  /* Before the pool is written: full preallocation writes zeros over all. */
+  progress_init (&progress, PROGRESS_AUTO, "preallocated");
+  r = dev_file_preallocate (*devp, prealloc, progress_fn, &progress);
+  progress_end (&progress);
+  return r < 0 ? cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ()) : EXIT_OK;
+}
+
+/* mkpool of a pool of several devices (or one, with a profile): label the
+ * devices, then format the pool on the logical device over them.
+ */
+static int
+mkpool_devices (const struct cli *cli, char **paths, unsigned n, bool force,
+                uint64_t size, enum dev_prealloc prealloc,
+                const struct pool_format_opts *fo, enum dev_profile profile)
+{
+  struct dev_chunk_format_opts co = { .profile = profile };
+  struct cairn_dev *members[DEV_CHUNK_MAX_MEMBERS] = { NULL }, *dev = NULL;
+  bool created[DEV_CHUNK_MAX_MEMBERS] = { false };
+  char uuid_str[37], size_str[UNITS_FORMAT_MAX], node_str[UNITS_FORMAT_MAX];
+  struct dev_chunk_info ci;
+  uint8_t uuid[16];
+  struct stat st;
+  int r = EXIT_OK;
+
+  if (n > DEV_CHUNK_MAX_MEMBERS)
+    return cli_usage_error (cli, "a pool has at most %u devices",
+                            DEV_CHUNK_MAX_MEMBERS);
+  for (unsigned i = 0; i < n && r == EXIT_OK; i++)
+    r = mkpool_open (cli, paths[i], force, size, prealloc, &members[i],
+                     &created[i], &st);
+  if (r == EXIT_OK &&
+      (dev_chunk_format (members, n, &co, NULL) < 0 ||
+       dev_chunk_open (members, n, 0, &dev) < 0 ||
+       pool_format (dev, fo, uuid) < 0))
+    r = cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  if (r == EXIT_OK)
+    dev_chunk_info (dev, &ci);
+  dev_close (dev);
+  for (unsigned i = 0; i < n; i++) {
+    dev_close (members[i]);
+    if (r != EXIT_OK && created[i])
+      unlink (paths[i]);      /* leave nothing half made behind */
+  }
+  if (r != EXIT_OK)
+    return r;
+  uuid_format (uuid, uuid_str);
+  printf ("created pool %s: %u device%s, profile %s, %s, node size %s\n",
+          uuid_str, n, n == 1 ? "" : "s", dev_profile_name (profile),
+          units_format (ci.logical_size, size_str),
+          units_format (fo->node_size, node_str));
+  for (unsigned i = 0; i < n; i++)
+    printf ("  device %u: %s\n", i, paths[i]);
+  return EXIT_OK;
+}
+
+/* The profile of --data and --metadata (one for both, for now). */
+static int
+mkpool_profile (const struct cli *cli, const char *data, const char *meta,
+                unsigned ndevs, enum dev_profile *p)
+{
+  enum dev_profile d = DEV_PROFILE_SINGLE, m = DEV_PROFILE_SINGLE;
+
+  if (data && dev_profile_parse (data, &d) < 0)
+    return cli_usage_error (cli, "--data: %s", cairn_errmsg ());
+  if (meta && dev_profile_parse (meta, &m) < 0)
+    return cli_usage_error (cli, "--metadata: %s", cairn_errmsg ());
+  if (data && meta && d != m)
+    return cli_usage_error (cli, "--data %s and --metadata %s differ: this "
+                            "version keeps data and metadata in one profile, "
+                            "so give the same to both", data, meta);
+  *p = data ? d : meta ? m : ndevs > 1 ? DEV_PROFILE_MIRROR : DEV_PROFILE_DUP;
+  return 0;
+}
+
+/* cairn mkpool PATH... --size SIZE [--data PROFILE] [--metadata PROFILE]
+ *              [--node-size SIZE] [--preallocate MODE] [--force]
  */
 int
 cmd_mkpool (const struct cli *cli, int argc, char **argv)
@@ -171,12 +274,15 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
     { "node-size", required_argument, NULL, 'n' },
     { "force", no_argument, NULL, 'f' },
     { "preallocate", required_argument, NULL, 'p' },
+    { "data", required_argument, NULL, 'D' },
+    { "metadata", required_argument, NULL, 'M' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
+  const char *data_profile = NULL, *meta_profile = NULL;
+  enum dev_profile profile = DEV_PROFILE_SINGLE;
   enum dev_prealloc prealloc = DEV_PREALLOC_OFF;
   const char *said;
-  struct progress progress;
   struct pool_format_opts fo = { .node_size = NODE_SIZE_DEFAULT,
                                  .checkpoints = true };
   struct cairn_dev *dev = NULL;
@@ -208,6 +314,12 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
         return cli_usage_error (cli, "--preallocate '%s': say off, space or "
                                 "full", optarg);
       break;
+    case 'D':
+      data_profile = optarg;
+      break;
+    case 'M':
+      meta_profile = optarg;
+      break;
     case 'h':
       cli_usage (cli->cmd);
       return EXIT_OK;
@@ -215,37 +327,29 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
       return cli_try_help (cli);
     }
   }
+  if (argc - optind > 1 || data_profile || meta_profile) {
+    r = mkpool_profile (cli, data_profile, meta_profile,
+                        (unsigned) (argc - optind), &profile);
+    if (r != 0)
+      return r;
+    if (cli->pool && argc - optind > 0)
+      return cli_usage_error (cli, "give the devices either with --pool or "
+                              "as arguments, not both");
+    if (argc - optind == 0)
+      return cli_usage_error (cli, "missing PATH... (the pool's devices)");
+    return mkpool_devices (cli, argv + optind, (unsigned) (argc - optind),
+                           force, size, prealloc, &fo, profile);
+  }
   r = cli_pool_path (cli, argc, argv, &path);
   if (r != 0)
     return r;
 
-  if (stat (path, &st) == 0) {
-    r = open_existing (cli, path, &st, force, size, &dev);
-    if (r != EXIT_OK)
-      return r;
-  }
-  else if (errno != ENOENT)
-    return cli_error (cli, EXIT_FAIL, "%s: %m", path);
-  else if (size == 0)
-    return cli_usage_error (cli, "%s does not exist: give its size with "
-                            "--size SIZE", path);
-  else {
-    r = dev_file_open (path, DEV_CREATE, size, &dev);
-    if (r < 0)
-      return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
-    created = true;
-  }
-
-  /* Before the pool is written: full preallocation writes zeros over all. */
-  progress_init (&progress, PROGRESS_AUTO, "preallocated");
-  r = dev_file_preallocate (dev, prealloc, progress_fn, &progress);
-  progress_end (&progress);
-  if (r == 0)
-    r = pool_format (dev, &fo, uuid);
-  pool_bytes = dev->size / BLOCK_SIZE * BLOCK_SIZE;
-  dev_close (dev);
-  if (r < 0) {
+  r = mkpool_open (cli, path, force, size, prealloc, &dev, &created, &st);
+  if (r == EXIT_OK && pool_format (dev, &fo, uuid) < 0)
     r = cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  pool_bytes = dev ? dev->size / BLOCK_SIZE * BLOCK_SIZE : 0;
+  dev_close (dev);
+  if (r != EXIT_OK) {
     if (created)
       unlink (path);      /* leave nothing half made behind */
     return r;
@@ -320,14 +424,22 @@ fsck_summary (const struct fsck_report *rep)
   if (rep->blocks_free_but_used)
     printf (", %" PRIu64 " in use but marked free", rep->blocks_free_but_used);
   printf (" (of %" PRIu64 " data blocks)\n", rep->blocks_total);
+  if (rep->scrub.ranges)
+    printf ("scrub: %" PRIu64 " superblocks, nodes and data blocks read in "
+            "every copy, %" PRIu64 " damaged %s, %" PRIu64 " repaired, %"
+            PRIu64 " with no good copy\n", rep->scrub.ranges,
+            rep->scrub.bad_copies,
+            plural (rep->scrub.bad_copies, "copy", "copies"),
+            rep->scrub.repaired, rep->scrub.lost);
 }
 
-/* cairn fsck PATH [--quiet] */
+/* cairn fsck PATH [--quiet] [--scrub] */
 int
 cmd_fsck (const struct cli *cli, int argc, char **argv)
 {
   static const struct option opts[] = {
     { "quiet", no_argument, NULL, 'q' },
+    { "scrub", no_argument, NULL, 's' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -343,10 +455,13 @@ cmd_fsck (const struct cli *cli, int argc, char **argv)
   bool quiet = false;
   int c, r;
 
-  while ((c = getopt_long (argc, argv, "qh", opts, NULL)) != -1) {
+  while ((c = getopt_long (argc, argv, "qsh", opts, NULL)) != -1) {
     switch (c) {
     case 'q':
       quiet = true;
+      break;
+    case 's':
+      fo.scrub = true;
       break;
     case 'h':
       cli_usage (cli->cmd);
@@ -360,7 +475,10 @@ cmd_fsck (const struct cli *cli, int argc, char **argv)
     return r;
   ui.show_progress = !quiet && isatty (STDERR_FILENO);
 
-  r = open_device (cli, path, DEV_RDONLY, &dev);
+  /* Scrubbing rewrites damaged copies: the devices are opened writable
+   * (and locked against a server, as for any change).
+   */
+  r = cli_open_devices (cli, path, fo.scrub ? 0 : DEV_CHUNK_RDONLY, &dev);
   if (r != EXIT_OK)
     return r;
   r = fsck_pool (dev, &fo, &rep);
@@ -493,7 +611,7 @@ cmd_info (const struct cli *cli, int argc, char **argv)
   if (r != 0)
     return r;
 
-  r = open_device (cli, path, DEV_RDONLY, &dev);
+  r = cli_open_devices (cli, path, DEV_CHUNK_RDONLY, &dev);
   if (r != EXIT_OK)
     return r;
   if (pool_open (dev, &oo, &pool) < 0) {

@@ -389,6 +389,52 @@ cmd_diff (const struct cli *cli, int argc, char **argv)
   return r == 0 ? EXIT_OK : cli_error (cli, EXIT_FAIL, "out of memory");
 }
 
+/* The devices of a pool of several (pool.status's "devices"): a profile
+ * line and a table of the devices with their state and error counters.
+ * Whether redundancy is lost (a device missing).
+ */
+static bool
+print_devices (json_t *res)
+{
+  static const char *const head[] = {
+    "  DEVICE", "STATE", "SIZE", "USED", "READ", "WRITE", "CKSUM", "REPAIRED",
+    "PATH",
+  };
+  json_t *devs = json_object_get (res, "devices"), *v;
+  struct table t = { .ncols = ARRAY_SIZE (head) };
+  char buf[320];
+  size_t i, n;
+
+  if (devs == NULL)
+    return false;
+  n = json_array_size (json_object_get (devs, "members"));
+  snprintf (buf, sizeof buf, "%s, %" PRIu64 " cop%s of every block, %zu "
+            "device%s", jstr (devs, "profile"), jnum (devs, "copies"),
+            jnum (devs, "copies") == 1 ? "y" : "ies", n, n == 1 ? "" : "s");
+  field ("profile", buf);
+  if (table_add (&t, head) == 0)
+    json_array_foreach (json_object_get (devs, "members"), i, v) {
+      char idx[24], size[UNITS_FORMAT_MAX], used[UNITS_FORMAT_MAX];
+      char rd[24], wr[24], ck[24], rep[24];
+      const char *path = json_string_value (json_object_get (v, "path"));
+      const char *row[] = { idx, jstr (v, "state"), size, used, rd, wr, ck,
+                            rep, path ? path : jstr (v, "uuid") };
+
+      snprintf (idx, sizeof idx, "  %" PRIu64, jnum (v, "index"));
+      jsize (v, "size", size);
+      jsize (v, "used", used);
+      snprintf (rd, sizeof rd, "%" PRIu64, jnum (v, "read_errors"));
+      snprintf (wr, sizeof wr, "%" PRIu64, jnum (v, "write_errors"));
+      snprintf (ck, sizeof ck, "%" PRIu64, jnum (v, "cksum_errors"));
+      snprintf (rep, sizeof rep, "%" PRIu64, jnum (v, "repaired"));
+      if (table_add (&t, row) < 0)
+        break;
+    }
+  table_print (&t);
+  table_free (&t);
+  return json_is_true (json_object_get (devs, "degraded"));
+}
+
 /* cairn status */
 int
 cmd_status (const struct cli *cli, int argc, char **argv)
@@ -398,7 +444,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   json_t *res, *cache;
   uint64_t hits, misses;
   size_t ndamaged;
-  bool failed;
+  bool failed, degraded;
   int r = parse_opts (cli, argc, argv, "", 0, 0, NULL, &o);
 
   if (r >= 0)
@@ -411,10 +457,12 @@ cmd_status (const struct cli *cli, int argc, char **argv)
    */
   ndamaged = json_array_size (json_object_get (res, "damaged"));
   failed = json_is_true (json_object_get (res, "failed"));
+  degraded = json_is_true (json_object_get (json_object_get (res, "devices"),
+                                            "degraded"));
   if (o.json) {
     r = print_json (cli, res);
     json_decref (res);
-    return r == EXIT_OK && (ndamaged || failed) ? EXIT_FAIL : r;
+    return r == EXIT_OK && (ndamaged || failed || degraded) ? EXIT_FAIL : r;
   }
   cache = json_object_get (res, "cache");
   field ("uuid", jstr (res, "uuid"));
@@ -505,6 +553,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
               jnum (io, "checksum_errors"));
     field ("io", buf);
   }
+  print_devices (res);
   field_damaged (res);
   if (failed) {
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
@@ -518,11 +567,20 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     field ("state", buf);
     field ("", DAMAGE_HINT);
   }
+  else if (degraded) {
+    snprintf (buf, sizeof buf, "DEGRADED: %" PRIu64 " device%s missing "
+              "(above): redundancy is lost and the pool is read-only; bring "
+              "the device back and reopen the pool",
+              jnum (json_object_get (res, "devices"), "missing"),
+              jnum (json_object_get (res, "devices"), "missing") == 1 ? ""
+              : "s");
+    field ("state", buf);
+  }
   /* With --pool this command itself opened the pool read-only. */
   else if (json_is_true (json_object_get (res, "readonly")) && !cli->pool)
     field ("state", "ok, served read-only");
   else
     field ("state", "ok");
   json_decref (res);
-  return ndamaged || failed ? EXIT_FAIL : EXIT_OK;
+  return ndamaged || failed || degraded ? EXIT_FAIL : EXIT_OK;
 }

@@ -467,7 +467,6 @@ int
 cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
 {
   struct node *n, *other;
-  uint8_t sha[SHA256_LEN];
   uint32_t used;
   int r;
 
@@ -492,11 +491,14 @@ cache_get (struct nodecache *c, const struct blkptr *bp, struct node **np)
   n = node_alloc (c);
   if (n == NULL)
     return cairn_fail (-ENOMEM, "out of memory reading a metadata node");
-  r = dev_pread (c->dev, n->buf, c->node_size, bp->addr);
-  if (r < 0)
+  /* The reader holds the tree that points to the node, so the node
+   * cannot be freed and reused under a repair (dev.h, H2).
+   */
+  r = dev_pread_checked (c->dev, n->buf, c->node_size, bp->addr, true,
+                         dev_check_sha256, (void *) bp->sha);
+  if (r < 0 && r != -EBADMSG)
     goto fail;
-  sha256 (n->buf, c->node_size, sha);
-  if (memcmp (sha, bp->sha, SHA256_LEN) != 0) {
+  if (r == -EBADMSG) {
     pthread_rwlock_wrlock (&c->lock);
     c->stats.csum_errors++;
     pthread_rwlock_unlock (&c->lock);

@@ -15,6 +15,7 @@
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/mman.h>
 
 #include "dev.h"
+#include "sha256.h"
 
 /* The table of checked blocks (dev.h, T1-T5): one 64-bit word an entry,
  * the entry of block blk at blk & mask.  An entry is
@@ -245,6 +247,130 @@ dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
   if (dev->ops->drop_cached && len <= dev->size && off <= dev->size - len)
     dev->ops->drop_cached (dev, off, len);
+}
+
+/* How many copies the device keeps (dev.h). */
+unsigned
+dev_copies (struct cairn_dev *dev)
+{
+  return dev->ops->copies ? dev->ops->copies (dev) : 1;
+}
+
+/* Does buf hash to the digest sha (a dev_check_fn)? */
+bool
+dev_check_sha256 (const void *buf, size_t len, void *sha)
+{
+  uint8_t got[SHA256_LEN];
+
+  sha256 (buf, len, got);
+  return memcmp (got, sha, SHA256_LEN) == 0;
+}
+
+/* Rewrite the copies in `failed` with buf, which passed its check (H1);
+ * how many were rewritten.  A failed rewrite is counted by the member
+ * (WRITE) and not fatal: the caller has its good copy.
+ */
+static unsigned
+repair_copies (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off,
+               uint32_t failed)
+{
+  unsigned done = 0;
+
+  for (unsigned k = 0; failed >> k; k++)
+    if ((failed & (1u << k)) &&
+        dev->ops->pwrite_copy (dev, buf, len, off, k) == 0) {
+      dev->ops->note_damage (dev, off, len, k, true);
+      done++;
+    }
+  return done;
+}
+
+/* Read a range, check it, and heal it from another copy (dev.h, H1, H2). */
+int
+dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
+                   bool repair, dev_check_fn check, void *opaque)
+{
+  unsigned n = dev_copies (dev), good = n;
+  uint32_t failed = 0;          /* copies read and found damaged */
+  int r, err = -EBADMSG;
+
+  if (n == 1) {
+    r = dev_pread (dev, buf, len, off);
+    if (r < 0)
+      return r;
+    return check (buf, len, opaque) ? 0 : -EBADMSG;
+  }
+  r = dev_check_range (dev, "read", len, off);
+  if (r < 0)
+    return r;
+  for (unsigned k = 0; k < n && good == n; k++) {
+    r = dev->ops->pread_copy (dev, buf, len, off, k);
+    if (r == 0 && check (buf, len, opaque))
+      good = k;
+    else if (r == 0) {
+      failed |= 1u << k;
+      dev->ops->note_damage (dev, off, len, k, false);
+    }
+    else if (r != -ENXIO) {
+      failed |= 1u << k;          /* the member counted the read error */
+      if (err == -EBADMSG)
+        err = r;
+    }
+  }
+  if (good == n) {
+    if (failed == 0)
+      return cairn_fail (-EIO, "%s: no copy of [%" PRIu64 ", +%zu) can be "
+                         "read: the devices holding it are missing", dev->name,
+                         off, len);
+    return cairn_fail (err == -EBADMSG ? -EBADMSG : -EIO,
+                       "%s: every copy of [%" PRIu64 ", +%zu) is damaged",
+                       dev->name, off, len);
+  }
+  DEV_COUNT (dev, bytes_read, len);
+  if (repair)
+    repair_copies (dev, buf, len, off, failed);
+  cairn_error_clear ();
+  return 0;
+}
+
+/* Read every copy of a range, check each, and heal the bad ones (dev.h). */
+int
+dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off, dev_check_fn check,
+           void *opaque, struct dev_scrub_stats *st)
+{
+  unsigned n = dev_copies (dev);
+  uint8_t *good = NULL, *buf;
+  uint32_t failed = 0;
+  int r;
+
+  assert (len <= DEV_SCRUB_MAX);
+  buf = malloc (2 * len);
+  if (buf == NULL)
+    return cairn_fail (-ENOMEM, "out of memory scrubbing %s", dev->name);
+  st->ranges++;
+  for (unsigned k = 0; k < n; k++) {
+    uint8_t *p = good ? buf + len : buf;
+
+    r = n == 1 ? dev_pread (dev, p, len, off)
+               : dev->ops->pread_copy (dev, p, len, off, k);
+    if (r == -ENXIO)
+      continue;                   /* on a missing device: not damage */
+    if (r == 0 && check (p, len, opaque)) {
+      good = good ? good : p;
+      continue;
+    }
+    failed |= 1u << k;
+    st->bad_copies++;
+    if (r == 0 && n > 1)
+      dev->ops->note_damage (dev, off, len, k, false);
+  }
+  if (good == NULL && failed)
+    st->lost++;
+  else if (failed)
+    st->repaired += repair_copies (dev, good, len, off, failed);
+  free (buf);
+  cairn_error_clear ();
+  return 0;
 }
 
 /* Close the device; a NULL device is ignored. */

@@ -59,6 +59,19 @@ struct cairn_dev_ops {
   int (*resident) (struct cairn_dev *dev, uint64_t off, uint64_t len,
                    unsigned char *vec);
   void (*prefetch) (struct cairn_dev *dev, uint64_t off, uint64_t len);
+  /* Optional, all or none: a device that keeps several copies of what is
+   * written to it (dev-chunk.c).  How many copies each range has; read or
+   * write only copy k of [off, off + len) (-ENXIO: that copy is on a
+   * missing device); and count a copy that its reader found damaged.
+   * Only dev_pread_checked calls them.
+   */
+  unsigned (*copies) (struct cairn_dev *dev);
+  int (*pread_copy) (struct cairn_dev *dev, void *buf, size_t len,
+                     uint64_t off, unsigned k);
+  int (*pwrite_copy) (struct cairn_dev *dev, const void *buf, size_t len,
+                      uint64_t off, unsigned k);
+  void (*note_damage) (struct cairn_dev *dev, uint64_t off, uint64_t len,
+                       unsigned k, bool repaired);
 };
 
 struct dev_trust;
@@ -115,6 +128,60 @@ void dev_close (struct cairn_dev *dev);
  * disk and is checked (T1).
  */
 void dev_drop_cached (struct cairn_dev *dev, uint64_t off, uint64_t len);
+
+/* Reading with a check, and healing from other copies (dev.c).
+ *
+ * Every place that checks what it reads against a digest (metadata nodes,
+ * space map blocks, superblocks, data blocks) reads through
+ * dev_pread_checked with its check.  On a device with one copy that is a
+ * read and the check.  On a device with several (dev-chunk.c) it reads
+ * copy 0, 1, ... until one passes, hands that one to the caller, and
+ * rewrites with it every copy that failed the check or the read (unless
+ * the device is read-only), counting each on the member device that holds
+ * it (CKSUM, READ; a failed rewrite counts WRITE).
+ *
+ *  H1. A copy is rewritten only with data that passed the caller's check,
+ *      so a repair never spreads damage.
+ *  H2. The caller must hold what keeps the range referenced for the whole
+ *      call (a tree's lock, the volume's mapping under its lock, the pool
+ *      not yet open for writes): a range freed and written again meanwhile
+ *      would be overwritten with its old contents.  Callers that cannot
+ *      (the volume read path reads outside its tree lock) call it with
+ *      repair false first and heal under their lock once they know the
+ *      damage is real.
+ *
+ * The check returns true when buf holds what the caller expects.  The call
+ * returns 0 with a good copy in buf, -EBADMSG (message set by the caller's
+ * own words later; cairn_errmsg names the range) when no copy passes, or
+ * the read's error when no copy could be read at all.
+ */
+typedef bool (*dev_check_fn) (const void *buf, size_t len, void *opaque);
+/* The check of a range whose SHA-256 is known: opaque is the digest. */
+bool dev_check_sha256 (const void *buf, size_t len, void *sha);
+int dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len,
+                       uint64_t off, bool repair, dev_check_fn check,
+                       void *opaque) CAIRN_WUR;
+/* How many copies the device keeps of what is written to it (1 for every
+ * device but a pool of several devices).
+ */
+unsigned dev_copies (struct cairn_dev *dev);
+/* What dev_scrub found, added up over the ranges it was given. */
+struct dev_scrub_stats {
+  uint64_t ranges;            /* ranges scrubbed */
+  uint64_t bad_copies;        /* copies that failed the check or the read */
+  uint64_t repaired;          /* of those, rewritten from a good copy */
+  uint64_t lost;              /* ranges with no good copy at all */
+};
+/* Read every copy of [off, off + len) (at most DEV_SCRUB_MAX bytes), check
+ * each, and rewrite those that fail with one that passes (unless the
+ * device is read-only), counting as dev_pread_checked does.  The caller
+ * holds what keeps the range referenced (H2).  0, or -ENOMEM; what was
+ * found goes to st.
+ */
+#define DEV_SCRUB_MAX (64u * 1024)
+int dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off,
+               dev_check_fn check, void *opaque, struct dev_scrub_stats *st)
+  CAIRN_WUR;
 
 /* Blocks whose copy in the host's cache has been checked (dev.c).
  *
@@ -344,5 +411,97 @@ bool dev_powercut_is_cut (struct cairn_dev *dev);
 uint64_t dev_powercut_writes (struct cairn_dev *dev);
 /* Number of writes and flushes seen so far (what dev_powercut_arm counts). */
 uint64_t dev_powercut_ops (struct cairn_dev *dev);
+
+/* A pool of several devices (dev-chunk.c, design note at its top).
+ *
+ * dev_chunk_format writes a label on each of n member devices that makes
+ * them one logical device of the layout asked for; dev_chunk_open reads
+ * the labels back and returns that logical device, whose addresses a pool
+ * is formatted and opened on as on any device.  Members are the caller's
+ * and must outlive the logical device (as the lower device of a stacked
+ * one), except with dev_chunk_open_paths, which opens files and closes
+ * them with the logical device.
+ */
+enum dev_profile {
+  DEV_PROFILE_SINGLE,         /* one copy */
+  DEV_PROFILE_DUP,            /* two copies on one device */
+  DEV_PROFILE_MIRROR,         /* two copies on distinct devices */
+  DEV_PROFILE_MIRROR3,        /* three copies on distinct devices */
+  DEV_PROFILE_STRIPE,         /* one copy striped over every device */
+  DEV_PROFILE_STRIPE_MIRROR,  /* two copies, each striped (raid10) */
+  DEV_PROFILE_COUNT
+};
+/* The profile a word names ("single", "dup", "mirror", "mirror3",
+ * "stripe", "stripe-mirror"), and the word for a profile.
+ */
+int dev_profile_parse (const char *word, enum dev_profile *p) CAIRN_WUR;
+const char *dev_profile_name (enum dev_profile p);
+
+#define DEV_CHUNK_MAX_MEMBERS 64u
+#define DEV_CHUNK_DEGRADED 1u     /* open without missing members */
+#define DEV_CHUNK_RDONLY 2u       /* never write (no repairs either) */
+
+struct dev_chunk_format_opts {
+  enum dev_profile profile;
+  const uint8_t *pool_uuid;       /* NULL: a random one */
+  uint64_t stripe_size;           /* bytes of a chunk on one device; 0: by
+                                     the members' sizes */
+};
+int dev_chunk_format (struct cairn_dev *const *members, unsigned n,
+                      const struct dev_chunk_format_opts *opts,
+                      uint8_t pool_uuid_out[16]) CAIRN_WUR;
+/* Open the logical device from members (any order; with
+ * DEV_CHUNK_DEGRADED some may be missing, and the device is read-only).
+ * -ENODEV, naming the missing devices, when one is missing and
+ * DEV_CHUNK_DEGRADED is not given, or when data has no copy left.
+ */
+int dev_chunk_open (struct cairn_dev *const *members, unsigned n,
+                    unsigned flags, struct cairn_dev **devp) CAIRN_WUR;
+int dev_chunk_open_paths (const char *const *paths, unsigned n,
+                          unsigned flags, struct cairn_dev **devp) CAIRN_WUR;
+/* Open what a pool lives on: the one file or block device of a
+ * single-device pool, or the devices of a pool of several (a single path
+ * whose device carries a label opens as a pool of one device, or
+ * degraded).  flags: DEV_CHUNK_RDONLY, DEV_CHUNK_DEGRADED.
+ */
+int dev_pool_open (const char *const *paths, unsigned n, unsigned flags,
+                   struct cairn_dev **devp) CAIRN_WUR;
+/* Is dev a logical device of several members? */
+bool dev_is_chunked (const struct cairn_dev *dev);
+/* The pool UUID that a chunked device's labels carry. */
+void dev_chunk_pool_uuid (const struct cairn_dev *dev, uint8_t uuid[16]);
+
+/* What a member device is and has counted since the logical device was
+ * opened (ZFS's READ / WRITE / CKSUM columns).
+ */
+enum dev_member_state { DEV_MEMBER_ONLINE, DEV_MEMBER_MISSING };
+struct dev_member_info {
+  unsigned index;
+  enum dev_member_state state;
+  uint8_t uuid[16];
+  char name[256];             /* "" when missing */
+  uint64_t size;              /* bytes, as labelled */
+  uint64_t used;              /* bytes its chunks take */
+  uint64_t read_errors, write_errors, cksum_errors, repaired;
+};
+struct dev_chunk_info {
+  enum dev_profile profile;
+  unsigned ncopies, width, nmembers, nchunks, missing;
+  uint64_t stripe_size, stripe_len, logical_size;
+  bool degraded, readonly;
+};
+void dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info);
+/* Member i's state and counters (i < info.nmembers). */
+void dev_chunk_member (struct cairn_dev *dev, unsigned i,
+                       struct dev_member_info *info);
+/* Where copy k of the byte at logical offset off lies: the member's index
+ * and the offset on it, and how many bytes from there stay contiguous on
+ * it (to the end of the stripe unit, or of the chunk when unstriped).
+ * -EINVAL past the end or k too big.  For tests and for checking
+ * placement.
+ */
+int dev_chunk_locate (struct cairn_dev *dev, uint64_t off, unsigned k,
+                      unsigned *memberp, uint64_t *physp, uint64_t *runp)
+  CAIRN_WUR;
 
 #endif /* CAIRN_DEV_H */

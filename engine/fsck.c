@@ -19,6 +19,7 @@ struct fsck {
   uint64_t total_blocks, node_blocks, estimate;
   uint8_t *reach;           /* block is referenced */
   uint8_t *node_seen;       /* a node starts at this block and was walked */
+  uint8_t *scrubbed;        /* data block whose copies were scrubbed */
   struct btree_root *trees; /* trees found in the root tree, and pins */
   uint64_t *tree_ids;
   bool *is_volume;          /* the tree holds volume extents */
@@ -85,6 +86,24 @@ mark (struct fsck *f, uint64_t start, uint64_t len, const char *what)
   }
 }
 
+/* Scrub every copy of a block that sha is the digest of (fsck_opts.scrub):
+ * a block with no good copy left is a problem.
+ */
+static void
+scrub (struct fsck *f, uint64_t off, size_t len, const uint8_t *sha,
+       const char *what)
+{
+  uint64_t lost = f->rep->scrub.lost;
+
+  if (dev_scrub (pool_dev (f->pool), len, off, dev_check_sha256, (void *) sha,
+                 &f->rep->scrub) < 0)
+    problem (f, "scrubbing the %s at block %" PRIu64 ": %s", what,
+             off >> BLOCK_SHIFT, cairn_errmsg ());
+  else if (f->rep->scrub.lost > lost)
+    problem (f, "%s at block %" PRIu64 ": no copy matches its checksum",
+             what, off >> BLOCK_SHIFT);
+}
+
 /* Visitor: a node was reached. */
 static int
 on_node (void *opaque, const struct blkptr *bp, unsigned level)
@@ -97,6 +116,8 @@ on_node (void *opaque, const struct blkptr *bp, unsigned level)
   bit_set (f->node_seen, blk);
   f->rep->nodes++;
   mark (f, blk, f->node_blocks, "a metadata node");
+  if (f->opts && f->opts->scrub)
+    scrub (f, bp->addr, f->node_blocks * BLOCK_SIZE, bp->sha, "metadata node");
   if (f->opts && f->opts->progress && f->rep->nodes % 1024 == 0)
     f->opts->progress (f->opts->opaque, f->rep->nodes, f->estimate);
   return 0;
@@ -396,6 +417,11 @@ on_extent (void *opaque, const uint8_t *key, size_t klen, const uint8_t *val,
       continue;
     }
     bit_set (f->reach, b);
+    if (f->scrubbed && !bit_get (f->scrubbed, b)) {
+      bit_set (f->scrubbed, b);
+      scrub (f, b * BLOCK_SIZE, BLOCK_SIZE,
+             val + EXT_HDR + (b - addr) * SHA256_LEN, "data block");
+    }
   }
   return 0;
 }
@@ -584,6 +610,12 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   int r;
 
   memset (rep, 0, sizeof *rep);
+  /* Before the pool opens on them: the copies of its superblocks. */
+  /* A slot with no valid copy is no problem: a commit cut off by a crash
+   * leaves one, and opening takes the newest valid slot.
+   */
+  if (opts && opts->scrub && pool_scrub_superblocks (dev, &rep->scrub) < 0)
+    return -ENOMEM;
   r = pool_open (dev, &oo, &f.pool);
   if (r < 0) {
     problem (&f, "cannot open the pool: %s", cairn_errmsg ());
@@ -601,7 +633,10 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
   f.estimate = info.space.allocated / f.node_blocks + 1;
   f.reach = calloc (DIV_ROUND_UP (f.total_blocks, 8), 1);
   f.node_seen = calloc (DIV_ROUND_UP (f.total_blocks, 8), 1);
-  if (f.reach == NULL || f.node_seen == NULL) {
+  if (opts && opts->scrub)
+    f.scrubbed = calloc (DIV_ROUND_UP (f.total_blocks, 8), 1);
+  if (f.reach == NULL || f.node_seen == NULL ||
+      (opts && opts->scrub && f.scrubbed == NULL)) {
     r = cairn_fail (-ENOMEM, "out of memory for the block bitmaps (%" PRIu64
                     " bytes each)", DIV_ROUND_UP (f.total_blocks, 8));
     goto out;
@@ -673,6 +708,7 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
  out:
   free (f.reach);
   free (f.node_seen);
+  free (f.scrubbed);
   free (f.trees);
   free (f.tree_ids);
   free (f.is_volume);

@@ -25,6 +25,7 @@ struct fsck_report {
   uint64_t spacemap_base_blocks;  /* the space map's compact base */
   uint64_t spacemap_log_blocks;   /* its log (0 after a condense) */
   uint64_t errors;                /* problems found (0: clean) */
+  struct dev_scrub_stats scrub;   /* with fsck_opts.scrub */
 };
 
 struct fsck_opts {
@@ -34,6 +35,13 @@ struct fsck_opts {
   /* Progress: nodes checked so far, out of an estimate. */
   void (*progress) (void *opaque, uint64_t done, uint64_t estimate);
   void *opaque;
+  /* Also read every copy of every superblock slot, node and data block
+   * that the check reaches, and rewrite damaged copies from good ones
+   * (dev_scrub; a copy with no good one left is a problem).  Only a pool
+   * of several devices has more than one copy; repairs need the device
+   * opened writable.
+   */
+  bool scrub;
 };
 
 /* Check the pool on dev.  Returns 0 when the check ran (report->errors

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "txn-int.h"
@@ -81,17 +80,14 @@ pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
   sb.incompat = FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG;
   if (opts && opts->checkpoints)
     sb.compat |= FEATURE_COMPAT_CKPT_NEW;
-  if (opts && opts->uuid)
-    memcpy (sb.uuid, opts->uuid, 16);
-  else if (getrandom (sb.uuid, 16, 0) != 16)
-    return cairn_fail (-errno, "getrandom: %m");
-  else {
-    /* A random (version 4) UUID as RFC 4122 spells it, so tools that
-     * parse UUIDs take the pool's.
-     */
-    sb.uuid[6] = (uint8_t) ((sb.uuid[6] & 0x0f) | 0x40);
-    sb.uuid[8] = (uint8_t) ((sb.uuid[8] & 0x3f) | 0x80);
+  if (dev_is_chunked (dev)) {
+    sb.incompat |= FEATURE_INCOMPAT_MULTIDEV;
+    dev_chunk_pool_uuid (dev, sb.uuid);
   }
+  else if (opts && opts->uuid)
+    memcpy (sb.uuid, opts->uuid, 16);
+  else if ((r = uuid_generate (sb.uuid)) < 0)
+    return r;
   sb.generation = 1;
   sb.slot = 1;
   sb.node_size = node_size;
@@ -195,6 +191,30 @@ init_txn_lock (pthread_rwlock_t *lock)
   pthread_rwlockattr_destroy (&a);
 }
 
+/* A pool of several devices is opened on the chunked device over them,
+ * and only such a pool is: a pool and its devices' labels name the same
+ * pool.
+ */
+static int
+check_multidev (struct cairn_dev *dev, const struct superblock *sb)
+{
+  bool multi = sb->incompat & FEATURE_INCOMPAT_MULTIDEV;
+  uint8_t uuid[16];
+
+  if (multi != dev_is_chunked (dev))
+    return cairn_fail (-EINVAL, multi ? "%s holds a pool of several devices, "
+                       "found on one of them: open it from its devices"
+                       : "%s: the devices' labels make one logical device but "
+                       "its pool is a single-device pool", dev->name);
+  if (multi) {
+    dev_chunk_pool_uuid (dev, uuid);
+    if (memcmp (uuid, sb->uuid, 16) != 0)
+      return cairn_fail (-EIO, "%s: the pool's superblock names another pool "
+                         "than its devices' labels", dev->name);
+  }
+  return 0;
+}
+
 /* Open the pool on dev. */
 int
 pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
@@ -223,8 +243,17 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   r = sb_read_newest (dev, o.expect_uuid, &pool->sb);
   if (r < 0)
     goto fail;
+  r = check_multidev (dev, &pool->sb);
+  if (r < 0)
+    goto fail;
   pool->readonly = o.readonly ||
     (pool->sb.ro_compat & ~FEATURE_RO_COMPAT_SUPPORTED) != 0;
+  if (dev_is_chunked (dev)) {
+    struct dev_chunk_info ci;
+
+    dev_chunk_info (dev, &ci);
+    pool->readonly |= ci.readonly;    /* degraded: dev-chunk.c, C4 */
+  }
   pool->no_background = o.no_background;
   pool->durable_gen = pool->sb.generation;
   pool->frozen_sb = pool->sb;

@@ -41,9 +41,14 @@ struct cairn_pool;
                                                    (an older reader would
                                                    take them for reasonless
                                                    pins) */
+#define FEATURE_INCOMPAT_MULTIDEV (1ull << 4)   /* the pool's addresses are
+                                                   a chunked device's over
+                                                   several devices
+                                                   (dev-chunk.c) */
 #define FEATURE_INCOMPAT_SUPPORTED \
   (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG | \
-   FEATURE_INCOMPAT_VOLHELD | FEATURE_INCOMPAT_CKPT)
+   FEATURE_INCOMPAT_VOLHELD | FEATURE_INCOMPAT_CKPT | \
+   FEATURE_INCOMPAT_MULTIDEV)
 #define FEATURE_RO_COMPAT_SUPPORTED 0ull
 #define FEATURE_COMPAT_CKPT_NEW (1ull << 0)     /* made to take checkpoints:
                                                    the pool's default
@@ -83,7 +88,10 @@ struct pool_open_opts {
                                      file then) */
 };
 
-/* Write a new, empty pool on dev (every superblock slot is overwritten). */
+/* Write a new, empty pool on dev (every superblock slot is overwritten).
+ * On a chunked device (dev_chunk_format) the pool takes the UUID of the
+ * devices' labels and FEATURE_INCOMPAT_MULTIDEV.
+ */
 int pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
                  uint8_t uuid_out[16]) CAIRN_WUR;
 
@@ -92,6 +100,13 @@ int pool_format (struct cairn_dev *dev, const struct pool_format_opts *opts,
  */
 int pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
                struct cairn_pool **poolp) CAIRN_WUR;
+
+/* Scrub every copy of every superblock slot of the pool on dev
+ * (dev_scrub): a copy that is neither valid nor never written is rewritten
+ * from one that is.  Offline, or from fsck.
+ */
+int pool_scrub_superblocks (struct cairn_dev *dev, struct dev_scrub_stats *st)
+  CAIRN_WUR;
 
 /* Commit what is pending (unless read-only or failed) and free the pool.
  * Returns the commit's error, if any; the pool is freed either way.
@@ -279,8 +294,5 @@ void rootkey_tree (uint64_t id, uint8_t key[ROOTKEY_LEN]);
 void tree_item_encode (const struct btree_root *root, uint8_t *p);
 int tree_item_decode (const uint8_t *p, size_t len, struct btree_root *root)
   CAIRN_WUR;
-
-/* Format a UUID as 36 characters plus NUL. */
-void uuid_format (const uint8_t uuid[16], char out[37]);
 
 #endif /* CAIRN_POOL_H */

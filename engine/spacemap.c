@@ -222,19 +222,17 @@ static int
 read_checked (struct cairn_dev *dev, const struct superblock *sb,
               const struct blkptr *bp, uint8_t buf[BLOCK_SIZE])
 {
-  uint8_t sha[SHA256_LEN];
   uint64_t blk = bp->addr / BLOCK_SIZE;
   int r;
 
   if (!bp_in_data (sb, bp))
     return sm_corrupt (blk, "pointer outside the data area");
-  r = dev_pread (dev, buf, BLOCK_SIZE, bp->addr);
-  if (r < 0)
-    return r;
-  sha256 (buf, BLOCK_SIZE, sha);
-  if (memcmp (sha, bp->sha, SHA256_LEN) != 0)
+  /* The space map is read before anything can free its blocks (H2). */
+  r = dev_pread_checked (dev, buf, BLOCK_SIZE, bp->addr, true,
+                         dev_check_sha256, (void *) bp->sha);
+  if (r == -EBADMSG)
     return sm_corrupt (blk, "checksum mismatch");
-  return 0;
+  return r;
 }
 
 /* ---------------------------------------------------------------- base */

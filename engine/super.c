@@ -146,6 +146,39 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
   return 0;
 }
 
+/* What slot_valid checks a slot's copy against. */
+struct slot_check {
+  uint64_t dev_size;
+  unsigned slot;
+};
+
+/* Is a copy of a slot one that opening can take (dev_check_fn): one that
+ * decodes, or one never written (all zeros, as mkpool leaves the slots
+ * it has not used yet)?
+ */
+static bool
+slot_valid (const void *buf, size_t len, void *opaque)
+{
+  const struct slot_check *sc = opaque;
+  struct superblock sb;
+
+  return len == SB_SIZE && (all_zero (buf, len) ||
+                            sb_decode (buf, sc->dev_size, sc->slot, &sb) == 0);
+}
+
+/* Scrub every copy of every slot (pool.h). */
+int
+pool_scrub_superblocks (struct cairn_dev *dev, struct dev_scrub_stats *st)
+{
+  for (unsigned i = 0; i < SB_SLOTS; i++) {
+    int r = dev_scrub (dev, SB_SIZE, SB_SLOT_OFFSET (i), slot_valid,
+                       &(struct slot_check) { dev->size, i }, st);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
 /* Read every slot and pick the newest valid one. */
 int
 sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
@@ -162,8 +195,12 @@ sb_read_newest (struct cairn_dev *dev, const uint8_t *expect_uuid,
                        "Cairn pool", dev->name, dev->size);
   for (unsigned i = 0; i < SB_SLOTS; i++) {
     bad[i][0] = '\0';
-    r = dev_pread (dev, buf, SB_SIZE, SB_SLOT_OFFSET (i));
-    if (r < 0)
+    /* A damaged copy is healed from another copy that is valid (dev.h);
+     * when none is, the first copy is what the slot is found to hold.
+     */
+    r = dev_pread_checked (dev, buf, SB_SIZE, SB_SLOT_OFFSET (i), true,
+                           slot_valid, &(struct slot_check) { dev->size, i });
+    if (r < 0 && r != -EBADMSG)
       return r;
     r = sb_decode (buf, dev->size, i, &sb);
     if (r == -ENODATA)
@@ -214,13 +251,4 @@ sb_write (struct cairn_dev *dev, const struct superblock *sb)
 
   sb_encode (sb, buf);
   return dev_pwrite (dev, buf, SB_SIZE, SB_SLOT_OFFSET (sb->slot));
-}
-
-/* Format a UUID in the usual 8-4-4-4-12 form. */
-void
-uuid_format (const uint8_t u[16], char out[37])
-{
-  snprintf (out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-            "%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5],
-            u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }

@@ -169,4 +169,11 @@ void cairn_error_clear (void);
 /* Set an error message and return -err: `return cairn_fail (-EIO, "...")`. */
 int cairn_fail (int err, const char *fmt, ...) CAIRN_PRINTF (2, 3);
 
+/* UUIDs (uuid.c).  Format one as 36 characters plus NUL; make a random
+ * (version 4) one as RFC 4122 spells it, so tools that parse UUIDs take
+ * it: 0, or a negative errno with the message set.
+ */
+void uuid_format (const uint8_t uuid[16], char out[37]);
+int uuid_generate (uint8_t uuid[16]) CAIRN_WUR;
+
 #endif /* CAIRN_UTIL_H */

@@ -9,6 +9,16 @@
  * expected to hold the same data, counts as damage.  A block that the
  * device trusts (dev.h: a checked copy the host's page cache still holds)
  * is not checked again.
+ *
+ * On a device that keeps several copies (a pool of several devices), a
+ * block that fails its check or whose run the device could not read is
+ * healed before it counts as damage: under the tree's read lock its
+ * mapping is looked up again, and if it still maps there with the same
+ * digest (so nothing can free and reuse the block meanwhile: dev.h, H2),
+ * the other copies are read until one matches, and the bad ones are
+ * rewritten with it.  A pool opened read-only repairs too, when its device
+ * is writable (fsck --scrub): the copies below the pool change, not the
+ * pool.
  */
 #include <config.h>
 
@@ -200,6 +210,65 @@ check_blocks (const uint8_t *buf, const struct read_scratch *rs, uint64_t first,
   return UINT64_MAX;
 }
 
+/* The device block that maps volume block lbn in mv (lbn mapped). */
+static uint64_t
+mapped_addr (const struct map_vec *mv, uint64_t lbn)
+{
+  for (size_t i = 0; i < mv->n; i++)
+    if (lbn >= mv->m[i].lbn && lbn < mv->m[i].lbn + mv->m[i].n)
+      return mv->m[i].addr + (lbn - mv->m[i].lbn);
+  return 0;
+}
+
+/* Heal block lbn, read from device block addr and expected to hash to sha,
+ * from another copy into out (see the note at the top): 0 when a good copy
+ * was found, -EAGAIN when the block no longer maps there with that digest
+ * (the caller maps again), -EBADMSG when no copy matches, or the read's
+ * error.
+ */
+static int
+heal_block (struct cairn_volume *v, uint64_t lbn, uint64_t addr,
+            const uint8_t *sha, uint8_t *out)
+{
+  struct cairn_dev *dev = pool_dev (v->cat->pool);
+  struct map_vec mv = { NULL, 0, 0 };
+  uint8_t now[SHA256_LEN];
+  int r;
+
+  btree_rdlock (v->tree);
+  r = map_range_into (v->cat, v->tree, lbn, 1, &mv, now);
+  if (r == 0 && (mv.n != 1 || mv.m[0].addr != addr ||
+                 memcmp (now, sha, SHA256_LEN) != 0))
+    r = -EAGAIN;
+  if (r == 0)
+    r = dev_pread_checked (dev, out, BLOCK_SIZE, addr * BLOCK_SIZE, true,
+                           dev_check_sha256, now);
+  btree_unlock (v->tree);
+  map_vec_free (&mv);
+  return r;
+}
+
+/* Heal every block of a run that the device could not read (see the note
+ * at the top); a block that cannot be healed is left zero, so that the
+ * check finds it bad and the read maps it again.
+ */
+static int
+heal_run (struct cairn_volume *v, uint64_t lbn, uint64_t addr, uint64_t len,
+          uint8_t *buf, const uint8_t *shas, bool *trusted)
+{
+  for (uint64_t i = 0; i < len; i++) {
+    int r = heal_block (v, lbn + i, addr + i, shas + i * SHA256_LEN,
+                        buf + i * BLOCK_SIZE);
+
+    trusted[i] = false;
+    if (r < 0 && r != -EAGAIN && r != -EBADMSG)
+      return r;
+    if (r < 0)
+      memset (buf + i * BLOCK_SIZE, 0, BLOCK_SIZE);
+  }
+  return 0;
+}
+
 /* Read whole blocks [lbn, lbn + n) into buf under one mapping, with their
  * digests into rs->shas; return the first block (from lbn) whose data does
  * not match its digest, or UINT64_MAX, and where it was read on the device.
@@ -235,20 +304,29 @@ read_mapped (struct cairn_volume *v, uint64_t lbn, uint64_t n, uint8_t *buf,
     r = read_run (dev, buf + at * BLOCK_SIZE, m->addr, len,
                   rs->shas + at * SHA256_LEN, rs->seen + at, rs->trusted + at,
                   missed);
+    if (r == -EIO && dev_copies (dev) > 1)
+      r = heal_run (v, m->lbn, m->addr, len, buf + at * BLOCK_SIZE,
+                    rs->shas + at * SHA256_LEN, rs->trusted + at);
     next = m->lbn + len;
   }
   if (r == 0)
     memset (buf + (next - lbn) * BLOCK_SIZE, 0, (lbn + n - next) * BLOCK_SIZE);
   for (i = 0; r == 0 && i < mv.n && *badp == UINT64_MAX; i = j) {
-    uint64_t first = mv.m[i].lbn - lbn, len = mv.m[i].n;
+    uint64_t first = mv.m[i].lbn - lbn, len = mv.m[i].n, from = first;
 
     for (j = i + 1; j < mv.n && mv.m[j].lbn == lbn + first + len; j++)
       len += mv.m[j].n;
-    *badp = check_blocks (buf, rs, first, len);
-  }
-  for (i = 0; r == 0 && *badp != UINT64_MAX && i < mv.n; i++) {
-    if (lbn + *badp >= mv.m[i].lbn && lbn + *badp < mv.m[i].lbn + mv.m[i].n)
-      *bad_addrp = mv.m[i].addr + (lbn + *badp - mv.m[i].lbn);
+    /* A bad block that another copy heals is good now: check on after it. */
+    while ((*badp = check_blocks (buf, rs, from, first + len - from))
+           != UINT64_MAX) {
+      *bad_addrp = mapped_addr (&mv, lbn + *badp);
+      if (dev_copies (dev) == 1 ||
+          heal_block (v, lbn + *badp, *bad_addrp, rs->shas + *badp * SHA256_LEN,
+                      buf + *badp * BLOCK_SIZE) != 0)
+        break;
+      from = *badp + 1;
+      *badp = UINT64_MAX;
+    }
   }
   for (i = 0; r == 0 && *badp == UINT64_MAX && dev_trusting (dev) && i < mv.n;
        i++) {

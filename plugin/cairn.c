@@ -78,7 +78,13 @@
 NBDKIT_DLL_PUBLIC int cairn_debug_verbose = 0;
 
 /* Configuration from the command line (nbdkit's statics stay here). */
+/* pool=, once for each device of the pool (in any order); pool_path is
+ * them joined by commas, for messages.
+ */
+static char *pool_paths[DEV_CHUNK_MAX_MEMBERS];
+static unsigned npool_paths;
 static char *pool_path;
+static bool degraded;           /* degraded=true: open with devices missing */
 static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
@@ -161,6 +167,8 @@ engine_error (struct handle *h, const char *what, int r)
 static void
 cairn_unload (void)
 {
+  for (unsigned i = 0; i < npool_paths; i++)
+    free (pool_paths[i]);
   free (pool_path);
   free (control_path);
   free (control_group);
@@ -208,10 +216,32 @@ static int
 cairn_config (const char *key, const char *value)
 {
   if (strcmp (key, "pool") == 0) {
-    free (pool_path);
-    pool_path = nbdkit_realpath (value);
-    if (pool_path == NULL)
+    size_t len = pool_path ? strlen (pool_path) : 0;
+    char *p, *joined;
+
+    if (npool_paths == DEV_CHUNK_MAX_MEMBERS) {
+      nbdkit_error ("pool=: a pool has at most %u devices",
+                    DEV_CHUNK_MAX_MEMBERS);
       return -1;
+    }
+    p = nbdkit_realpath (value);
+    if (p == NULL)
+      return -1;
+    joined = realloc (pool_path, len + strlen (p) + 2);
+    if (joined == NULL) {
+      nbdkit_error ("realloc: %m");
+      free (p);
+      return -1;
+    }
+    sprintf (joined + len, "%s%s", len ? "," : "", p);
+    pool_path = joined;
+    pool_paths[npool_paths++] = p;
+  }
+  else if (strcmp (key, "degraded") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    degraded = r;
   }
   else if (strcmp (key, "control") == 0) {
     free (control_path);
@@ -401,7 +431,10 @@ cairn_config_complete (void)
 }
 
 #define cairn_config_help \
-  "pool=<PATH>             (required) The pool (file or block device).\n" \
+  "pool=<PATH>             (required) The pool (file or block device);\n" \
+  "                        once for each device of a pool of several.\n" \
+  "degraded=<BOOL>         Open a pool of several devices with some\n" \
+  "                        missing, read-only (default false).\n" \
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
   "control-group=<GROUP>   Group that may use the control socket.\n" \
   "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
@@ -444,7 +477,9 @@ cairn_get_ready (void)
   };
   int r;
 
-  r = dev_file_open (pool_path, readonly_pool ? DEV_RDONLY : 0, 0, &dev);
+  r = dev_pool_open ((const char *const *) pool_paths, npool_paths,
+                     (readonly_pool ? DEV_CHUNK_RDONLY : 0) |
+                     (degraded ? DEV_CHUNK_DEGRADED : 0), &dev);
   if (r < 0) {
     nbdkit_error ("%s", cairn_errmsg ());
     return -1;
@@ -465,7 +500,15 @@ cairn_get_ready (void)
   if (dev_trusting (dev))
     nbdkit_debug ("cairn: a cached read is known not to have read from the "
                   "disk through %s", dev_cache_watch (dev));
-  if (pool_readonly && !readonly_pool)
+  if (dev_is_chunked (dev)) {
+    struct dev_chunk_info ci;
+
+    dev_chunk_info (dev, &ci);
+    nbdkit_debug ("cairn: %u devices, profile %s%s", ci.nmembers,
+                  dev_profile_name (ci.profile),
+                  ci.missing ? ", degraded: served read-only" : "");
+  }
+  if (pool_readonly && !readonly_pool && !degraded)
     nbdkit_debug ("cairn: the engine opened the pool read-only "
                   "(a feature this version cannot write)");
   return 0;

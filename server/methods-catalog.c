@@ -586,8 +586,58 @@ checkpoint_status (struct cairn_pool *pool, json_t *status)
   return 0;
 }
 
+/* pool.status's "devices", for a pool of several devices (dev-chunk.c):
+ * the profile and each device's state and error counters; nothing for a
+ * pool of one device.
+ */
+static int
+devices_status (struct cairn_pool *pool, json_t *status)
+{
+  struct cairn_dev *dev = pool_dev (pool);
+  struct dev_chunk_info ci;
+  json_t *o, *members;
+
+  if (!dev_is_chunked (dev))
+    return 0;
+  dev_chunk_info (dev, &ci);
+  members = json_array ();
+  if (members == NULL)
+    return oom ();
+  for (unsigned i = 0; i < ci.nmembers; i++) {
+    struct dev_member_info mi;
+    char uuid[37];
+
+    dev_chunk_member (dev, i, &mi);
+    uuid_format (mi.uuid, uuid);
+    if (json_array_append_new (members, json_pack (
+          "{s:I, s:s, s:s, s:s?, s:I, s:I, s:I, s:I, s:I, s:I}",
+          "index", (json_int_t) i, "uuid", uuid,
+          "state", mi.state == DEV_MEMBER_ONLINE ? "online" : "missing",
+          "path", mi.state == DEV_MEMBER_ONLINE ? mi.name : NULL,
+          "size", (json_int_t) mi.size, "used", (json_int_t) mi.used,
+          "read_errors", (json_int_t) mi.read_errors,
+          "write_errors", (json_int_t) mi.write_errors,
+          "cksum_errors", (json_int_t) mi.cksum_errors,
+          "repaired", (json_int_t) mi.repaired)) < 0) {
+      json_decref (members);
+      return oom ();
+    }
+  }
+  o = json_pack ("{s:s, s:I, s:I, s:b, s:I, s:o}",
+                 "profile", dev_profile_name (ci.profile),
+                 "copies", (json_int_t) ci.ncopies,
+                 "stripe_size", (json_int_t) ci.stripe_size,
+                 "degraded", (int) ci.degraded,
+                 "missing", (json_int_t) ci.missing,
+                 "members", members);
+  if (o == NULL || json_object_set_new (status, "devices", o) < 0)
+    return oom ();
+  return 0;
+}
+
 /* pool.status {} → the pool's identity, space, cache, I/O totals, state
- * background reclaim, and the damaged catalog records
+ * background reclaim, the damaged catalog records, and the devices of a
+ * pool of several
  */
 static int
 pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
@@ -666,7 +716,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "io", io,
                        "damaged", damaged);
   if (*result && ((r = reclaim_status (pool, *result)) < 0 ||
-                  (r = checkpoint_status (pool, *result)) < 0)) {
+                  (r = checkpoint_status (pool, *result)) < 0 ||
+                  (r = devices_status (pool, *result)) < 0)) {
     json_decref (*result);
     *result = NULL;
     return r;
