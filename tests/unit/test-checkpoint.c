@@ -243,7 +243,7 @@ Test (checkpoint, model_random_histories)
   /* The model's state at each generation a checkpoint was seen at. */
   struct { uint64_t gen; uint8_t *data; } *states = calloc (4096, sizeof *states);
   size_t nstates = 0;
-  unsigned steps = 300 * test_scale (), commits = 0, prunes = 0, promotions = 0,
+  unsigned steps = test_work (300), commits = 0, prunes = 0, promotions = 0,
     clones = 0, reopens = 0, snaps = 0;
   static const char *const opts[] = {
     "keep-within", "keep-last", "keep-minutely", "keep-hourly", "keep-daily",
