@@ -49,7 +49,8 @@ while True:                           # the whole region is written: wait
     time.sleep(0.1)
 EOF
 
-# The checker: rounds 0..$1, each with its last flushed batch.
+# The checker: rounds 0..$1, each with its last flushed batch.  It reads a
+# batch at a time (one request instead of BLOCKS) and checks each block.
 cat >"$TMPDIR_TEST/check.py" <<'EOF'
 import os, sys
 exec(open(os.environ["BLOCKS_PY"]).read())
@@ -57,8 +58,9 @@ flushed = [int(x) for x in os.environ["FLUSHED"].split()]
 for r, last in enumerate(flushed):
     kept = 0
     for b in range(BATCHES):
+        batch = h.pread(BLOCKS * 4096, offset(r, b, 0))
         for i in range(BLOCKS):
-            got = h.pread(4096, offset(r, b, i))
+            got = batch[i * 4096:(i + 1) * 4096]
             if got == content(r, b, i):
                 if b > last:
                     kept += 1

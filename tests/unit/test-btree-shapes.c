@@ -633,7 +633,7 @@ shaped_history (const char *name, uint64_t seed, uint32_t node_size,
                 uint64_t cache, uint64_t budget, unsigned phases)
 {
   struct shaped *s = calloc (1, sizeof *s);
-  uint64_t total = phases * test_scale ();
+  uint64_t total = test_work (phases);
   struct nodecache_stats st;
   struct btree_root root;
 

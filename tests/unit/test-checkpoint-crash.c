@@ -392,7 +392,7 @@ cc_round (uint64_t seed, unsigned reached[5])
 Test (checkpoint_crash, prune_and_promote, .timeout = 600)
 {
   uint64_t seed = test_seed ("checkpoint_crash.prune_and_promote", 2027);
-  unsigned rounds = test_scale (), cuts = 0, reached[5] = { 0 };
+  unsigned rounds = test_work (1), cuts = 0, reached[5] = { 0 };
 
   for (unsigned i = 0; i < rounds; i++)
     cuts += cc_round (seed + i, reached);

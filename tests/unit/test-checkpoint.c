@@ -470,7 +470,7 @@ Test (checkpoint, model_random_histories)
   /* The model's state at each generation a checkpoint was seen at. */
   struct mstate *states = calloc (4096, sizeof *states);
   size_t nstates = 0;
-  unsigned steps = 300 * test_scale (), commits = 0, prunes = 0, promotions = 0,
+  unsigned steps = test_work (300), commits = 0, prunes = 0, promotions = 0,
     clones = 0, reopens = 0, snaps = 0;
   static const char *const opts[] = {
     "keep-within", "keep-last", "keep-minutely", "keep-hourly", "keep-daily",

@@ -446,7 +446,7 @@ Test (retention, agrees_with_pbs_model)
 {
   uint64_t seed = test_seed ("retention/agrees_with_pbs_model", 2027);
   struct rng rng = { seed };
-  unsigned rounds = 1500 * test_scale ();
+  unsigned rounds = test_work (1500);
   struct ret_item *items = calloc (400, sizeof *items);
   struct ret_item *want = calloc (400, sizeof *want);
 

@@ -916,14 +916,15 @@ Test (send, deep_tree_chain, .timeout = 3600)
 {
   struct pool_format_opts small = { .node_size = NODE_SIZE_MIN };
   struct dt d = { .verbose = getenv ("CAIRN_TEST_VERBOSE") != NULL };
-  unsigned scale = test_scale (), rounds = DT_ROUNDS * scale;
+  double scale = test_scale ();
+  unsigned rounds = test_work (DT_ROUNDS);
   bool dst_small;
   uint64_t first, base, used;
   struct buf s;
 
   d.r.s = test_seed ("send.deep_tree_chain", 9);
   dst_small = rng_below (&d.r, 3) == 0;
-  fprintf (stderr, "send.deep_tree_chain: scale %u (CAIRN_TEST_SCALE), %u "
+  fprintf (stderr, "send.deep_tree_chain: scale %g (CAIRN_TEST_SCALE), %u "
            "rounds, target nodes of %s\n", scale, rounds,
            dst_small ? "4 KiB" : "the default size");
   d.buf = malloc (DT_IOBLOCKS * DT_BLK);

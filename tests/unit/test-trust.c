@@ -842,6 +842,7 @@ Test (trust, a_reused_block_is_never_returned_for_another, .timeout = 60)
   struct reuse_thread tw[2], tr[2];
   pthread_t w[2], rd[2];
   uint64_t seed = test_seed ("trust.reuse", 42);
+  unsigned commits = test_work (1500);
 
   open_volume (false, &dev, &s.pool, &s.v);
   for (int i = 0; i < 2; i++) {
@@ -850,7 +851,7 @@ Test (trust, a_reused_block_is_never_returned_for_another, .timeout = 60)
     cr_assert_eq (pthread_create (&w[i], NULL, reuse_writer, &tw[i]), 0);
     cr_assert_eq (pthread_create (&rd[i], NULL, reuse_reader, &tr[i]), 0);
   }
-  for (int i = 0; i < 1500 && !__atomic_load_n (&s.stop, __ATOMIC_RELAXED); i++) {
+  for (unsigned i = 0; i < commits && !__atomic_load_n (&s.stop, __ATOMIC_RELAXED); i++) {
     cr_assert_eq (pool_commit (s.pool), 0, "%s", cairn_errmsg ());
     if (i % 2)
       evict ();

@@ -998,7 +998,7 @@ Test (pool, power_cut_thousand_points, .timeout = 900)
   struct pc_model *models = calloc (PC_MAX_GENS, sizeof *models);
   struct cairn_dev *lower, *pc;
   uint64_t writes, id;
-  const unsigned cuts = 1000;
+  const unsigned cuts = test_work (1000);
   unsigned newer = 0, at_acked = 0, torn_open = 0;
   uint64_t gens_total = 0;
 
@@ -1202,7 +1202,7 @@ Test (pool, power_cut_pipelined_commits, .timeout = 900)
                               { .ops = calloc (PC2_OPS, sizeof (struct pc_op)) } };
   struct cairn_dev *lower, *pc, *slow;
   uint64_t writes, id, tree_gen;
-  const unsigned cuts = 300;
+  const unsigned cuts = test_work (300);
   unsigned newer = 0;
 
   cr_assert (wr[0].ops && wr[1].ops);

@@ -16,7 +16,47 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The seed for a randomised test, printed with the test's name. */
+/* The work multiplier of long randomised tests: CAIRN_TEST_SCALE (a
+ * positive number such as 20 for bug hunts far longer than CI's runs, or
+ * 0.1), else the build's default, CAIRN_TEST_SCALE_DEFAULT from configure:
+ * 1 in a normal build, a fraction in sanitizer builds (configure.ac says
+ * why).  A seed replays in the same build, or with the same scale.
+ */
+static inline double
+test_scale (void)
+{
+  const char *s = getenv ("CAIRN_TEST_SCALE");
+  double n = s && *s ? strtod (s, NULL) : CAIRN_TEST_SCALE_DEFAULT;
+
+  return n > 0 && n <= 100000 ? n : CAIRN_TEST_SCALE_DEFAULT;
+}
+
+/* n units of a randomised test's work (rounds, operations, cuts) at
+ * test_scale (), and at least one.
+ */
+static inline unsigned
+test_work (unsigned n)
+{
+  double w = n * test_scale () + 0.5;
+
+  return w < 1 ? 1 : w > UINT32_MAX ? UINT32_MAX : (unsigned) w;
+}
+
+/* n units of work, never fewer, more at a CAIRN_TEST_SCALE above 1: for
+ * a test whose assertions need all of its work (a sanitizer build's
+ * fraction would prove nothing).
+ */
+static inline unsigned
+test_work_full (unsigned n)
+{
+  unsigned w = test_work (n);
+
+  return w < n ? n : w;
+}
+
+/* The seed for a randomised test, printed with the test's name (and the
+ * scale, where it is not 1: what a replay needs outside this build).
+ */
 static inline uint64_t
 test_seed (const char *name, uint64_t fallback)
 {
@@ -27,21 +67,13 @@ test_seed (const char *name, uint64_t fallback)
     seed = (uint64_t) time (NULL) ^ ((uint64_t) clock () << 32);
   else if (s && *s)
     seed = strtoull (s, NULL, 0);
-  fprintf (stderr, "%s: seed %" PRIu64 " (replay with CAIRN_TEST_SEED=%" PRIu64
-           ")\n", name, seed, seed);
+  if (test_scale () == 1)
+    fprintf (stderr, "%s: seed %" PRIu64 " (replay with CAIRN_TEST_SEED=%"
+             PRIu64 ")\n", name, seed, seed);
+  else
+    fprintf (stderr, "%s: seed %" PRIu64 " (replay with CAIRN_TEST_SEED=%"
+             PRIu64 " CAIRN_TEST_SCALE=%g)\n", name, seed, seed, test_scale ());
   return seed;
-}
-
-/* The work multiplier of long randomised tests: CAIRN_TEST_SCALE (a
- * positive integer, default 1), for bug hunts far longer than CI's runs.
- */
-static inline unsigned
-test_scale (void)
-{
-  const char *s = getenv ("CAIRN_TEST_SCALE");
-  unsigned long n = s && *s ? strtoul (s, NULL, 10) : 1;
-
-  return n >= 1 && n <= 100000 ? (unsigned) n : 1;
 }
 
 /* splitmix64: small, fast, seedable. */

@@ -411,7 +411,9 @@ static const struct {
   [OWN_RECLAIM] = { "reclaim steps", 100, own_reclaim },
 };
 
-/* A writer's thread: OWN_STEPS * scale steps, each an op at random. */
+/* A writer's thread: test_work_full (OWN_STEPS) steps, each an op at
+ * random (at fewer, a small cache need not evict a thousand nodes).
+ */
 static void *
 own_writer_main (void *arg)
 {
@@ -451,7 +453,7 @@ own_volumes (const char *test, uint64_t cache_bytes)
   struct cairn_pool *pool = pool_open_ok (dev);
   struct own_writer w[OWN_WRITERS];
   struct rng r = { test_seed (test, 1729) };
-  unsigned scale = test_scale (), nlisted = 0, nexpect = 0;
+  unsigned nlisted = 0, nexpect = 0;
   pthread_t th[OWN_WRITERS];
   struct cairn_volume *h;
   struct pool_info info;
@@ -473,7 +475,7 @@ own_volumes (const char *test, uint64_t cache_bytes)
   for (unsigned i = 0; i < OWN_WRITERS; i++) {
     w[i] = (struct own_writer) { .t = { .stop = &stop }, .pool = pool,
                                  .all = w, .idx = i, .r = { rng_next (&r) },
-                                 .steps = OWN_STEPS * scale,
+                                 .steps = test_work_full (OWN_STEPS),
                                  .buf = malloc (OWN_VSIZE) };
     snprintf (w[i].t.name, sizeof w[i].t.name, "writer %u", i);
     snprintf (w[i].live.name, sizeof w[i].live.name, "w%u", i);
@@ -704,7 +706,7 @@ sh_write_once (struct sh_writer *w)
   return true;
 }
 
-/* A writer's thread: SH_WRITES * scale writes. */
+/* A writer's thread: test_work (SH_WRITES) writes. */
 static void *
 sh_writer_main (void *arg)
 {
@@ -831,7 +833,7 @@ Test (volume_concurrent, shared_volume_snapshot, .timeout = 600)
   for (unsigned i = 0; i < SH_THREADS; i++) {
     w[i] = (struct sh_writer) { .t = { .stop = &sw->stop }, .sw = sw,
                                 .idx = i, .r = { rng_next (&r) },
-                                .maxwrites = SH_WRITES * test_scale () };
+                                .maxwrites = test_work (SH_WRITES) };
     snprintf (w[i].t.name, sizeof w[i].t.name, "writer %u", i);
     cr_assert_eq (vol_open (sw->pool, "shared", &w[i].h), 0);
     cr_assert_eq (pthread_create (&th[i], NULL, sh_writer_main, &w[i]), 0);

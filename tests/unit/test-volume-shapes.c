@@ -951,7 +951,8 @@ one_round (struct world *w)
 Test (volume_shapes, deep_trees, .timeout = 3600)
 {
   struct world w = { .phase = 0 };
-  unsigned scale = test_scale (), rounds = ROUNDS * scale, last_reopen = 0;
+  double scale = test_scale ();
+  unsigned rounds = test_work (ROUNDS), last_reopen = 0;
   unsigned reopens;
   struct pool_format_opts fo = { .node_size = NODE_SIZE_MIN };
   struct pool_info after;
@@ -959,7 +960,7 @@ Test (volume_shapes, deep_trees, .timeout = 3600)
 
   w.r.s = test_seed ("volume_shapes.deep_trees", 20240611);
   w.verbose = getenv ("CAIRN_TEST_VERBOSE") != NULL;
-  fprintf (stderr, "volume_shapes.deep_trees: scale %u (CAIRN_TEST_SCALE), "
+  fprintf (stderr, "volume_shapes.deep_trees: scale %g (CAIRN_TEST_SCALE), "
            "%u rounds\n", scale, rounds);
   w.buf = malloc (IOBLOCKS * BLK);
   w.expect = malloc (BLK);
