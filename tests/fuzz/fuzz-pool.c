@@ -39,6 +39,7 @@
 #define VOL_BYTES (128u << 10)
 
 enum kind { FREE, SUPER, DATA, META };
+static const char *const kind_name[] = { "free", "super", "data", "meta" };
 
 static const char *const exports[] = { "a", "a@s1", "c" };
 #define NEXPORTS (sizeof exports / sizeof exports[0])
@@ -124,24 +125,44 @@ setup (void)
     for (size_t i = 0; i < image.n; i++)
       fprintf (stderr, "fuzz-pool: image block %zu is block %" PRIu32
                ", %s\n", i, image.blocks[i],
-               (const char *[]) { "free", "super", "data", "meta" }
-               [kind[image.blocks[i]]]);
+               kind_name[kind[image.blocks[i]]]);
   (void) pool_close (pool);
   dev_close (dev);
 }
 
-/* Apply the input's mutations; say which kinds of block changed. */
+/* The pristine content of block b: its image copy, or NULL for zeros. */
+static const uint8_t *
+pristine (uint64_t b)
+{
+  size_t lo = 0, hi = image.n;
+
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+
+    if (image.blocks[mid] < b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < image.n && image.blocks[lo] == b
+    ? image.data + lo * FUZZ_BLOCK : NULL;
+}
+
+/* Apply the input's mutations; say which kinds of block differ from the
+ * pristine image afterwards (two mutations may undo each other).
+ */
 static unsigned
 mutate (struct cairn_dev *dev, const uint8_t *p, const uint8_t *end)
 {
+  static uint8_t touched[FUZZ_POOL_BLOCKS];
   uint8_t block[FUZZ_BLOCK];
   unsigned kinds = 0;
 
+  memset (touched, 0, sizeof touched);
   while (end - p >= 5) {
     unsigned sel = p[0] | p[1] << 8, off = (p[2] | p[3] << 8) % FUZZ_BLOCK;
     size_t n = (p[4] & 15) + 1;
     uint64_t b;
-    bool changed = false;
 
     p += 5;
     if (n > (size_t) (end - p))
@@ -152,15 +173,30 @@ mutate (struct cairn_dev *dev, const uint8_t *p, const uint8_t *end)
                      : image.blocks[sel % image.n];
     if (dev_pread (dev, block, FUZZ_BLOCK, b * FUZZ_BLOCK) < 0)
       fuzz_die ("dev_pread: %s", cairn_errmsg ());
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
       block[off + i] ^= p[i];
-      changed |= p[i] != 0;
-    }
     if (dev_pwrite (dev, block, FUZZ_BLOCK, b * FUZZ_BLOCK) < 0)
       fuzz_die ("dev_pwrite: %s", cairn_errmsg ());
-    if (changed)
-      kinds |= 1u << kind[b];
+    touched[b] = 1;
     p += n;
+  }
+  for (uint64_t b = 0; b < FUZZ_POOL_BLOCKS; b++) {
+    const uint8_t *orig;
+    bool changed = false;
+
+    if (!touched[b])
+      continue;
+    if (dev_pread (dev, block, FUZZ_BLOCK, b * FUZZ_BLOCK) < 0)
+      fuzz_die ("dev_pread: %s", cairn_errmsg ());
+    orig = pristine (b);
+    for (size_t i = 0; !changed && i < FUZZ_BLOCK; i++)
+      changed = block[i] != (orig ? orig[i] : 0);
+    if (!changed)
+      continue;
+    kinds |= 1u << kind[b];
+    if (getenv ("CAIRN_FUZZ_VERBOSE"))
+      fprintf (stderr, "fuzz-pool: block %" PRIu64 " (%s) is damaged\n", b,
+               kind_name[kind[b]]);
   }
   return kinds;
 }
