@@ -100,40 +100,81 @@ split (const uint8_t *s, size_t len, size_t chunk)
   control_lines_free (&l);
 }
 
-/* Read frames (invariant 3). */
+/* Where a reader of the frames in s must stop, found the simplest way:
+ * the byte after the header of the end frame (*end) or of the first frame
+ * that is empty or larger than CONTROL_FRAME_MAX (*bad); SIZE_MAX when
+ * there is none.
+ */
+static void
+frames_expected (const uint8_t *s, size_t len, size_t *end, size_t *bad)
+{
+  size_t pos = 0;
+
+  *end = *bad = SIZE_MAX;
+  while (len - pos >= CONTROL_FRAME_HEADER) {
+    uint32_t v = (uint32_t) s[pos] << 24 | (uint32_t) s[pos + 1] << 16 |
+                 (uint32_t) s[pos + 2] << 8 | s[pos + 3];
+    uint32_t size = v & ~CONTROL_FRAME_MESSAGE;
+
+    pos += CONTROL_FRAME_HEADER;
+    if (v == 0) {
+      *end = pos;
+      return;
+    }
+    if (size == 0 || size > CONTROL_FRAME_MAX) {
+      *bad = pos;
+      return;
+    }
+    if (size > len - pos)
+      return;
+    pos += size;
+  }
+}
+
+/* Read frames (invariant 3): the reader stops where frames_expected says,
+ * and its pieces are the input's bytes.
+ */
 static void
 frames (const uint8_t *s, size_t len, size_t chunk)
 {
   struct control_frames f = { 0 };
-  size_t off = 0;
+  size_t off = 0, end, bad;
 
+  frames_expected (s, len, &end, &bad);
   while (off < len) {
     size_t n = len - off < chunk ? len - off : chunk;
     size_t pos = 0;
 
     while (pos < n) {
-      const void *d;
-      size_t used, dlen;
+      const void *d = NULL;
+      size_t used = 0, dlen = 0;
       bool last;
       int r = control_frames_next (&f, s + off + pos, n - pos, &used, &d,
                                    &dlen, &last);
 
-      if (r < 0 || r == CONTROL_FRAME_END)
-        return;
       if (used > n - pos)
         fuzz_die ("the frame reader used more than it was given");
+      if (r < 0 || r == CONTROL_FRAME_END) {
+        size_t at = off + pos + used;
+
+        if (r < 0 && at != bad)
+          fuzz_die ("the frame reader failed at byte %zu, not %zu", at, bad);
+        if (r == CONTROL_FRAME_END && at != end)
+          fuzz_die ("the frame reader ended at byte %zu, not %zu", at, end);
+        return;
+      }
       if ((r == CONTROL_FRAME_DATA || r == CONTROL_FRAME_MSG) &&
-          (dlen > CONTROL_FRAME_MAX || dlen > used ||
-           (dlen && (const uint8_t *) d + dlen > s + off + n)))
+          (dlen == 0 || dlen > used ||
+           (const uint8_t *) d != s + off + pos + used - dlen))
         fuzz_die ("a frame piece of %zu bytes out of %zu used", dlen, used);
-      if (used == 0 && r == CONTROL_FRAME_NONE)
+      if (used == 0)
         break;
-      if (used == 0 && dlen == 0)
-        fuzz_die ("the frame reader made no progress");
       pos += used;
     }
     off += n;
   }
+  if (bad != SIZE_MAX || end != SIZE_MAX)
+    fuzz_die ("the frame reader read past byte %zu", bad < end ? bad : end);
 }
 
 int
