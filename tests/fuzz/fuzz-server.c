@@ -141,8 +141,9 @@ check_alive (const struct server *s)
   static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,"
                              "\"method\":\"server.ping\"}\n";
   struct sockaddr_un a = { .sun_family = AF_UNIX };
-  char buf[256];
+  char buf[512];
   struct pollfd p;
+  ssize_t n;
   int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
   snprintf (a.sun_path, sizeof a.sun_path, "%s", s->path);
@@ -150,8 +151,16 @@ check_alive (const struct server *s)
       write (fd, ping, sizeof ping - 1) != (ssize_t) sizeof ping - 1)
     fuzz_die ("pinging %s: %m", s->path);
   p = (struct pollfd) { .fd = fd, .events = POLLIN };
-  if (poll (&p, 1, FUZZ_WAIT_MS) != 1 || read (fd, buf, sizeof buf) <= 0)
-    fuzz_die ("the server on %s does not answer a ping", s->path);
+  if (poll (&p, 1, FUZZ_WAIT_MS) != 1)
+    fuzz_die ("the server on %s does not answer a ping in %d ms", s->path,
+              FUZZ_WAIT_MS);
+  n = read (fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    fuzz_die ("the server on %s closed a ping's connection without a reply",
+              s->path);
+  buf[n] = '\0';
+  if (strstr (buf, "\"result\"") == NULL)
+    fuzz_die ("the server on %s answers a ping with %s", s->path, buf);
   close (fd);
 }
 
