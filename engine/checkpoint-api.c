@@ -623,22 +623,9 @@ apply_ckpt_set (struct catalog *cat, struct cat_request *req)
     r = parse_onoff (req->snap, &on);
   if (r == 0)
     r = setting_put (cat, id, req->name2, req->snap);
-  if (r == 0 && strcmp (req->name2, "commit-interval") == 0) {
-    uint64_t secs;
-    bool own;
-
-    r = interval_get (cat, &secs, &own);
-    if (r == 0)
-      pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
-  }
-  if (r == 0 && strcmp (req->name2, "space-threshold") == 0) {
-    unsigned pct;
-    bool own;
-
-    r = threshold_get (cat, &pct, &own);
-    if (r == 0)
-      __atomic_store_n (&cat->ckpt_threshold, pct, __ATOMIC_RELAXED);
-  }
+  if (r == 0 && (strcmp (req->name2, "commit-interval") == 0 ||
+                 strcmp (req->name2, "space-threshold") == 0))
+    r = pool_settings_apply (cat);
   if (r == 0 && strcmp (req->name2, "checkpoints") == 0) {
     if (vs)
       vs->ckpt_setting = on;

@@ -68,6 +68,10 @@ int interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
 int parse_threshold (const char *value, unsigned *pctp) CAIRN_WUR;
 int threshold_get (struct catalog *cat, unsigned *pctp, bool *own)
   CAIRN_WUR;
+/* Make the stored pool settings (commit-interval, space-threshold) the
+ * ones in use: when the catalog loads and when one changes.
+ */
+int pool_settings_apply (struct catalog *cat) CAIRN_WUR;
 bool ckpt_enabled (const struct catalog *cat, const struct volstate *vs);
 /* A volume's checkpoints from their records (genvec_item is the
  * cat_foreach_prefix callback), and freeing them.

@@ -338,8 +338,7 @@ interval_get (struct catalog *cat, uint64_t *secsp, bool *own)
   char buf[RET_DURATION_MAX + 1];
   int r = setting_get (cat, 0, "commit-interval", buf, sizeof buf);
 
-  *own = r == 0 && retention_parse_duration (buf, secsp) == 0 &&
-    *secsp >= 1 && *secsp <= CKPT_INTERVAL_MAX;
+  *own = r == 0 && parse_interval (buf, secsp) == 0;
   if (!*own)
     *secsp = POOL_COMMIT_INTERVAL_MS / 1000;
   return r == -ENOENT ? 0 : r;
@@ -376,9 +375,8 @@ threshold_get (struct catalog *cat, unsigned *pctp, bool *own)
   return r == -ENOENT ? 0 : r;
 }
 
-/* Load the checkpoint settings when the catalog loads. */
 int
-ckpt_load (struct catalog *cat)
+pool_settings_apply (struct catalog *cat)
 {
   uint64_t secs;
   unsigned pct;
@@ -389,10 +387,19 @@ ckpt_load (struct catalog *cat)
     pool_set_commit_interval (cat->pool, (unsigned) secs * 1000);
     r = threshold_get (cat, &pct, &own);
   }
-  if (r == 0) {
+  if (r == 0)
     __atomic_store_n (&cat->ckpt_threshold, pct, __ATOMIC_RELAXED);
+  return r;
+}
+
+/* Load the checkpoint settings when the catalog loads. */
+int
+ckpt_load (struct catalog *cat)
+{
+  int r = pool_settings_apply (cat);
+
+  if (r == 0)
     r = onoff_get (cat, 0, &cat->ckpt_default);
-  }
 
   if (cat->ckpt_default < 0)
     cat->ckpt_default = pool_default (cat);
@@ -719,8 +726,9 @@ ckpt_collect (struct catalog *cat)
 /* ---------------------------------------------------------------- pressure */
 
 /* Is the pool's free space under the collector's threshold (the pool's
- * space-threshold, CKPT_PRESSURE per cent of its data space unless set),
- * counting what waits for a commit as free?
+ * space-threshold, CKPT_PRESSURE per cent of its data space unless set;
+ * ckpt_load sets it before anything can ask), counting what waits for a
+ * commit as free?
  */
 bool
 ckpt_space_low (struct catalog *cat)
@@ -729,7 +737,7 @@ ckpt_space_low (struct catalog *cat)
   unsigned pct = __atomic_load_n (&cat->ckpt_threshold, __ATOMIC_RELAXED);
 
   space_stats (pool_space (cat->pool), &ss);
-  return (ss.free + ss.pending) * 100 < ss.total * (pct ? pct : CKPT_PRESSURE);
+  return (ss.free + ss.pending) * 100 < ss.total * pct;
 }
 
 
