@@ -24,7 +24,10 @@
  * BATCH_MAX blocks (SC-4), sorted by where
  * their first copy lies on the devices (member, then offset), and then
  * every copy is read and checked, as ZFS's sorted scrub does: the trees
- * are walked in key order, the devices in address order.  A batch is
+ * are walked in key order, the devices in address order.  Blocks that
+ * lie one after the other are read together (a copy at a time, up to
+ * DEV_SCRUB_MAX bytes) and checked quietly; a run in which a copy fails is
+ * checked again block by block, which counts and repairs.  A batch is
  * sized to take about two seconds at the rate limit, so a pause waits
  * for at most one batch.
  *
@@ -58,6 +61,11 @@
  *        (pass_gen), which the next --since-last pass reads; states ahead
  *        of it are read as they are when the cursor reaches them; a state
  *        dropped meanwhile is passed over.
+ *
+ * States that only a deleted volume kept for its clones holds (hidden: it
+ * has no name to open them by) are read through the clones, as far as
+ * they reference them: a clone whose origin is hidden reads all its
+ * blocks, not only those born after its origin.
  *
  * State machine (s->state, under s->lock; the record follows it):
  *   none|finished|cancelled → running   scrub_start
@@ -775,72 +783,143 @@ rate_wait (struct scrub *s)
   return cmd;
 }
 
+/* Count a checked entry, and what was found in it (lock not held). */
+static void
+account (struct scrub *s, const struct bstate *bs, const struct entry *e,
+         const struct dev_scrub_stats *ds, uint32_t failed, unsigned repaired)
+{
+  struct cairn_dev *dev = pool_dev (s->cat->pool);
+  unsigned copies = dev_copies (dev);
+
+  pthread_mutex_lock (&s->lock);
+  s->st.blocks++;
+  s->st.bytes_done += e->len;
+  s->st.bytes_read += (uint64_t) e->len * copies;
+  s->run_bytes_read += (uint64_t) e->len * copies;
+  s->st.bad_copies += ds->bad_copies;
+  s->st.repaired += repaired;
+  s->st.lost += ds->lost;
+  if (ds->lost)
+    note_lost (s, bs, e);
+  for (unsigned k = 0; dev_is_chunked (dev) && failed >> k; k++) {
+    unsigned m;
+    uint64_t phys, run;
+
+    if (!(failed & (1u << k)) ||
+        dev_chunk_locate (dev, e->off, k, &m, &phys, &run) < 0 ||
+        m >= SCRUB_MEMBERS)
+      continue;
+    s->st.member_bad[m]++;
+    /* Every failed copy was rewritten, or none counts as repaired. */
+    if (repaired == (unsigned) __builtin_popcount (failed))
+      s->st.member_repaired[m]++;
+  }
+  pthread_mutex_unlock (&s->lock);
+}
+
+/* Check every copy of one entry, count what is found, and repair the bad
+ * ones (SC-1, SC-2).
+ */
+static int
+check_one (struct batch *b, const struct entry *e)
+{
+  struct cairn_dev *dev = pool_dev (b->s->cat->pool);
+  struct bstate *bs = &b->states[e->state];
+  struct dev_scrub_stats ds = { 0 };
+  unsigned repaired = 0;
+  uint32_t failed = 0;
+  int r;
+
+  /* A live tree's block is first checked quietly, outside its lock: a
+   * failure may be a block freed and reused since it was gathered.
+   */
+  r = dev_scrub_copies (dev, e->len, e->off, dev_check_sha256,
+                        (void *) e->sha,
+                        bs->gen == SCRUB_LIVE ? DEV_SCRUB_QUIET : 0, &ds,
+                        &failed);
+  if (r == 0 && failed && bs->gen == SCRUB_LIVE) {
+    bool gone;
+
+    r = recheck_live (bs, e, &ds, &failed, &repaired, &gone);
+    if (r == 0 && gone)
+      return 0;                 /* not checked: the next pass reads it */
+  }
+  else if (r == 0 && failed && ds.lost == 0)
+    r = dev_repair_copies (dev, e->len, e->off, dev_check_sha256,
+                           (void *) e->sha, failed, &repaired);
+  if (r < 0 && r != -EBADMSG)
+    return r;
+  cairn_error_clear ();
+  account (b->s, bs, e, &ds, failed, repaired);
+  return 0;
+}
+
+/* A run of entries that lie one after the other in the pool. */
+struct run {
+  const struct entry *e;
+  size_t n;
+};
+
+/* dev_check_fn of a run: every entry's piece matches its digest. */
+static bool
+check_run (const void *buf, size_t len, void *opaque)
+{
+  const struct run *run = opaque;
+  const uint8_t *p = buf;
+
+  (void) len;
+  for (size_t i = 0; i < run->n; i++) {
+    const struct entry *e = &run->e[i];
+
+    if (!dev_check_sha256 (p + (e->off - run->e[0].off), e->len,
+                           (void *) e->sha))
+      return false;
+  }
+  return true;
+}
+
 /* Check every copy of every entry, in device order, and repair the bad
- * ones (SC-1, SC-2).  Stops early only for a pool that closes.
+ * ones.  Entries that lie one after the other are read together, each
+ * copy at once, and checked quietly; only a run with a copy that fails is
+ * checked again entry by entry (check_one), which counts and repairs.
+ * Stops early only for a pool that closes.
  */
 static int
 check_batch (struct batch *b)
 {
   struct scrub *s = b->s;
   struct cairn_dev *dev = pool_dev (s->cat->pool);
-  bool chunked = dev_is_chunked (dev);
-  unsigned copies = dev_copies (dev);
+  size_t i = 0;
 
   qsort (b->e, b->n, sizeof *b->e, entry_cmp);
-  for (size_t i = 0; i < b->n; i++) {
-    const struct entry *e = &b->e[i];
-    struct bstate *bs = &b->states[e->state];
+  while (i < b->n) {
+    struct run run = { &b->e[i], 1 };
+    uint64_t len = b->e[i].len;
     struct dev_scrub_stats ds = { 0 };
-    unsigned repaired = 0;
     uint32_t failed = 0;
     int r;
 
+    while (i + run.n < b->n &&
+           b->e[i + run.n].off == b->e[i].off + len &&
+           len + b->e[i + run.n].len <= DEV_SCRUB_MAX) {
+      len += b->e[i + run.n].len;
+      run.n++;
+    }
     if (rate_wait (s))
       return -ECANCELED;
-    /* A live tree's block is first checked quietly, outside its lock: a
-     * failure may be a block freed and reused since it was gathered.
-     */
-    r = dev_scrub_copies (dev, e->len, e->off, dev_check_sha256,
-                          (void *) e->sha,
-                          bs->gen == SCRUB_LIVE ? DEV_SCRUB_QUIET : 0, &ds,
-                          &failed);
-    if (r == 0 && failed && bs->gen == SCRUB_LIVE) {
-      bool gone;
+    r = dev_scrub_copies (dev, len, b->e[i].off, check_run, &run,
+                          DEV_SCRUB_QUIET, &ds, &failed);
+    for (size_t j = 0; r == 0 && j < run.n; j++) {
+      const struct entry *e = &run.e[j];
 
-      r = recheck_live (bs, e, &ds, &failed, &repaired, &gone);
-      if (r == 0 && gone)
-        continue;
+      if (failed)
+        r = check_one (b, e);
+      else
+        account (s, &b->states[e->state], e, &ds, 0, 0);
     }
-    else if (r == 0 && failed && ds.lost == 0)
-      r = dev_repair_copies (dev, e->len, e->off, dev_check_sha256,
-                             (void *) e->sha, failed, &repaired);
-    if (r < 0 && r != -EBADMSG)
+    if (r < 0)
       return r;
-    cairn_error_clear ();
-    pthread_mutex_lock (&s->lock);
-    s->st.blocks++;
-    s->st.bytes_done += e->len;
-    s->st.bytes_read += (uint64_t) e->len * copies;
-    s->run_bytes_read += (uint64_t) e->len * copies;
-    s->st.bad_copies += ds.bad_copies;
-    s->st.repaired += repaired;
-    s->st.lost += ds.lost;
-    if (ds.lost)
-      note_lost (s, bs, e);
-    for (unsigned k = 0; chunked && failed >> k; k++) {
-      unsigned m;
-      uint64_t phys, run;
-
-      if (!(failed & (1u << k)) ||
-          dev_chunk_locate (dev, e->off, k, &m, &phys, &run) < 0 ||
-          m >= SCRUB_MEMBERS)
-        continue;
-      s->st.member_bad[m]++;
-      /* Every failed copy was rewritten, or none counts as repaired. */
-      if (repaired == (unsigned) __builtin_popcount (failed))
-        s->st.member_repaired[m]++;
-    }
-    pthread_mutex_unlock (&s->lock);
+    i += run.n;
   }
   return 0;
 }
