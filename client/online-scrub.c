@@ -169,6 +169,12 @@ start_or_resume (const struct cli *cli, int argc, char **argv, bool start)
     json_decref (params);
     return cli_usage_error (cli, "unexpected argument '%s'", argv[optind]);
   }
+  /* In process on a stopped pool, the pass lives only as long as this
+   * command: it waits for its end (a pass cut short there would only be
+   * left interrupted).
+   */
+  if (cli->pool)
+    json_object_set_new (params, "wait", json_true ());
   r = cli_call (cli, true, start ? "scrub.start" : "scrub.resume", params,
                 &res);
   return report (cli, r, json, res);
@@ -234,8 +240,8 @@ const struct command cli_scrub_commands[] = {
 "                        (every copy counts), e.g. 50M\n"
 "  -s, --since-last      check only the blocks born since the last complete\n"
 "                        pass started\n"
-"  -w, --wait            return when the pass has ended (with --pool on a\n"
-"                        stopped pool, the only way it runs at all)\n"
+"  -w, --wait            return when the pass has ended (always so with\n"
+"                        --pool, in process on a stopped pool)\n"
 "  -j, --json            print the method's result as JSON\n",
     cmd_scrub_start, NULL, CMD_ONLINE },
   { "scrub pause", "pause the running scrub, keeping its place", "[--json]",
