@@ -959,6 +959,7 @@ scrub_thread (void *arg)
   struct cairn_dev *dev = pool_dev (s->cat->pool);
   struct pool_info pi;
   struct batch b = { .s = s };
+  struct scrub_status *counts = malloc (sizeof *counts);
   int64_t saved = now_ms ();
   enum scrub_cmd cmd = CMD_NONE;
   bool end = false;
@@ -966,6 +967,10 @@ scrub_thread (void *arg)
 
   pool_info (s->cat->pool, &pi);
   b.node_len = pi.node_size;
+  if (counts == NULL) {
+    r = cairn_fail (-ENOMEM, "out of memory starting the scrub");
+    end = true;
+  }
   while (!end) {
     struct cursor before;
 
@@ -973,6 +978,7 @@ scrub_thread (void *arg)
     cmd = s->cmd;
     b.limit = batch_limit (s, dev_copies (dev));
     before = s->cur;
+    *counts = s->st;
     pthread_mutex_unlock (&s->lock);
     if (cmd != CMD_NONE)
       break;
@@ -981,9 +987,14 @@ scrub_thread (void *arg)
       r = check_batch (&b);
     batch_reset (&b);
     if (r < 0) {
-      /* Keep the cursor of the last batch checked whole (SC-3). */
+      /* Keep the cursor and counts of the last batch checked whole: a
+       * resume checks this one again (SC-3).  Repairs it made stay made.
+       */
       pthread_mutex_lock (&s->lock);
       s->cur = before;
+      counts->state = s->st.state;
+      counts->elapsed_ms = s->st.elapsed_ms;
+      s->st = *counts;
       pthread_mutex_unlock (&s->lock);
       break;
     }
@@ -1005,6 +1016,7 @@ scrub_thread (void *arg)
     }
   }
   free (b.e);
+  free (counts);
   pthread_mutex_lock (&s->lock);
   cmd = s->cmd;
   s->st.elapsed_ms = s->run_start_elapsed +
