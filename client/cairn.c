@@ -162,6 +162,8 @@ static const struct command commands[] = {
   { "checkpoint", "list, promote and prune continuous checkpoints",
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_checkpoint_commands,
     CMD_ONLINE },
+  { "scrub", "check every copy of every block online, and repair",
+    "SUBCOMMAND [ARGS]", "", cli_run_group, cli_scrub_commands, CMD_ONLINE },
   { "clone", "make a writable volume from a volume or a snapshot",
     "SOURCE NAME [--json]",
 "Create volume NAME as a writable clone of SOURCE: a volume (its state\n"

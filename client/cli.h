@@ -153,6 +153,7 @@ int cli_open_pool (const struct cli *cli, bool modify, struct cairn_dev **devp,
 extern const struct command cli_volume_commands[];
 extern const struct command cli_snapshot_commands[];
 extern const struct command cli_checkpoint_commands[];
+extern const struct command cli_scrub_commands[];
 /* online-checkpoint.c: is key (klen bytes) a checkpoint setting, which
  * `cairn volume set` passes to checkpoint.set; print what that returns.
  */

@@ -204,7 +204,7 @@ enum cat_req_kind {
   REQ_CREATE, REQ_DELETE, REQ_RENAME, REQ_RESIZE, REQ_READONLY,
   REQ_SNAP, REQ_SNAP_DELETE, REQ_SNAP_RENAME, REQ_CLONE, REQ_PROP, REQ_QUOTA, REQ_ROLLBACK,
   REQ_PARTIAL_CREATE, REQ_PARTIAL_SAVE, REQ_PARTIAL_PUBLISH, REQ_PARTIAL_ABORT,
-  REQ_REAP, REQ_CKPT_DROP, REQ_CKPT_SET, REQ_CKPT_PROMOTE,
+  REQ_REAP, REQ_CKPT_DROP, REQ_CKPT_SET, REQ_CKPT_PROMOTE, REQ_SCRUB_SAVE,
 };
 
 /* REQ_CREATE and REQ_CLONE flag: make a partial volume (VOLF_PARTIAL). */
@@ -273,6 +273,7 @@ struct catalog {
   uint64_t reclaimed;         /* blocks freed by deletions (atomic) */
   struct reaper *reaper;      /* background deletes (reaper.c) */
   struct reap_jobs *reap_jobs; /* the same, as jobs (reaper-jobs.c) */
+  struct scrub *scrub;        /* online scrub (scrub.c) */
   bool settle;                /* deletes deferred while open may be due:
                                  look at the next freeze (atomic) */
   bool kick;                  /* this freeze left background work: start
@@ -390,6 +391,16 @@ int cat_foreach_pin (struct catalog *cat, uint64_t id,
                      int (*fn) (void *opaque, uint64_t gen,
                                 const uint8_t *rec, size_t len),
                      void *opaque) CAIRN_WUR;
+
+/* scrub.c: the online scrub's state, loaded with the catalog; its record
+ * saved in the freeze (REQ_SCRUB_SAVE); its thread stopped before the
+ * pool's last commit, and freed with the catalog.
+ */
+int scrub_load (struct catalog *cat) CAIRN_WUR;
+int scrub_apply_save (struct catalog *cat, struct cat_request *req)
+  CAIRN_WUR;
+void scrub_stop (struct catalog *cat);
+void scrub_free (struct catalog *cat);
 
 /* catalog-damage.c: volume records that do not decode (DV-n) */
 /* Keep the damaged record of key (klen bytes), the decoder's message in

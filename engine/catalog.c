@@ -295,6 +295,7 @@ catalog_destroy (void *opaque)
 
   if (cat == NULL)
     return;
+  scrub_free (cat);
   reaper_stop (cat);
   reaper_free (cat);
   for (size_t i = 0; i < cat->nvols; i++)
@@ -315,6 +316,7 @@ catalog_destroy (void *opaque)
 static void
 catalog_quiesce (void *opaque)
 {
+  scrub_stop (opaque);
   reaper_stop (opaque);
 }
 
@@ -417,6 +419,8 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   r = reaper_load_jobs (cat);
   if (r == 0)
     r = ckpt_load (cat);
+  if (r == 0)
+    r = scrub_load (cat);
   if (r < 0)
     goto fail;
   pool_attach (pool, cat, catalog_destroy, catalog_freeze, catalog_quiesce);
@@ -857,6 +861,7 @@ apply (struct catalog *cat, struct cat_request *req, uint64_t gen)
   case REQ_CKPT_DROP: return apply_ckpt_drop (cat, req);
   case REQ_CKPT_SET: return apply_ckpt_set (cat, req);
   case REQ_CKPT_PROMOTE: return apply_ckpt_promote (cat, req, gen);
+  case REQ_SCRUB_SAVE: return scrub_apply_save (cat, req);
   }
   return cairn_fail (-EINVAL, "unknown catalog request %d", req->kind);
 }

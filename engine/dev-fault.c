@@ -9,12 +9,15 @@
  * A kind of operation can also be held: its operations wait until it is
  * released (a slow disk, for tests of what runs meanwhile), or delayed:
  * each one sleeps first (a disk whose flushes take time, so that what
- * overlaps them in the engine does overlap).
+ * overlaps them in the engine does overlap).  And bits can be flipped in
+ * what the lower device stores (dev_fault_flip): silent rot, which only a
+ * checksum finds, until the block is written again.
  */
 #include <config.h>
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,6 +44,7 @@ struct fault_dev {
   bool held[FAULT_NOPS];
   unsigned waiting[FAULT_NOPS];
   unsigned delay_us[FAULT_NOPS];
+  uint64_t flips;             /* bits flipped (dev_fault_flip) */
 };
 
 static const char *const fault_op_names[FAULT_NOPS] = {
@@ -250,6 +254,42 @@ dev_fault_waiting (struct cairn_dev *dev, enum dev_fault_op op)
   assert (dev->ops == &fault_ops);
   pthread_mutex_lock (&f->lock);
   n = f->held[op] ? f->waiting[op] : 0;
+  pthread_mutex_unlock (&f->lock);
+  return n;
+}
+
+/* Flip one bit of what the lower device stores at byte off (dev.h). */
+int
+dev_fault_flip (struct cairn_dev *dev, uint64_t off, unsigned bit)
+{
+  struct fault_dev *f = to_fault_dev (dev);
+  uint8_t byte;
+  int r;
+
+  if (bit > 7 || off >= dev->size)
+    return cairn_fail (-EINVAL, "%s: no bit %u of byte %" PRIu64 " to flip",
+                       dev->name, bit, off);
+  pthread_mutex_lock (&f->lock);
+  r = dev_pread (f->lower, &byte, 1, off);
+  if (r == 0) {
+    byte ^= (uint8_t) (1u << bit);
+    r = dev_pwrite (f->lower, &byte, 1, off);
+  }
+  if (r == 0)
+    f->flips++;
+  pthread_mutex_unlock (&f->lock);
+  return r;
+}
+
+/* How many bits dev_fault_flip has flipped. */
+uint64_t
+dev_fault_flips (struct cairn_dev *dev)
+{
+  struct fault_dev *f = to_fault_dev (dev);
+  uint64_t n;
+
+  pthread_mutex_lock (&f->lock);
+  n = f->flips;
   pthread_mutex_unlock (&f->lock);
   return n;
 }

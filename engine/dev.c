@@ -333,21 +333,59 @@ dev_pread_checked (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
   return 0;
 }
 
-/* Read every copy of a range, check each, and heal the bad ones (dev.h). */
+/* Rewrite the copies in `failed` from one outside it that passes the check
+ * (dev.h).
+ */
 int
-dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off, dev_check_fn check,
-           void *opaque, struct dev_scrub_stats *st)
+dev_repair_copies (struct cairn_dev *dev, size_t len, uint64_t off,
+                   dev_check_fn check, void *opaque, uint32_t failed,
+                   unsigned *repairedp)
 {
+  unsigned n = dev_copies (dev);
+  uint8_t *buf;
+  int r = -EBADMSG;
+
+  *repairedp = 0;
+  if (n == 1 || failed == 0)
+    return 0;
+  buf = malloc (len);
+  if (buf == NULL)
+    return cairn_fail (-ENOMEM, "out of memory repairing %s", dev->name);
+  for (unsigned k = 0; k < n && r < 0; k++)
+    if (!(failed & (1u << k)) &&
+        dev->ops->pread_copy (dev, buf, len, off, k) == 0 &&
+        check (buf, len, opaque))
+      r = 0;
+  if (r == 0)
+    *repairedp = repair_copies (dev, buf, len, off, failed);
+  else
+    r = cairn_fail (-EBADMSG, "%s: no good copy of [%" PRIu64 ", +%zu) is "
+                    "left to repair from", dev->name, off, len);
+  free (buf);
+  return r;
+}
+
+/* Read every copy of a range, check each, and heal the bad ones when asked
+ * (dev.h).
+ */
+int
+dev_scrub_copies (struct cairn_dev *dev, size_t len, uint64_t off,
+                  dev_check_fn check, void *opaque, unsigned flags,
+                  struct dev_scrub_stats *st, uint32_t *failedp)
+{
+  bool repair = flags & DEV_SCRUB_REPAIR, quiet = flags & DEV_SCRUB_QUIET;
   unsigned n = dev_copies (dev);
   uint8_t *good = NULL, *buf;
   uint32_t failed = 0;
   int r;
 
   assert (len <= DEV_SCRUB_MAX);
+  if (failedp)
+    *failedp = 0;
   buf = malloc (2 * len);
   if (buf == NULL)
     return cairn_fail (-ENOMEM, "out of memory scrubbing %s", dev->name);
-  st->ranges++;
+  st->ranges += !quiet;
   for (unsigned k = 0; k < n; k++) {
     uint8_t *p = good ? buf + len : buf;
 
@@ -360,17 +398,30 @@ dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off, dev_check_fn check,
       continue;
     }
     failed |= 1u << k;
+    if (quiet)
+      continue;
     st->bad_copies++;
     if (r == 0 && n > 1)
       dev->ops->note_damage (dev, off, len, k, false);
   }
-  if (good == NULL && failed)
+  if (good == NULL && failed && !quiet)
     st->lost++;
-  else if (failed)
+  else if (failed && good && repair)
     st->repaired += repair_copies (dev, good, len, off, failed);
+  if (failedp)
+    *failedp = failed;
   free (buf);
   cairn_error_clear ();
   return 0;
+}
+
+/* Read every copy of a range, check each, and heal the bad ones (dev.h). */
+int
+dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off, dev_check_fn check,
+           void *opaque, struct dev_scrub_stats *st)
+{
+  return dev_scrub_copies (dev, len, off, check, opaque, DEV_SCRUB_REPAIR, st,
+                           NULL);
 }
 
 /* Close the device; a NULL device is ignored. */

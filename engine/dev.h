@@ -182,6 +182,28 @@ struct dev_scrub_stats {
 int dev_scrub (struct cairn_dev *dev, size_t len, uint64_t off,
                dev_check_fn check, void *opaque, struct dev_scrub_stats *st)
   CAIRN_WUR;
+/* dev_scrub, rewriting the bad copies only with DEV_SCRUB_REPAIR, and with
+ * DEV_SCRUB_QUIET counting nothing (neither in st nor on the members);
+ * which copies failed the check or the read goes to *failedp (bit k: copy
+ * k; failedp may be NULL).  A caller that cannot hold what keeps the range
+ * referenced for the whole call (H2) checks quietly first, and once it
+ * knows of a failure checks again, counting, and repairs under its lock.
+ */
+#define DEV_SCRUB_REPAIR 1u
+#define DEV_SCRUB_QUIET 2u
+int dev_scrub_copies (struct cairn_dev *dev, size_t len, uint64_t off,
+                      dev_check_fn check, void *opaque, unsigned flags,
+                      struct dev_scrub_stats *st, uint32_t *failedp)
+  CAIRN_WUR;
+/* Rewrite the copies of [off, off + len) named in failed (bit k: copy k)
+ * with the first other copy that passes the check (H1), counting each
+ * rewrite as REPAIRED on its member; how many were rewritten to
+ * *repairedp.  -EBADMSG when no other copy passes.  The caller holds what
+ * keeps the range referenced (H2).
+ */
+int dev_repair_copies (struct cairn_dev *dev, size_t len, uint64_t off,
+                       dev_check_fn check, void *opaque, uint32_t failed,
+                       unsigned *repairedp) CAIRN_WUR;
 
 /* Blocks whose copy in the host's cache has been checked (dev.c).
  *
@@ -380,6 +402,15 @@ void dev_fault_hold (struct cairn_dev *dev, enum dev_fault_op op, bool hold);
 unsigned dev_fault_waiting (struct cairn_dev *dev, enum dev_fault_op op);
 /* Make every operation of kind op sleep us microseconds first (0: not). */
 void dev_fault_delay (struct cairn_dev *dev, enum dev_fault_op op, unsigned us);
+/* Bit-flip mode: flip bit `bit` (0-7) of the byte at off in what the
+ * lower device stores, as a disk's silent rot would (the next read of that
+ * block returns it flipped, until a write replaces it); and the number of
+ * bits flipped so far.  Under a pool of several devices, flip in a member
+ * (dev_chunk_locate says where a copy lies).
+ */
+int dev_fault_flip (struct cairn_dev *dev, uint64_t off, unsigned bit)
+  CAIRN_WUR;
+uint64_t dev_fault_flips (struct cairn_dev *dev);
 
 /* Power-cut device stacked on lower (which the caller keeps and closes).
  *

@@ -123,7 +123,7 @@ param_bool (json_t *params, const char *name)
 }
 
 /* A size member (checked): bytes, or a string in units (units.h). */
-static int
+int
 param_size (struct control_ctx *ctx, const char *method, json_t *params,
             const char *name, uint64_t *sizep)
 {
@@ -734,6 +734,11 @@ static const struct control_method catalog_methods[] = {
   { .name = "checkpoint.prune", .handler = checkpoint_prune, .blocking = true },
   { .name = "checkpoint.set", .handler = checkpoint_set, .blocking = true },
   { .name = "pool.status", .handler = pool_status, .blocking = true },
+  { .name = "scrub.cancel", .handler = scrub_cancel_method, .blocking = true },
+  { .name = "scrub.pause", .handler = scrub_pause_method, .blocking = true },
+  { .name = "scrub.resume", .handler = scrub_resume_method, .blocking = true },
+  { .name = "scrub.start", .handler = scrub_start_method, .blocking = true },
+  { .name = "scrub.status", .handler = scrub_status_method, .blocking = true },
   { .name = "snapshot.create", .handler = snapshot_create, .blocking = true },
   { .name = "snapshot.delete", .handler = snapshot_delete, .blocking = true },
   { .name = "snapshot.list", .handler = snapshot_list, .blocking = true },

@@ -37,6 +37,9 @@ int check_params (struct control_ctx *ctx, const char *method, json_t *params,
 const char *param_str (json_t *params, const char *name);
 /* The pool of the request. */
 struct cairn_pool *ctx_pool (struct control_ctx *ctx);
+/* A size member (checked): bytes, or a string in units (units.h). */
+int param_size (struct control_ctx *ctx, const char *method, json_t *params,
+                const char *name, uint64_t *sizep) CAIRN_WUR;
 /* The error for a result that could not be built (-ENOMEM). */
 int oom (void);
 /* Refuse a snapshot or checkpoint name where a volume is meant, then check
@@ -81,6 +84,22 @@ int describe (struct cairn_pool *pool, const char *name, bool related,
 
 /* Seconds since 1970 as ISO 8601 in UTC ("2026-12-02T10:00:00Z"). */
 void iso_time (uint64_t t, char buf[32]);
+
+/* methods-scrub.c: the "scrub.*" methods (cairn-protocol(7)). */
+int scrub_start_method (struct control_ctx *ctx, json_t *params,
+                        json_t **result) CAIRN_WUR;
+int scrub_pause_method (struct control_ctx *ctx, json_t *params,
+                        json_t **result) CAIRN_WUR;
+int scrub_resume_method (struct control_ctx *ctx, json_t *params,
+                         json_t **result) CAIRN_WUR;
+int scrub_cancel_method (struct control_ctx *ctx, json_t *params,
+                         json_t **result) CAIRN_WUR;
+int scrub_status_method (struct control_ctx *ctx, json_t *params,
+                         json_t **result) CAIRN_WUR;
+/* A scrub that runs or is paused, as a background job (methods-jobs.c):
+ * 1 with *job filled, 0 when there is none.
+ */
+int scrub_bg_job (struct cairn_pool *pool, struct control_bg_job *job);
 
 /* methods-checkpoint.c: the "checkpoint.*" methods (cairn-protocol(7)). */
 int checkpoint_list (struct control_ctx *ctx, json_t *params,

@@ -7,7 +7,9 @@
  * (control_config.background_jobs, jobs.c) as a "reclaim" job: what it
  * frees ("VOL" for a deleted volume, "VOL@SNAP" for a deleted snapshot),
  * bytes freed so far and in all (0 when the engine does not know, e.g.
- * for a volume whose delete began before a restart).
+ * for a volume whose delete began before a restart).  A scrub that runs or
+ * is paused is a "scrub" job too (methods-scrub.c), which job.cancel
+ * leaves to scrub.cancel.
  *
  * job.cancel refuses them: the delete is committed, its name is gone, and
  * the steps already taken are durable; stopping would not give anything
@@ -22,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "methods.h"
+#include "methods-int.h"
 #include "volume.h"
 
 /* Why a reclaim cannot be cancelled, and what to do instead. */
@@ -47,9 +49,10 @@ cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
   if (m == NULL || m->pool == NULL)
     return 0;
   r = vol_reclaim_jobs (m->pool, &rj, &n);
-  if (r < 0 || n == 0)
+  if (r < 0)
     return r;
-  bg = calloc (n, sizeof *bg);
+  /* Room for the scrub, as the last entry. */
+  bg = calloc (n + 1, sizeof *bg);
   if (bg == NULL) {
     free (rj);
     return cairn_fail (-ENOMEM, "out of memory");
@@ -65,6 +68,11 @@ cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
     bg[i].no_cancel = reclaim_no_cancel;
   }
   free (rj);
+  n += scrub_bg_job (m->pool, &bg[n]);
+  if (n == 0) {
+    free (bg);
+    bg = NULL;
+  }
   *jobsp = bg;
   *np = n;
   return 0;

@@ -237,7 +237,9 @@ write_data (const char *name, uint64_t off, uint32_t len, int fill)
 
 static const char *const all_methods[] = {
   "checkpoint.list", "checkpoint.promote", "checkpoint.prune",
-  "checkpoint.set", "pool.status", "snapshot.create", "snapshot.delete", "snapshot.list",
+  "checkpoint.set", "pool.status", "scrub.cancel", "scrub.pause",
+  "scrub.resume", "scrub.start", "scrub.status",
+  "snapshot.create", "snapshot.delete", "snapshot.list",
   "snapshot.rename", "snapshot.space", "stats.list", "stats.show",
   "volume.clone", "volume.create",
   "volume.delete", "volume.diff", "volume.list", "volume.rename",
