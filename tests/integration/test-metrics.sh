@@ -255,4 +255,27 @@ curl -sf "$URL" >/dev/null || fail "the first server stopped serving metrics"
 
 stop_plugin
 curl -s "$URL" >/dev/null && fail "metrics still served after the server stopped"
+
+# ---------------------------------------------------------------- devices
+# A pool of two mirrored devices reports each device and its counters.
+POOL="$TMPDIR_TEST/a,$TMPDIR_TEST/b"
+"$CAIRN" mkpool "$TMPDIR_TEST/a" "$TMPDIR_TEST/b" --size 64M --data mirror \
+  --metadata mirror >/dev/null || fail "mkpool a b"
+rm -f "$SOCK"
+NBDKIT_OPTS=()
+nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK" "$PLUGIN" pool="$TMPDIR_TEST/a" \
+  pool="$TMPDIR_TEST/b" metrics="$port" >>"$NBDKIT_LOG" 2>&1 &
+NBDKIT_PID=$!
+for _ in $(seq 100); do curl -sf "$URL" >/dev/null && break; sleep 0.1; done
+scrape m4
+for i in 0 1; do
+  grep -q "^cairn_device_online{device=\"$i\",uuid=\"[0-9a-f-]\{36\}\",path=\"$TMPDIR_TEST/[ab]\"} 1$" "$TMPDIR_TEST/m4" ||
+    fail "device $i is not reported online: $(grep cairn_device "$TMPDIR_TEST/m4")"
+  for c in read_errors write_errors checksum_errors repaired; do
+    grep -q "^cairn_device_${c}_total{device=\"$i\"} 0$" "$TMPDIR_TEST/m4" ||
+      fail "no cairn_device_${c}_total of device $i: $(grep cairn_device "$TMPDIR_TEST/m4")"
+  done
+done
+grep -q '^cairn_pool_degraded 0$' "$TMPDIR_TEST/m4" || fail "the mirror is reported degraded"
+stop_plugin
 exit 0
