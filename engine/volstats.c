@@ -366,11 +366,26 @@ cmp_export (const void *a, const void *b)
   return c ? c : (x->gen > y->gen) - (x->gen < y->gen);
 }
 
-/* Call fn for every export opened since the pool was opened. */
-int
-vol_stats_list (struct cairn_pool *pool,
-                int (*fn) (void *opaque, const struct vol_export_stats *x),
-                void *opaque)
+/* Name the entries from the catalog's trees, in name order. */
+static int
+name_sorted (struct catalog *cat, struct vol_export_stats *x, size_t n)
+{
+  int r = resolve_names (cat, x, n);
+
+  if (r == 0 && n > 1)
+    qsort (x, n, sizeof *x, cmp_export);
+  return r;
+}
+
+/* Call fn for every export opened since the pool was opened, named by
+ * namer.
+ */
+static int
+each_export (struct cairn_pool *pool,
+             int (*namer) (struct catalog *cat, struct vol_export_stats *x,
+                           size_t n),
+             int (*fn) (void *opaque, const struct vol_export_stats *x),
+             void *opaque)
 {
   struct vol_export_stats *x;
   struct catalog *cat;
@@ -381,13 +396,19 @@ vol_stats_list (struct cairn_pool *pool,
     r = snapshot_table (cat, &x, &n);
   if (r < 0)
     return r;
-  r = resolve_names (cat, x, n);
-  if (r == 0 && n > 1)
-    qsort (x, n, sizeof *x, cmp_export);
+  r = namer (cat, x, n);
   for (size_t i = 0; r == 0 && i < n; i++)
     r = fn (opaque, &x[i]);
   free (x);
   return r;
+}
+
+int
+vol_stats_list (struct cairn_pool *pool,
+                int (*fn) (void *opaque, const struct vol_export_stats *x),
+                void *opaque)
+{
+  return each_export (pool, name_sorted, fn, opaque);
 }
 
 /* The statistics of one export, by any of its names. */
@@ -433,23 +454,12 @@ vol_stats_export (struct cairn_pool *pool, const char *export_name,
   return r;
 }
 
-/* vol_stats_peek: every entry, named from the catalog's table of volumes
- * (see volume.h).
+/* Name the entries from the catalog's table of volumes only (see
+ * vol_stats_peek in volume.h).
  */
-int
-vol_stats_peek (struct cairn_pool *pool,
-                int (*fn) (void *opaque, const struct vol_export_stats *x),
-                void *opaque)
+static int
+name_from_table (struct catalog *cat, struct vol_export_stats *x, size_t n)
 {
-  struct vol_export_stats *x;
-  struct catalog *cat;
-  size_t n;
-  int r = catalog_get (pool, &cat);
-
-  if (r == 0)
-    r = snapshot_table (cat, &x, &n);
-  if (r < 0)
-    return r;
   pthread_mutex_lock (&cat->tlock);
   for (size_t i = 0; i < n; i++) {
     struct volstate *vs = cat_find_id_locked (cat, x[i].id);
@@ -471,8 +481,13 @@ vol_stats_peek (struct cairn_pool *pool,
     else
       snprintf (x[i].name, sizeof x[i].name, "%s", x[i].vol);
   }
-  for (size_t i = 0; r == 0 && i < n; i++)
-    r = fn (opaque, &x[i]);
-  free (x);
-  return r;
+  return 0;
+}
+
+int
+vol_stats_peek (struct cairn_pool *pool,
+                int (*fn) (void *opaque, const struct vol_export_stats *x),
+                void *opaque)
+{
+  return each_export (pool, name_from_table, fn, opaque);
 }

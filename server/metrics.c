@@ -321,6 +321,12 @@ render_exports (FILE *f, struct cairn_pool *pool)
 
 /* ---------------------------------------------------------------- pool */
 
+/* A family of one sample without labels. */
+struct single {
+  const char *name, *type, *help;
+  uint64_t value;
+};
+
 /* Pool, space, cache and commit families. */
 static void
 render_pool (FILE *f, struct cairn_pool *pool)
@@ -329,67 +335,73 @@ render_pool (FILE *f, struct cairn_pool *pool)
   const uint64_t bs = BLOCK_SIZE;
 
   pool_info (pool, &pi);
-  family (f, "cairn_pool_size_bytes", "gauge",
-          "Size of the pool's devices as the engine addresses them.");
-  sample (f, "cairn_pool_size_bytes", pi.total_blocks * bs);
-  family (f, "cairn_pool_data_bytes", "gauge",
-          "Bytes of the pool that hold data and metadata "
-          "(size less superblocks and labels).");
-  sample (f, "cairn_pool_data_bytes", pi.space.total * bs);
-  family (f, "cairn_pool_used_bytes", "gauge",
-          "Bytes allocated to data and metadata.");
-  sample (f, "cairn_pool_used_bytes", pi.space.allocated * bs);
-  family (f, "cairn_pool_free_bytes", "gauge",
-          "Bytes allocatable now (the reserve included).");
-  sample (f, "cairn_pool_free_bytes", pi.space.free * bs);
-  family (f, "cairn_pool_pending_free_bytes", "gauge",
-          "Bytes freed, allocatable once their generation is durable.");
-  sample (f, "cairn_pool_pending_free_bytes", pi.space.pending * bs);
-  family (f, "cairn_pool_reserved_bytes", "gauge",
-          "Free bytes kept back so that deletes and commits succeed on a "
-          "full pool.");
-  sample (f, "cairn_pool_reserved_bytes", pi.space.reserve * bs);
-  family (f, "cairn_pool_high_water_bytes", "gauge",
-          "Bytes from the start of the data area to the end of the "
-          "highest block ever allocated since the pool opened.");
-  sample (f, "cairn_pool_high_water_bytes", pi.space.touched * bs);
-  family (f, "cairn_pool_generation", "gauge",
-          "The newest durable generation.");
-  sample (f, "cairn_pool_generation", pi.generation);
-  family (f, "cairn_pool_failed", "gauge",
-          "1 when the pool latched failed (writes refused until reopened).");
-  sample (f, "cairn_pool_failed", pi.failed);
-  family (f, "cairn_pool_readonly", "gauge",
-          "1 when the pool is served read-only.");
-  sample (f, "cairn_pool_readonly", pi.readonly);
+  const struct single singles[] = {
+    { "cairn_pool_size_bytes", "gauge",
+      "Size of the pool's devices as the engine addresses them.",
+      pi.total_blocks * bs },
+    { "cairn_pool_data_bytes", "gauge",
+      "Bytes of the pool that hold data and metadata "
+      "(size less superblocks and labels).",
+      pi.space.total * bs },
+    { "cairn_pool_used_bytes", "gauge",
+      "Bytes allocated to data and metadata.",
+      pi.space.allocated * bs },
+    { "cairn_pool_free_bytes", "gauge",
+      "Bytes allocatable now (the reserve included).",
+      pi.space.free * bs },
+    { "cairn_pool_pending_free_bytes", "gauge",
+      "Bytes freed, allocatable once their generation is durable.",
+      pi.space.pending * bs },
+    { "cairn_pool_reserved_bytes", "gauge",
+      "Free bytes kept back so that deletes and commits succeed on a "
+      "full pool.",
+      pi.space.reserve * bs },
+    { "cairn_pool_high_water_bytes", "gauge",
+      "Bytes from the start of the data area to the end of the highest "
+      "block ever allocated since the pool opened.",
+      pi.space.touched * bs },
+    { "cairn_pool_generation", "gauge",
+      "The newest durable generation.",
+      pi.generation },
+    { "cairn_pool_failed", "gauge",
+      "1 when the pool latched failed (writes refused until reopened).",
+      pi.failed },
+    { "cairn_pool_readonly", "gauge",
+      "1 when the pool is served read-only.",
+      pi.readonly },
+    { "cairn_cache_hits_total", "counter",
+      "Metadata node lookups found in the node cache.",
+      pi.cache.hits },
+    { "cairn_cache_misses_total", "counter",
+      "Metadata node lookups that read from the disk.",
+      pi.cache.misses },
+    { "cairn_cache_evictions_total", "counter",
+      "Nodes evicted from the node cache.",
+      pi.cache.evictions },
+    { "cairn_cache_bytes", "gauge",
+      "Bytes of metadata nodes resident in the node cache.",
+      pi.cache.bytes },
+    { "cairn_cache_nodes", "gauge",
+      "Nodes resident in the node cache.",
+      pi.cache.nodes },
+    { "cairn_cache_dirty_nodes", "gauge",
+      "Nodes changed and not yet committed.",
+      pi.cache.dirty_nodes },
+    { "cairn_metadata_checksum_errors_total", "counter",
+      "Metadata nodes read whose checksum did not match.",
+      pi.cache.csum_errors },
+    { "cairn_metadata_corrupt_total", "counter",
+      "Metadata nodes read that failed validation.",
+      pi.cache.corrupt },
+    { "cairn_commits_total", "counter",
+      "Commits that made a generation durable.",
+      pi.commits },
+  };
 
-  family (f, "cairn_cache_hits_total", "counter",
-          "Metadata node lookups found in the node cache.");
-  sample (f, "cairn_cache_hits_total", pi.cache.hits);
-  family (f, "cairn_cache_misses_total", "counter",
-          "Metadata node lookups that read from the disk.");
-  sample (f, "cairn_cache_misses_total", pi.cache.misses);
-  family (f, "cairn_cache_evictions_total", "counter",
-          "Nodes evicted from the node cache.");
-  sample (f, "cairn_cache_evictions_total", pi.cache.evictions);
-  family (f, "cairn_cache_bytes", "gauge",
-          "Bytes of metadata nodes resident in the node cache.");
-  sample (f, "cairn_cache_bytes", pi.cache.bytes);
-  family (f, "cairn_cache_nodes", "gauge", "Nodes resident in the node cache.");
-  sample (f, "cairn_cache_nodes", pi.cache.nodes);
-  family (f, "cairn_cache_dirty_nodes", "gauge",
-          "Nodes changed and not yet committed.");
-  sample (f, "cairn_cache_dirty_nodes", pi.cache.dirty_nodes);
-  family (f, "cairn_metadata_checksum_errors_total", "counter",
-          "Metadata nodes read whose checksum did not match.");
-  sample (f, "cairn_metadata_checksum_errors_total", pi.cache.csum_errors);
-  family (f, "cairn_metadata_corrupt_total", "counter",
-          "Metadata nodes read that failed validation.");
-  sample (f, "cairn_metadata_corrupt_total", pi.cache.corrupt);
-
-  family (f, "cairn_commits_total", "counter",
-          "Commits that made a generation durable.");
-  sample (f, "cairn_commits_total", pi.commits);
+  for (size_t i = 0; i < ARRAY_SIZE (singles); i++) {
+    family (f, singles[i].name, singles[i].type, singles[i].help);
+    sample (f, singles[i].name, singles[i].value);
+  }
   family (f, "cairn_commit_duration_seconds", "histogram",
           "Time from a commit's freeze to its durable superblock.");
   histogram (f, "cairn_commit_duration_seconds", "", &pi.commit_time);
