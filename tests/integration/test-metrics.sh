@@ -38,6 +38,9 @@ fi
 # ---------------------------------------------------------------- options
 RUN_CMD="$CAIRND" run --pool "$POOL" --metrics 9100 --dry-run
 expect 0 " metrics=9100( |$)"
+printf 'pool = %s\nmetrics = [::1]:9101\n' "$POOL" >"$TMPDIR_TEST/cairnd.conf"
+RUN_CMD="$CAIRND" run --config "$TMPDIR_TEST/cairnd.conf" --dry-run
+expect 0 " 'metrics=\[::1\]:9101'( |$)"
 RUN_CMD="$CAIRND" run --pool "$POOL" --dry-run
 [ "$rc" -eq 0 ] && ! grep -q metrics= <<<"$out" || fail "metrics are on by default: $out"
 nbdkit --dump-plugin "$PLUGIN" | grep -qx cairn_metrics=yes ||
