@@ -17,7 +17,7 @@ require_nbdsh
 CTL="$TMPDIR_TEST/control.sock"
 cairn_s () { "$CAIRN" --socket "$CTL" "$@"; }
 # nbdkit with the plugin, in the foreground, for runs that must fail.
-nbdkit_run () { ( nbdkit_exec timeout 30 "$NBDKIT" --foreground "$@" ); }
+nbdkit_run () { nbdkit_env timeout 30 "$NBDKIT" --foreground "$@"; }
 
 make_pool 512M
 testctl create v 64M
@@ -29,7 +29,7 @@ if [ "$HAVE_METRICS" != yes ]; then
   expect 1 "built without metrics support"
   RUN_CMD="$CAIRND" run --pool "$POOL" --metrics 9100 --dry-run
   expect 2 "built without metrics support"
-  nbdkit --dump-plugin "$PLUGIN" | grep -qx cairn_metrics=no ||
+  nbdkit_env "$NBDKIT" --dump-plugin "$PLUGIN" | grep -qx cairn_metrics=no ||
     fail "--dump-plugin does not say cairn_metrics=no"
   echo "this build has no libmicrohttpd: checked that metrics are refused"
   exit 0
@@ -43,7 +43,7 @@ RUN_CMD="$CAIRND" run --config "$TMPDIR_TEST/cairnd.conf" --dry-run
 expect 0 " 'metrics=\[::1\]:9101'( |$)"
 RUN_CMD="$CAIRND" run --pool "$POOL" --dry-run
 [ "$rc" -eq 0 ] && ! grep -q metrics= <<<"$out" || fail "metrics are on by default: $out"
-nbdkit --dump-plugin "$PLUGIN" | grep -qx cairn_metrics=yes ||
+nbdkit_env "$NBDKIT" --dump-plugin "$PLUGIN" | grep -qx cairn_metrics=yes ||
   fail "--dump-plugin does not say cairn_metrics=yes"
 # Bad values stop the server before it serves anything.
 for bad in 70000 abc 127.0.0.1: :9100 127.0.0.1:-1; do
