@@ -91,7 +91,7 @@ static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
 static unsigned control_tcp_port;
 /* control-tls=: TLS on the TCP port, and the credentials that replication
- * jobs connect with (server/tls.h).  tls_mode_set: control-tls= was given
+ * jobs connect with (net/tls.h).  tls_mode_set: control-tls= was given
  * (without it, credentials mean require, as with cairnd).
  */
 static struct tls_config control_tls;

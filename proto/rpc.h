@@ -48,6 +48,10 @@
 
 /* Longest request line in bytes, without its '\n' (1 MiB). */
 #define CONTROL_MAX_LINE (1024 * 1024)
+/* The TCP port of another server's control protocol when none is given
+ * (replicate.push/pull, cairn replicate/pull).
+ */
+#define CONTROL_DEFAULT_TCP_PORT 10810
 
 /* The JSON-RPC 2.0 error codes. */
 #define CONTROL_E_PARSE            (-32700) /* "parse-error": not JSON */

@@ -36,10 +36,6 @@
 #define CONTROL_DEFAULT_MAX_OUTPUT (4 * 1024 * 1024)
 /* Connections served at once; more are told "busy" and closed. */
 #define CONTROL_DEFAULT_MAX_CLIENTS 128
-/* The TCP port of another server's control protocol when none is given
- * (replicate.push/pull, cairn replicate/pull).
- */
-#define CONTROL_DEFAULT_TCP_PORT 10810
 /* Seconds a TCP client of a TLS-enabled port has to finish setting up its
  * session (control_config.handshake_timeout_ms).
  */

@@ -18,7 +18,7 @@
  * it from the remote's stream.receive reply.
  *
  * The server connects to the other server's control port (control-tcp=)
- * with the protocol's own client (client/control-client.c, which the
+ * with the protocol's own client (net/control-client.c, which the
  * server library links for this), and runs the other half there as a
  * stream method: a push sends this server's snapshot (repl_send, in
  * process) into the remote's stream.receive; a pull reads the remote's
@@ -51,7 +51,7 @@
  * remote tells each stream's data first, stream.size), and cancelling
  * stops the stream (the receiver keeps what it has).
  *
- * TLS (server/tls.c): the job connects with TLS when this server has
+ * TLS (net/tls.c): the job connects with TLS when this server has
  * control TLS credentials (control-tls-certificates= or control-tls-psk=,
  * which cairnd's --tls-certs and --tls-psk set), using them as its client
  * credentials: the PSK file's first entry as its identity, or the

@@ -49,7 +49,7 @@
 #include "dev.h"
 #include "pool.h"
 #include "volume.h"
-#include "../../client/units.h"
+#include "units.h"
 
 /* Print the usage on stderr; returns 2. */
 static int

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TLS on the control protocol's TCP port (control-tls=, server/tls.c).
+# TLS on the control protocol's TCP port (control-tls=, net/tls.c).
 #
 # Two servers with control-tls=require and one PSK file: `cairn --connect`
 # with the right key lists volumes; a wrong key, an unknown username and a

@@ -1,5 +1,5 @@
 /* Unit tests for the control server (server/) and its client
- * (client/control-client.c): a real server on a Unix socket in a temporary
+ * (net/control-client.c): a real server on a Unix socket in a temporary
  * directory, real socket clients.
  *
  * Covered: the built-in methods; 20 concurrent clients; blocking methods

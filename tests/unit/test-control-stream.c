@@ -1,7 +1,7 @@
 /* Unit tests for stream mode and jobs in the control server (server/chan.c,
  * server/jobs.c, server/methods-stream.c and the stream half of the
  * connections, server/control-request.c)
- * with the real client (client/control-client.c) on a Unix socket.
+ * with the real client (net/control-client.c) on a Unix socket.
  *
  * Pool A holds the source volume; a server on pool B receives.  Streams
  * made in-process from A (repl_send) are the reference: what stream.send

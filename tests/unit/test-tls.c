@@ -1,6 +1,6 @@
-/* Unit tests for TLS on the control protocol (server/tls.c): PSK files,
+/* Unit tests for TLS on the control protocol (net/tls.c): PSK files,
  * the memory-BIO session layer with both ends in memory, and the control
- * server's TCP port with the real client (client/control-client.c).
+ * server's TCP port with the real client (net/control-client.c).
  *
  * Sessions: a client and a server session exchange ciphertext through
  * buffers the test owns, cut at random points (seeded) so that records

@@ -1,4 +1,4 @@
-/* Cairn: Unix socket paths that a server is about to bind.
+/* Cairn base: Unix socket paths that a server is about to bind.
  *
  * A server that dies (SIGKILL, a crash) or that nbdkit stops leaves its
  * Unix socket behind, and bind(2) on the path then fails with EADDRINUSE.

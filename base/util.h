@@ -1,8 +1,9 @@
-/* Cairn engine: small helpers shared by every engine module.
+/* Cairn base: small helpers shared by every module, below all the others.
  *
  * Little-endian field codecs (on-disk structures are always encoded and
  * decoded field by field, never cast), the cleanup attribute helpers, the
- * warn_unused_result marker and the engine's error reporting.
+ * warn_unused_result marker, the error reporting every layer uses
+ * (error.c) and UUIDs (uuid.c).
  */
 #ifndef CAIRN_UTIL_H
 #define CAIRN_UTIL_H

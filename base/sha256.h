@@ -1,4 +1,4 @@
-/* Cairn engine: SHA-256 through OpenSSL's EVP interface.
+/* Cairn base: SHA-256 through OpenSSL's EVP interface.
  *
  * EVP picks the CPU's SHA extensions when present.  Every data block, every
  * metadata node and every superblock slot is checksummed with it.

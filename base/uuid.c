@@ -1,4 +1,4 @@
-/* Cairn engine: UUIDs, for pools and their devices (see util.h). */
+/* Cairn base: UUIDs, for pools and their devices (see util.h). */
 #include <config.h>
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* cairn: progress of long commands (see progress.h). */
+/* Cairn base: progress of long commands (see progress.h). */
 #include <config.h>
 
 #include <inttypes.h>

@@ -1,4 +1,4 @@
-/* cairn: sizes in human units (see units.h). */
+/* Cairn base: sizes in human units (see units.h). */
 #include <config.h>
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* cairn: sizes in human units, for options and for output.
+/* Cairn base: sizes in human units, for options and for output.
  *
  * Units are powers of 1024, written as one letter: K, M, G, T, P, E
  * (lower case accepted, an optional "iB" or "B" after it too: 64M, 64m,

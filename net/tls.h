@@ -8,8 +8,8 @@
  * "username:hexkey" (psktool's format).  A PSK file wins over certificates
  * when both are given, as in nbdkit.
  */
-#ifndef CAIRN_SERVER_TLS_H
-#define CAIRN_SERVER_TLS_H
+#ifndef CAIRN_NET_TLS_H
+#define CAIRN_NET_TLS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -122,4 +122,4 @@ tls_looks_like_hello (unsigned char first)
   return first == 0x16;
 }
 
-#endif /* CAIRN_SERVER_TLS_H */
+#endif /* CAIRN_NET_TLS_H */

@@ -1,4 +1,4 @@
-/* Cairn engine: the per-thread error message buffer (see util.h). */
+/* Cairn base: the per-thread error message buffer (see util.h). */
 #include <config.h>
 
 #include <stdio.h>

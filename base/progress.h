@@ -1,4 +1,4 @@
-/* cairn: progress of long commands (send, receive, replicate, pull).
+/* Cairn base: progress of long commands (send, receive, replicate, pull).
  *
  * Text: one line on standard error, redrawn at most 4 times a second:
  * bytes done (of the total when known, with a percentage), the rate, and
@@ -10,8 +10,8 @@
  *    "total": BYTES | null, "rate": BYTES_PER_SECOND, "elapsed": SECONDS,
  *    "eta": SECONDS | null}
  */
-#ifndef CAIRN_CLIENT_PROGRESS_H
-#define CAIRN_CLIENT_PROGRESS_H
+#ifndef CAIRN_BASE_PROGRESS_H
+#define CAIRN_BASE_PROGRESS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,4 +49,4 @@ int cli_progress_option (const struct cli *cli, const char *arg,
 /* A repl_progress_fn: opaque is a struct progress. */
 void progress_fn (void *opaque, uint64_t done, uint64_t total);
 
-#endif /* CAIRN_CLIENT_PROGRESS_H */
+#endif /* CAIRN_BASE_PROGRESS_H */

@@ -1,4 +1,4 @@
-/* Cairn engine: SHA-256 wrapper over OpenSSL EVP (see sha256.h).
+/* Cairn base: SHA-256 wrapper over OpenSSL EVP (see sha256.h).
  *
  * OpenSSL failing to hash in memory means the library itself is broken
  * (out of memory while creating a context); that is not a condition the

@@ -1,4 +1,4 @@
-/* Cairn engine: SHA-256 of 4 KiB data blocks with the x86 SHA extensions,
+/* Cairn base: SHA-256 of 4 KiB data blocks with the x86 SHA extensions,
  * two blocks at a time.
  *
  * Why: every data block read is checked against its SHA-256 (DESIGN §2.1),

@@ -1,4 +1,4 @@
-/* Cairn: Unix socket paths that a server is about to bind (sockpath.h).
+/* Cairn base: Unix socket paths that a server is about to bind (sockpath.h).
  *
  * The test is connect(2), non-blocking: accepted (or EAGAIN, a live
  * server with a full backlog) means a server listens there; ECONNREFUSED

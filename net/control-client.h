@@ -1,14 +1,16 @@
 /* Cairn control client: a small synchronous client of the control protocol
- * (proto/control.h) for the `cairn` CLI and the tests.
+ * (proto/rpc.h) for the `cairn` CLI, the server's replication
+ * (server/methods-replicate.c) and the tests.
  *
- * One connection to a server's Unix socket; each call sends one request and
- * waits for its reply, with a timeout.  Notifications that arrive meanwhile
+ * One connection to a server's Unix socket or TCP port (control-client-tcp.c,
+ * with or without TLS); each call sends one request and waits for its
+ * reply, with a timeout.  Notifications that arrive meanwhile
  * (job progress) go to an optional callback.  Errors are negative errnos
  * with a message (cairn_errmsg) that tells the user what to do; an error
  * reply from the server keeps its code and name for the caller.
  */
-#ifndef CAIRN_CLIENT_CONTROL_CLIENT_H
-#define CAIRN_CLIENT_CONTROL_CLIENT_H
+#ifndef CAIRN_NET_CONTROL_CLIENT_H
+#define CAIRN_NET_CONTROL_CLIENT_H
 
 #include <stdbool.h>
 
@@ -62,14 +64,14 @@ void control_client_set_notify (struct control_client *c,
 json_t *control_client_error_data (const struct control_client *c);
 
 /* Connect to a server's control port on TCP (control-tcp=): host is a
- * name or an address.  With tls (client credentials, server/tls.h;
+ * name or an address.  With tls (client credentials, net/tls.h;
  * borrowed: it must outlive the client), run a TLS handshake first,
  * checking that the server's certificate names host; a failure says
  * "TLS handshake with HOST:PORT failed: why".
  */
 struct tls_ctx;
 /* Split "HOST[:PORT]" or "[V6ADDR][:PORT]" (the port defaulting to
- * CONTROL_DEFAULT_TCP_PORT of server/control.h) into host (hostlen bytes) and *port.
+ * CONTROL_DEFAULT_TCP_PORT of proto/rpc.h) into host (hostlen bytes) and *port.
  * Returns 0 or -EINVAL with a message.
  */
 int control_client_parse_address (const char *arg, char *host,
@@ -126,4 +128,4 @@ void control_client_set_cancel (struct control_client *c,
 /* Close the connection and free the client (NULL is allowed). */
 void control_client_close (struct control_client *c);
 
-#endif /* CAIRN_CLIENT_CONTROL_CLIENT_H */
+#endif /* CAIRN_NET_CONTROL_CLIENT_H */

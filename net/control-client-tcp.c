@@ -1,7 +1,7 @@
 /* Cairn control client: TCP and TLS (control-client.h).
  *
  * A TCP connection (control-tcp=) is the Unix socket's client with a
- * different connect; with credentials (server/tls.h) it runs a TLS 1.3
+ * different connect; with credentials (net/tls.h) it runs a TLS 1.3
  * handshake first, on the same non-blocking socket with the same
  * deadlines and cancellation, and every later read and write of the
  * client goes through client_send and client_recv, which keep send and

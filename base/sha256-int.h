@@ -1,4 +1,4 @@
-/* Cairn engine: the accelerated SHA-256 of 4 KiB blocks (sha256-ni.c and
+/* Cairn base: the accelerated SHA-256 of 4 KiB blocks (sha256-ni.c and
  * sha256-x16.c), private to sha256.c.
  */
 #ifndef CAIRN_SHA256_INT_H

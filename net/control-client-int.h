@@ -1,8 +1,8 @@
 /* Cairn control client: what control-client.c (calls, streams) and
  * control-client-tcp.c (TCP, TLS) share; private to the client.
  */
-#ifndef CAIRN_CLIENT_CONTROL_CLIENT_INT_H
-#define CAIRN_CLIENT_CONTROL_CLIENT_INT_H
+#ifndef CAIRN_NET_CONTROL_CLIENT_INT_H
+#define CAIRN_NET_CONTROL_CLIENT_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +12,6 @@
 #include <openssl/ssl.h>
 
 #include "control-client.h"
-#include "control.h"
 #include "rpc.h"
 #include "tls.h"
 
@@ -68,4 +67,4 @@ ssize_t client_send (struct control_client *c, const void *buf, size_t len);
 ssize_t client_recv (struct control_client *c, void *buf, size_t len);
 const char *client_io_why (const struct control_client *c);
 
-#endif /* CAIRN_CLIENT_CONTROL_CLIENT_INT_H */
+#endif /* CAIRN_NET_CONTROL_CLIENT_INT_H */

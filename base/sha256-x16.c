@@ -1,4 +1,4 @@
-/* Cairn engine: SHA-256 of 4 KiB data blocks with AVX-512, sixteen blocks
+/* Cairn base: SHA-256 of 4 KiB data blocks with AVX-512, sixteen blocks
  * at a time.
  *
  * Why: the SHA extensions (sha256-ni.c) are latency bound even two blocks
