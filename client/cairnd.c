@@ -61,6 +61,7 @@ struct cairnd_opts {
   char *control_group;
   char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
   char *control_tls;  /* off, on or require (NULL: as --tls) */
+  char *metrics;      /* [ADDR:]PORT: the plugin's metrics= */
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -104,6 +105,8 @@ usage (int status)
 "      --verify WHEN     check data as it comes from the disk (disk, the\n"
 "                        default) or on every read (always)\n"
 "      --list-checkpoints  list every volume's checkpoints as exports too\n"
+"      --metrics [ADDR:]PORT  serve Prometheus metrics over HTTP at\n"
+"                        /metrics (ADDR defaults to 127.0.0.1)\n"
 "      --plugin PATH     plugin to load (default: the installed one)\n"
 "  -f, --foreground      do not fork into the background\n"
 "  -v, --verbose         nbdkit debug messages\n"
@@ -180,6 +183,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
     { "control-group", &o->control_group, false },
     { "control-tcp", &o->control_tcp, false },
     { "control-tls", &o->control_tls, false },
+    { "metrics", &o->metrics, false },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -318,7 +322,7 @@ finish (struct cairnd_opts *o, int status)
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
-    &o->control_tcp, &o->control_tls,
+    &o->control_tcp, &o->control_tls, &o->metrics,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -565,7 +569,7 @@ main (int argc, char **argv)
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED };
+         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -589,6 +593,7 @@ main (int argc, char **argv)
     { "control-group", required_argument, NULL, OPT_GROUP },
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
     { "control-tls", required_argument, NULL, OPT_CONTROL_TLS },
+    { "metrics", required_argument, NULL, OPT_METRICS },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -630,6 +635,7 @@ main (int argc, char **argv)
     case OPT_GROUP: set_opt (&o.control_group, optarg); break;
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
     case OPT_CONTROL_TLS: set_opt (&o.control_tls, optarg); break;
+    case OPT_METRICS: set_opt (&o.metrics, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -652,6 +658,14 @@ main (int argc, char **argv)
              "pool of several with 'cairn mkpool PATH... --size SIZE'\n");
     return finish (&o, 2);
   }
+#ifndef HAVE_LIBMICROHTTPD
+  if (o.metrics) {
+    fprintf (stderr, "cairnd: --metrics %s: this Cairn was built without "
+             "metrics support (configure found no libmicrohttpd: install "
+             "libmicrohttpd-dev and build again)\n", o.metrics);
+    return finish (&o, 2);
+  }
+#endif
   if (o.verify && strcmp (o.verify, "disk") != 0 &&
       strcmp (o.verify, "always") != 0) {
     fprintf (stderr, "cairnd: --verify %s: expected disk or always\n",
@@ -741,6 +755,8 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("verify", o.verify));
   if (o.list_checkpoints)
     add_arg (nargv, &nargc, "list-checkpoints=true");
+  if (o.metrics)
+    add_arg (nargv, &nargc, kv ("metrics", o.metrics));
 
   if (o.dry_run) {
     for (int i = 0; i < nargc; i++) {

@@ -235,3 +235,16 @@ vol_damage_error (const struct vol_damage *d)
     snprintf (export, sizeof export, "%s@#%" PRIu64, d->name, d->gen);
   return cat_snap_unusable (export, d->what);
 }
+
+/* How many volume records did not decode (fixed once loaded: DV-1). */
+int
+vol_damaged_volumes (struct cairn_pool *pool, uint64_t *np)
+{
+  struct catalog *cat;
+  int r = catalog_get (pool, &cat);
+
+  if (r < 0)
+    return r;
+  *np = cat->ndamaged;
+  return 0;
+}

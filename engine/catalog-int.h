@@ -639,6 +639,8 @@ struct xstats;
 void xstats_free (struct xstats *xs);
 /* Fold a closing handle's counters into its export's (vol_close). */
 void xstats_close (struct cairn_volume *v);
+/* The request latencies an open volume recorded (volume.c). */
+void vol_latency (struct cairn_volume *v, struct vol_latency *lat);
 
 /* volume.c */
 /* A run of mapped blocks, copied out of a volume tree. */

@@ -603,6 +603,7 @@ pool_info (struct cairn_pool *pool, struct pool_info *info)
   memcpy (info->uuid, pool->sb.uuid, 16);
   info->generation = pool->durable_gen;
   info->commits = pool->commits;
+  info->commit_time = pool->commit_time;
   info->spacemap_blocks = pool->sm.nbase + pool->sm.nlog;
   info->node_size = pool->sb.node_size;
   info->total_blocks = pool->sb.total_blocks;

@@ -18,6 +18,7 @@
 
 #include "btree.h"
 #include "dev.h"
+#include "latency.h"
 #include "space.h"
 #include "util.h"
 
@@ -256,6 +257,7 @@ struct pool_info {
   uint32_t node_size;
   uint64_t total_blocks, data_start_block;
   uint64_t commits;
+  struct lat_hist commit_time;    /* how long commits took (latency.h) */
   bool readonly, failed;
   char failed_why[512];           /* why failed, or "" */
   uint64_t spacemap_blocks;       /* allocated blocks holding the space map */

@@ -185,6 +185,8 @@ struct cairn_pool {
   bool freezing;                  /* a freeze runs */
   uint64_t durable_gen;
   uint64_t commits;
+  struct lat_hist commit_time;    /* freeze to durable superblock, of each
+                                   * commit that wrote one (commit_lock) */
 
   /* The superblock and space map of the newest frozen generation, which
    * the next freeze builds on: ahead of sb while a commit writes.  Changed

@@ -297,6 +297,7 @@ pool_commit (struct cairn_pool *pool)
   target = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
   for (;;) {
     uint64_t open = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
+    uint64_t start_ns;
     struct commit_job job;
 
     if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)) {
@@ -320,6 +321,7 @@ pool_commit (struct cairn_pool *pool)
     }
     pool->freezing = true;
     pthread_mutex_unlock (&pool->commit_lock);
+    start_ns = lat_now_ns ();
     r = commit_freeze (pool, &job);
     pthread_mutex_lock (&pool->commit_lock);
     pool->freezing = false;
@@ -347,6 +349,7 @@ pool_commit (struct cairn_pool *pool)
       pool->sb = job.sb;    /* pool_info and pool_uuid read it under commit_lock */
       pool->durable_gen = job.gen;
       pool->commits++;
+      lat_record (&pool->commit_time, lat_now_ns () - start_ns);
     }
     pthread_cond_broadcast (&pool->commit_cond);
     if (r < 0)

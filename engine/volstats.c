@@ -20,6 +20,8 @@
  *     of the handles still registered, never reads a freed handle and never
  *     counts one twice.  A live count may be a few operations behind the
  *     handle's threads (relaxed loads), never ahead of them.
+ *     Request latencies (struct vol_latency) go the same way: each handle
+ *     records into its own histograms, close folds them into the entry.
  *  4. Entries outlive their volumes: statistics are kept from the pool's
  *     opening (the server's start) to its close, for exports since deleted
  *     too.  Nothing is stored on disk.
@@ -43,7 +45,10 @@
 struct xstats_entry {
   uint64_t id, gen;
   char name[VOL_EXPORT_NAME_MAX];    /* as last opened */
+  char state[VOL_NAME_MAX + 2];       /* the state's name as last opened:
+                                       * "daily", "#GEN"; "" when live */
   struct vol_stats folded;            /* of the handles closed */
+  struct vol_latency folded_lat;
   struct cairn_volume **open;         /* handles registered now */
   size_t nopen, open_cap;
 };
@@ -111,6 +116,29 @@ stats_add (struct vol_stats *sum, const struct vol_stats *s)
   sum->caches += s->caches;
   sum->errors += s->errors;
   sum->csum_errors += s->csum_errors;
+  sum->bytes_trimmed += s->bytes_trimmed;
+  sum->bytes_zeroed += s->bytes_zeroed;
+}
+
+/* Add the histograms of b into a. */
+static void
+latency_add (struct vol_latency *a, const struct vol_latency *b)
+{
+  for (unsigned op = 0; op < VOL_OPS; op++)
+    lat_add (&a->op[op], &b->op[op]);
+}
+
+/* Add the live counters and histograms of handle v into o. */
+static void
+add_handle (struct vol_export_stats *o, struct cairn_volume *v)
+{
+  struct vol_stats st;
+  struct vol_latency lat;
+
+  vol_stats (v, &st);
+  stats_add (&o->st, &st);
+  vol_latency (v, &lat);
+  latency_add (&o->lat, &lat);
 }
 
 /* Count v's I/O in the statistics of its export. */
@@ -156,6 +184,15 @@ vol_stats_track (struct cairn_volume *v, const char *export_name)
   }
   if (r == 0) {
     snprintf (e->name, sizeof e->name, "%s", export_name);
+    struct vol_info info;
+
+    vol_get_info (v, &info);
+    if (gen == 0)
+      e->state[0] = '\0';
+    else if (info.snap[0])
+      snprintf (e->state, sizeof e->state, "%s", info.snap);
+    else
+      snprintf (e->state, sizeof e->state, "#%" PRIu64, gen);
     e->open[e->nopen++] = v;
   }
   pthread_mutex_unlock (&xs->lock);
@@ -182,9 +219,12 @@ xstats_close (struct cairn_volume *v)
   for (size_t i = 0; e && i < e->nopen; i++)
     if (e->open[i] == v) {
       struct vol_stats st;
+      struct vol_latency lat;
 
       vol_stats (v, &st);
       stats_add (&e->folded, &st);
+      vol_latency (v, &lat);
+      latency_add (&e->folded_lat, &lat);
       e->open[i] = e->open[--e->nopen];
       break;
     }
@@ -212,13 +252,11 @@ snapshot_table (struct catalog *cat, struct vol_export_stats **outp,
     o->gen = e->gen;
     o->opens = (unsigned) e->nopen;
     snprintf (o->name, sizeof o->name, "%s", e->name);
+    snprintf (o->state, sizeof o->state, "%s", e->state);
     o->st = e->folded;
-    for (size_t h = 0; h < e->nopen; h++) {
-      struct vol_stats st;
-
-      vol_stats (e->open[h], &st);
-      stats_add (&o->st, &st);
-    }
+    o->lat = e->folded_lat;
+    for (size_t h = 0; h < e->nopen; h++)
+      add_handle (o, e->open[h]);
   }
   pthread_mutex_unlock (&xs->lock);
   if (out == NULL)
@@ -328,11 +366,26 @@ cmp_export (const void *a, const void *b)
   return c ? c : (x->gen > y->gen) - (x->gen < y->gen);
 }
 
-/* Call fn for every export opened since the pool was opened. */
-int
-vol_stats_list (struct cairn_pool *pool,
-                int (*fn) (void *opaque, const struct vol_export_stats *x),
-                void *opaque)
+/* Name the entries from the catalog's trees, in name order. */
+static int
+name_sorted (struct catalog *cat, struct vol_export_stats *x, size_t n)
+{
+  int r = resolve_names (cat, x, n);
+
+  if (r == 0 && n > 1)
+    qsort (x, n, sizeof *x, cmp_export);
+  return r;
+}
+
+/* Call fn for every export opened since the pool was opened, named by
+ * namer.
+ */
+static int
+each_export (struct cairn_pool *pool,
+             int (*namer) (struct catalog *cat, struct vol_export_stats *x,
+                           size_t n),
+             int (*fn) (void *opaque, const struct vol_export_stats *x),
+             void *opaque)
 {
   struct vol_export_stats *x;
   struct catalog *cat;
@@ -343,13 +396,19 @@ vol_stats_list (struct cairn_pool *pool,
     r = snapshot_table (cat, &x, &n);
   if (r < 0)
     return r;
-  r = resolve_names (cat, x, n);
-  if (r == 0 && n > 1)
-    qsort (x, n, sizeof *x, cmp_export);
+  r = namer (cat, x, n);
   for (size_t i = 0; r == 0 && i < n; i++)
     r = fn (opaque, &x[i]);
   free (x);
   return r;
+}
+
+int
+vol_stats_list (struct cairn_pool *pool,
+                int (*fn) (void *opaque, const struct vol_export_stats *x),
+                void *opaque)
+{
+  return each_export (pool, name_sorted, fn, opaque);
 }
 
 /* The statistics of one export, by any of its names. */
@@ -393,4 +452,42 @@ vol_stats_export (struct cairn_pool *pool, const char *export_name,
     *out = x[i];
   free (x);
   return r;
+}
+
+/* Name the entries from the catalog's table of volumes only (see
+ * vol_stats_peek in volume.h).
+ */
+static int
+name_from_table (struct catalog *cat, struct vol_export_stats *x, size_t n)
+{
+  pthread_mutex_lock (&cat->tlock);
+  for (size_t i = 0; i < n; i++) {
+    struct volstate *vs = cat_find_id_locked (cat, x[i].id);
+
+    x[i].gone = vs == NULL || !vs_visible (vs);
+    if (x[i].gone) {
+      /* The volume's name as last opened: the export name up to '@'. */
+      size_t len = strcspn (x[i].name, "@");
+
+      snprintf (x[i].vol, sizeof x[i].vol, "%.*s", (int) len, x[i].name);
+    }
+    else
+      snprintf (x[i].vol, sizeof x[i].vol, "%s", vs->name);
+  }
+  pthread_mutex_unlock (&cat->tlock);
+  for (size_t i = 0; i < n; i++) {
+    if (x[i].state[0])
+      snprintf (x[i].name, sizeof x[i].name, "%s@%s", x[i].vol, x[i].state);
+    else
+      snprintf (x[i].name, sizeof x[i].name, "%s", x[i].vol);
+  }
+  return 0;
+}
+
+int
+vol_stats_peek (struct cairn_pool *pool,
+                int (*fn) (void *opaque, const struct vol_export_stats *x),
+                void *opaque)
+{
+  return each_export (pool, name_from_table, fn, opaque);
 }

@@ -35,6 +35,7 @@ struct cairn_volume {
   uint64_t size;              /* pinned state: its size */
   struct vol_info info;
   SHARDED (struct vol_stats) stats[COUNTER_SHARDS]; /* COUNT, vol_stats */
+  SHARDED (struct vol_latency) lat[COUNTER_SHARDS]; /* vol_stats_time */
   struct readahead ra;        /* zeroed at open */
 };
 

@@ -319,6 +319,19 @@ vol_stats (struct cairn_volume *v, struct vol_stats *st)
   COUNTERS_SUM (v->stats, st);   /* other threads add meanwhile (COUNT) */
 }
 
+/* The request latencies of an open volume (volstats.c folds them). */
+void
+vol_latency (struct cairn_volume *v, struct vol_latency *lat)
+{
+  COUNTERS_SUM (v->lat, lat);    /* other threads add meanwhile */
+}
+
+void
+vol_stats_time (struct cairn_volume *v, enum vol_op op, uint64_t ns)
+{
+  lat_record (&v->lat[counter_shard ()].c.op[op], ns);
+}
+
 /* ---------------------------------------------------------------- writing */
 
 /* Encode and insert extent items for [lbn, lbn + n) at data block addr. */
@@ -849,6 +862,8 @@ vol_zero (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 
   if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, zeros, 1);
+  if (r == 0)
+    COUNT (v, bytes_zeroed, count);
   return r;
 }
 
@@ -859,6 +874,8 @@ vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
 
   if (r == 0 && !(flags & VOL_MORE))
     COUNT (v, trims, 1);
+  if (r == 0)
+    COUNT (v, bytes_trimmed, count);
   return r;
 }
 

@@ -167,6 +167,10 @@ int vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
  * cannot do without.
  */
 int vol_damage_error (const struct vol_damage *d) CAIRN_WUR;
+/* The number of volume records that did not decode when the catalog
+ * loaded (DV-1 in catalog-damage.c): a count, without a listing.
+ */
+int vol_damaged_volumes (struct cairn_pool *pool, uint64_t *np) CAIRN_WUR;
 
 /* ---- catalog: snapshots and clones */
 
@@ -571,13 +575,30 @@ int vol_cache (struct cairn_volume *vol, uint32_t count, uint64_t off,
  */
 #define VOL_MORE 2u         /* a piece of a longer request, not its last */
 
-/* I/O counters of an open volume (for statistics). */
+/* I/O counters of an open volume (for statistics).  bytes_trimmed and
+ * bytes_zeroed count every piece of a request, as its bytes.
+ */
 struct vol_stats {
   uint64_t bytes_read, bytes_written, reads, writes, trims, zeros, flushes;
   uint64_t errors, csum_errors;
   uint64_t extents, caches;
+  uint64_t bytes_trimmed, bytes_zeroed;
 };
 void vol_stats (struct cairn_volume *vol, struct vol_stats *st);
+
+/* How long requests took, per kind (latency.h): the server times each
+ * request it serves and records it with vol_stats_time, lock-free.  Only
+ * a request that succeeded is recorded, so that a histogram's count is
+ * the matching counter of struct vol_stats (reads, writes, ...).
+ */
+enum vol_op {
+  VOL_OP_READ, VOL_OP_WRITE, VOL_OP_FLUSH, VOL_OP_TRIM, VOL_OP_ZERO,
+  VOL_OPS
+};
+struct vol_latency {
+  struct lat_hist op[VOL_OPS];
+};
+void vol_stats_time (struct cairn_volume *vol, enum vol_op op, uint64_t ns);
 
 /* Statistics per export, since the pool was opened: a handle registered
  * with vol_stats_track (the plugin does it for every NBD connection) adds
@@ -594,6 +615,11 @@ struct vol_export_stats {
   bool gone;                        /* deleted since */
   unsigned opens;                   /* handles counting now */
   struct vol_stats st;
+  struct vol_latency lat;
+  /* vol_stats_peek only: the state's part of the name ("daily", "#42";
+   * "" for the live volume) and the volume's part.
+   */
+  char vol[VOL_NAME_MAX + 1], state[VOL_NAME_MAX + 2];
 };
 int vol_stats_track (struct cairn_volume *vol, const char *export_name)
   CAIRN_WUR;
@@ -606,5 +632,17 @@ int vol_stats_list (struct cairn_pool *pool,
  */
 int vol_stats_export (struct cairn_pool *pool, const char *export_name,
                       struct vol_export_stats *out) CAIRN_WUR;
+/* Every export's statistics, as vol_stats_list, for a reader that must
+ * not wait on the catalog's trees (the metrics endpoint): it takes only
+ * the statistics table's mutex and the catalog's table lock, each for a
+ * copy.  A live volume is named as it is now (a renamed volume's
+ * statistics follow it); a pinned state by its volume's current name and
+ * the state's name when it was last opened ("daily", or "#GEN"): a
+ * snapshot renamed since keeps its old name here until it is opened
+ * again.  A state is gone only when its volume is.  In no particular order.
+ */
+int vol_stats_peek (struct cairn_pool *pool,
+                    int (*fn) (void *opaque, const struct vol_export_stats *x),
+                    void *opaque) CAIRN_WUR;
 
 #endif /* CAIRN_VOLUME_H */

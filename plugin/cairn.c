@@ -62,6 +62,7 @@
 #include "control.h"
 #include "methods.h"
 #include "units.h"
+#include "metrics.h"
 #include "stop.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -116,6 +117,9 @@ static unsigned list_max = LIST_MAX_NBDKIT;
  * commit for an hour, thousands of them, which would flood clients.
  */
 static bool list_checkpoints;
+/* metrics=[ADDR:]PORT: serve Prometheus metrics there (server/metrics.h). */
+static char *metrics_addr;
+static unsigned metrics_port_arg;
 
 
 /* The pool, open from .get_ready to .cleanup.  Set before nbdkit serves
@@ -126,6 +130,11 @@ static struct cairn_pool *pool;
 /* The control server, from .after_fork to .cleanup (control= only). */
 static struct control_server *control;
 static struct cairn_methods_ctx methods_ctx;
+/* The metrics endpoint, from .after_fork to .cleanup (metrics= only), and
+ * what it reports on.
+ */
+static struct metrics_server *metrics;
+static struct metrics_source metrics_src;
 static bool pool_readonly;      /* readonly=true, or the engine said so */
 
 /* One connection: an open volume of the engine. */
@@ -177,6 +186,7 @@ cairn_unload (void)
   free (control_tls_psk);
   tls_ctx_free (control_tls_ctx);
   free (default_export);
+  free (metrics_addr);
 }
 
 /* control-tcp=[ADDR:]PORT ([V6ADDR]:PORT for IPv6); ADDR defaults to
@@ -252,6 +262,21 @@ cairn_config (const char *key, const char *value)
   else if (strcmp (key, "control-tcp") == 0) {
     if (parse_control_tcp (value) == -1)
       return -1;
+  }
+  else if (strcmp (key, "metrics") == 0) {
+    if (!metrics_supported ()) {
+      nbdkit_error ("metrics=%s: this nbdkit-cairn-plugin was built without "
+                    "metrics support (configure found no libmicrohttpd: "
+                    "install libmicrohttpd-dev and build again)", value);
+      return -1;
+    }
+    free (metrics_addr);
+    metrics_addr = NULL;
+    if (metrics_parse_listen ("metrics", value, &metrics_addr,
+                              &metrics_port_arg) < 0) {
+      nbdkit_error ("%s", cairn_errmsg ());
+      return -1;
+    }
   }
   else if (strcmp (key, "control-tls") == 0) {
     if (tls_parse_mode (value, &control_tls.mode) < 0) {
@@ -453,7 +478,9 @@ cairn_config_complete (void)
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "list-max=<N>            Exports a listing holds at most (10000).\n" \
   "list-checkpoints=<BOOL> List every volume's checkpoints too (false).\n" \
-  "default-export=<NAME>   Export served for the empty export name."
+  "default-export=<NAME>   Export served for the empty export name.\n" \
+  "metrics=[ADDR:]PORT     Serve Prometheus metrics on HTTP at /metrics\n" \
+  "                        (ADDR defaults to 127.0.0.1)."
 
 /* Print version and features for `nbdkit --dump-plugin cairn`. */
 static void
@@ -464,6 +491,7 @@ cairn_dump_plugin (void)
   printf ("cairn_checksum=sha256\n");
   printf ("cairn_checksum_impl=%s\n", sha256_blocks_impl ());
   printf ("cairn_exports=yes\n");
+  printf ("cairn_metrics=%s\n", metrics_supported () ? "yes" : "no");
 }
 
 /* Open the device and the pool, before nbdkit forks (see the top). */
@@ -582,6 +610,21 @@ cairn_after_fork (void)
                     control_tcp_addr, control_server_tcp_port (control),
                     tls_mode_name (control_tls.mode));
   }
+  if (metrics_addr) {
+    metrics_src = (struct metrics_source) {
+      .pool = pool, .control = control,
+      .background_jobs = cairn_background_jobs, .opaque = &methods_ctx,
+    };
+    methods_ctx.pool = pool;
+    r = metrics_start (metrics_addr, metrics_port_arg, &metrics_src, &metrics);
+    if (r < 0) {
+      nbdkit_error ("metrics=%s:%u: %s", metrics_addr, metrics_port_arg,
+                    cairn_errmsg ());
+      return -1;
+    }
+    nbdkit_debug ("cairn: metrics on http://%s:%u/metrics", metrics_addr,
+                  metrics_port (metrics));
+  }
   return 0;
 }
 
@@ -590,6 +633,8 @@ static void
 cairn_cleanup (void)
 {
   stop_watch_end ();
+  metrics_stop (metrics);      /* it reads the control server and the pool */
+  metrics = NULL;
   control_server_stop (control);
   control = NULL;
   if (pool) {
@@ -1077,6 +1122,26 @@ cairn_can_multi_conn (void *handle)
   return 1;
 }
 
+/* The start of a request, to time it: only with metrics= (0 otherwise,
+ * and no clock is read).
+ */
+static inline uint64_t
+time_start (void)
+{
+  return metrics_addr ? lat_now_ns () : 0;
+}
+
+/* Record how long a request that succeeded (r == 0) took, into its
+ * export's histogram (lock-free: engine/volstats.c); pass r on.
+ */
+static inline int
+time_end (struct handle *h, enum vol_op op, uint64_t start, int r)
+{
+  if (start && r == 0)
+    vol_stats_time (h->vol, op, lat_now_ns () - start);
+  return r;
+}
+
 /* Read from the export. */
 static int
 cairn_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
@@ -1088,8 +1153,9 @@ cairn_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
   if (cairn_debug_verbose)
     nbdkit_debug ("%s: pread count=%" PRIu32 " offset=%" PRIu64,
                   h->name, count, offset);
+  uint64_t t = time_start ();
   r = vol_pread (h->vol, buf, count, offset);
-  return r < 0 ? engine_error (h, "pread", r) : 0;
+  return r < 0 ? engine_error (h, "pread", r) : time_end (h, VOL_OP_READ, t, 0);
 }
 
 /* Write to the export. */
@@ -1104,8 +1170,9 @@ cairn_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   if (cairn_debug_verbose)
     nbdkit_debug ("%s: pwrite count=%" PRIu32 " offset=%" PRIu64 "%s",
                   h->name, count, offset, vflags ? " fua" : "");
+  uint64_t t = time_start ();
   r = vol_pwrite (h->vol, buf, count, offset, vflags);
-  return r < 0 ? engine_error (h, "pwrite", r) : 0;
+  return r < 0 ? engine_error (h, "pwrite", r) : time_end (h, VOL_OP_WRITE, t, 0);
 }
 
 /* Make every acknowledged write of the pool durable. */
@@ -1119,8 +1186,9 @@ cairn_flush (void *handle, uint32_t flags)
     nbdkit_debug ("%s: flush", h->name);
   if (pool_readonly)
     return 0;                   /* nothing can have been written */
+  uint64_t t = time_start ();
   r = vol_flush (h->vol);
-  return r < 0 ? engine_error (h, "flush", r) : 0;
+  return r < 0 ? engine_error (h, "flush", r) : time_end (h, VOL_OP_FLUSH, t, 0);
 }
 
 /* Trim, zero or cache [offset, offset + count).  A request may be up to
@@ -1155,7 +1223,10 @@ punch (struct handle *h, const char *what,
 static int
 cairn_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return punch (handle, "trim", vol_trim, count, offset, flags);
+  uint64_t t = time_start ();
+
+  return time_end (handle, VOL_OP_TRIM, t,
+                   punch (handle, "trim", vol_trim, count, offset, flags));
 }
 
 /* Zero: the range becomes a hole too (MAY_TRIM and FAST_ZERO need nothing
@@ -1164,7 +1235,10 @@ cairn_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 cairn_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  return punch (handle, "zero", vol_zero, count, offset, flags);
+  uint64_t t = time_start ();
+
+  return time_end (handle, VOL_OP_ZERO, t,
+                   punch (handle, "zero", vol_zero, count, offset, flags));
 }
 
 /* Cache: read and check the range, in pieces as punch does. */

@@ -177,6 +177,14 @@ uint64_t control_job_start (struct control_ctx *ctx, const char *what);
 /* Report progress (bytes done of total; total 0 when unknown). */
 void control_job_progress (struct control_ctx *ctx, uint64_t done,
                            uint64_t total);
+/* Copy the jobs of the requests running now (sends, receives,
+ * replications) for a reader on another thread, the metrics endpoint:
+ * key is the job's id; background work is not among them (the
+ * background_jobs callback lists it).  *jobs malloc'd, NULL when *n is 0;
+ * only -ENOMEM fails.  Takes the registry's mutex for the copy alone.
+ */
+int control_server_jobs (struct control_server *srv,
+                         struct control_bg_job **jobs, size_t *n) CAIRN_WUR;
 
 /* ------------------------------------------------------------ stream mode
  *

@@ -166,6 +166,36 @@ bg_sync (struct control_jobs *jobs)
   return 0;
 }
 
+int
+control_server_jobs (struct control_server *srv, struct control_bg_job **jobs,
+                     size_t *n)
+{
+  struct control_bg_job *out = NULL;
+  size_t count = 0, k = 0;
+
+  pthread_mutex_lock (&srv->jobs.lock);
+  for (const struct control_job *job = srv->jobs.head; job; job = job->next)
+    count += !job->background;
+  if (count > 0 && (out = calloc (count, sizeof *out)) != NULL)
+    for (const struct control_job *job = srv->jobs.head; job; job = job->next) {
+      if (job->background)
+        continue;
+      out[k].key = job->id;
+      snprintf (out[k].method, sizeof out[k].method, "%s", job->method);
+      snprintf (out[k].what, sizeof out[k].what, "%s", job->what);
+      out[k].done = job->done;
+      out[k].total = job->total;
+      out[k].started = job->start_time;
+      k++;
+    }
+  pthread_mutex_unlock (&srv->jobs.lock);
+  if (count > 0 && out == NULL)
+    return cairn_fail (-ENOMEM, "out of memory listing jobs");
+  *jobs = out;
+  *n = k;
+  return 0;
+}
+
 uint64_t
 control_job_start (struct control_ctx *ctx, const char *what)
 {

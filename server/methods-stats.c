@@ -12,7 +12,8 @@
  *
  * and IO is the counters themselves: "bytes_read", "bytes_written",
  * "reads", "writes", "trims", "zeros", "flushes", "extents", "caches",
- * "errors", "checksum_errors".  "total" sums every export, gone ones too;
+ * "errors", "checksum_errors", "bytes_trimmed", "bytes_zeroed" (every
+ * byte of the trim and zero requests).  "total" sums every export, gone ones too;
  * pool.status carries it as "io".  Counting starts when the pool is opened
  * (the server's start), so `cairn --pool` in-process has none.
  */
@@ -40,6 +41,8 @@ static const struct {
   { "caches", offsetof (struct vol_stats, caches) },
   { "errors", offsetof (struct vol_stats, errors) },
   { "checksum_errors", offsetof (struct vol_stats, csum_errors) },
+  { "bytes_trimmed", offsetof (struct vol_stats, bytes_trimmed) },
+  { "bytes_zeroed", offsetof (struct vol_stats, bytes_zeroed) },
 };
 
 /* Set the counters of st as members of obj. */
