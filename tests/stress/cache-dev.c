@@ -55,6 +55,8 @@ struct cache_dev {
   struct rng rng;
   unsigned kill_odds;
   unsigned writeback_odds;
+  struct { uint64_t off, len; } recent[64];   /* the last writes */
+  unsigned nrecent;
 };
 
 static inline struct cache_dev *
@@ -204,6 +206,11 @@ cache_put (struct cache_dev *c, const void *buf, size_t len, uint64_t off)
   const uint8_t *b = buf;
   int r = 0;
 
+  if (b != NULL) {
+    c->recent[c->nrecent % 64].off = off;
+    c->recent[c->nrecent % 64].len = len;
+    c->nrecent++;
+  }
   while (len > 0 && r == 0) {
     uint64_t no = off / PAGE, in = off % PAGE;
     size_t n = MIN (len, PAGE - in);
@@ -318,6 +325,26 @@ cache_dev_flip (struct cairn_dev *dev, uint64_t off, unsigned bit)
   }
   pthread_mutex_unlock (&c->lock);
   return r;
+}
+
+/* A byte that one of the last 64 writes wrote (where faults hurt):
+ * false when nothing was written yet.
+ */
+bool
+cache_dev_recent (struct cairn_dev *dev, uint64_t r, uint64_t *offp)
+{
+  struct cache_dev *c = to_cache (dev);
+  bool any;
+
+  pthread_mutex_lock (&c->lock);
+  any = c->nrecent > 0;
+  if (any) {
+    unsigned i = (unsigned) (r % MIN (c->nrecent, 64u));
+
+    *offp = c->recent[i].off + (r >> 8) % c->recent[i].len;
+  }
+  pthread_mutex_unlock (&c->lock);
+  return any;
 }
 
 static const struct cairn_dev_ops cache_ops = {

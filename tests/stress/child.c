@@ -56,6 +56,7 @@ struct child {
   volatile bool stop;
   uint64_t count[K_COUNT], skipped[K_COUNT];
   uint64_t flips, eios;
+  uint64_t healed, read_errors, cksum_errors;   /* the faulty device's */
   pthread_mutex_t log_lock;
   char log[LOG_TAIL][160];
   unsigned nlog;
@@ -747,38 +748,34 @@ op_collect (struct child *c, struct worker *w)
   return 0;
 }
 
-/* Damage one copy, always the one on device 1 (never both copies of
- * anything): flip a bit of it, or make one of its next reads fail.
+/* Damage one copy, always one on the faulty device (never both copies of
+ * anything): flip a bit of a byte that it was written lately, or make one
+ * of its next reads fail.
  */
 static int
 op_fault (struct child *c, struct worker *w)
 {
-  struct cairn_dev *top = c->devs.top;
-  uint64_t off, phys, run;
-  unsigned member;
+  unsigned f = c->devs.faulty;
+  uint64_t off;
 
   if (!c->o->mirror)
     return 1;
   journal_begin (&c->j, &(struct mop) { .kind = 'f' });
   if (rng_below (&w->rng, 2) == 0) {
-    dev_fault_set (c->devs.fault, DEV_FAULT_READ, 1 + rng_below (&w->rng, 20),
-                   false, -EIO);
+    dev_fault_set (c->devs.fault[f], DEV_FAULT_READ,
+                   1 + rng_below (&w->rng, 20), false, -EIO);
     __atomic_add_fetch (&c->eios, 1, __ATOMIC_RELAXED);
-    oplog (c, w->no, "fault: EIO on a read of device 1");
+    oplog (c, w->no, "fault: EIO on a read of device %u", f);
     return 0;
   }
-  off = POOL_DATA_START + rng_below (&w->rng, top->size - POOL_DATA_START);
-  for (unsigned k = 0; k < 2; k++)
-    if (dev_chunk_locate (top, off, k, &member, &phys, &run) == 0 &&
-        member == 1) {
-      if (cache_dev_flip (c->devs.cache[1], phys, (unsigned) rng_next (&w->rng))
-          < 0)
-        fail (c, "flip: %s", cairn_errmsg ());
-      __atomic_add_fetch (&c->flips, 1, __ATOMIC_RELAXED);
-      oplog (c, w->no, "fault: bit flip at %" PRIu64 " of device 1", phys);
-      return 0;
-    }
-  return 1;
+  if (!cache_dev_recent (c->devs.cache[f], rng_next (&w->rng), &off))
+    return 1;
+  if (cache_dev_flip (c->devs.cache[f], off, (unsigned) rng_next (&w->rng))
+      < 0)
+    fail (c, "flip: %s", cairn_errmsg ());
+  __atomic_add_fetch (&c->flips, 1, __ATOMIC_RELAXED);
+  oplog (c, w->no, "fault: bit flip at %" PRIu64 " of device %u", off, f);
+  return 0;
 }
 
 static void *
@@ -917,6 +914,14 @@ stress_child (const struct stress_opts *o)
   check_all (c, "at the end");
   for (unsigned i = 0; i < MODEL_VOLS; i++)
     handle_close (&c->m.v[i]);
+  if (o->mirror) {
+    struct dev_member_info mi;
+
+    dev_chunk_member (c->devs.top, c->devs.faulty_member, &mi);
+    c->healed = mi.repaired;
+    c->read_errors = mi.read_errors;
+    c->cksum_errors = mi.cksum_errors;
+  }
   pool_stop_committer (c->pool);
   if (pool_close (c->pool) < 0)
     fail (c, "close: %s", cairn_errmsg ());
@@ -929,8 +934,10 @@ stress_child (const struct stress_opts *o)
           o->threads, o->seconds);
   for (unsigned k = 0; k < K_COUNT; k++)
     printf (" %s %" PRIu64, kind_name[k], c->count[k]);
-  printf ("; faults: %" PRIu64 " bit flips, %" PRIu64 " EIO armed\n",
-          c->flips, c->eios);
+  printf ("; faults: %" PRIu64 " bit flips, %" PRIu64 " EIO armed; the "
+          "faulty device counted %" PRIu64 " read errors, %" PRIu64
+          " checksum errors, %" PRIu64 " repairs\n", c->flips, c->eios,
+          c->read_errors, c->cksum_errors, c->healed);
   journal_close (&c->j);
   model_clear (&c->m);
   free (w);

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -38,7 +39,7 @@ member_path (const struct stress_opts *o, unsigned i, char *buf, size_t len)
 }
 
 /* The pool's devices: with cached, for a child (each file under a cache
- * device a kill empties, device 1 under a fault device); without, read
+ * device a kill empties, then under a fault device); without, read
  * only, for checking.
  */
 int
@@ -47,7 +48,7 @@ stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
 {
   const char *paths[2];
   char p[2][4096];
-  int r;
+  int r = 0;
 
   memset (d, 0, sizeof *d);
   d->n = o->mirror ? 2 : 1;
@@ -69,11 +70,21 @@ stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
     d->top = d->cache[0];
     return 0;
   }
-  r = dev_fault_create (d->cache[1], &d->fault);
-  if (r < 0)
-    return r;
-  return dev_chunk_open ((struct cairn_dev *[]) { d->cache[0], d->fault },
-                         2, 0, &d->top);
+  for (unsigned i = 0; i < 2 && r == 0; i++)
+    r = dev_fault_create (d->cache[i], &d->fault[i]);
+  if (r == 0)
+    r = dev_chunk_open (d->fault, 2, 0, &d->top);
+  if (r == 0)
+    r = dev_chunk_locate (d->top, POOL_DATA_START, 0, &d->faulty_member,
+                          &(uint64_t) { 0 }, &(uint64_t) { 0 });
+  /* Members are numbered by their labels, not by the order given. */
+  if (r == 0) {
+    struct dev_member_info mi;
+
+    dev_chunk_member (d->top, d->faulty_member, &mi);
+    d->faulty = strcmp (mi.name, d->fault[0]->name) == 0 ? 0 : 1;
+  }
+  return r;
 }
 
 void
@@ -81,9 +92,9 @@ stress_devs_close (struct stress_devs *d)
 {
   if (d->top != NULL && d->top != d->cache[0])
     dev_close (d->top);
-  if (d->fault != NULL)
-    dev_close (d->fault);
   for (unsigned i = 0; i < 2; i++) {
+    if (d->fault[i] != NULL)
+      dev_close (d->fault[i]);
     if (d->cache[i] != NULL)
       dev_close (d->cache[i]);
     if (d->file[i] != NULL)
@@ -190,6 +201,30 @@ check_pool (const struct stress_opts *o, struct model *base,
   return r;
 }
 
+/* fsck the pool (after a run): 0 when it finds nothing. */
+static int
+fsck_only (const struct stress_opts *o)
+{
+  struct stress_devs d;
+  struct fsck_report rep;
+  int r;
+
+  if (stress_devs_open (o, false, 0, &d) < 0) {
+    fprintf (stderr, "stress: open the devices: %s\n", cairn_errmsg ());
+    return 1;
+  }
+  r = fsck_pool (d.top, &(struct fsck_opts) { .problem = note_problem,
+                                              .opaque = stderr }, &rep);
+  stress_devs_close (&d);
+  if (r < 0 || rep.errors > 0) {
+    fprintf (stderr, "stress: FAILED: fsck: %s, %" PRIu64 " problems\n",
+             r < 0 ? cairn_errmsg () : "ran", rep.errors);
+    return 1;
+  }
+  printf ("stress: fsck: clean, generation %" PRIu64 "\n", rep.generation);
+  return 0;
+}
+
 /* Operations per kind that a journal records (begin records). */
 static void
 journal_count (const char *path, uint64_t count[128])
@@ -292,6 +327,10 @@ cmd_loop (struct stress_opts *o)
     if (pid == 0) {
       FILE *f = freopen (log, "w", stderr);
 
+      /* A loop that dies takes its child with it. */
+      prctl (PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid () == 1)
+        _exit (2);
       if (f == NULL || dup2 (fileno (stderr), 1) < 0)
         _exit (2);
       _exit (stress_child (&co));
@@ -477,5 +516,7 @@ main (int argc, char **argv)
   }
   printf ("stress: run seed %" PRIu64 "\n", o.seed);
   fflush (stdout);
-  return stress_child (&o);
+  if (stress_child (&o) != 0)
+    return 1;
+  return fsck_only (&o);
 }

@@ -28,6 +28,7 @@ int cache_dev_create (struct cairn_dev *lower, uint64_t seed,
                       struct cairn_dev **devp) CAIRN_WUR;
 int cache_dev_flip (struct cairn_dev *dev, uint64_t off, unsigned bit)
   CAIRN_WUR;
+bool cache_dev_recent (struct cairn_dev *dev, uint64_t r, uint64_t *offp);
 
 /* ---- the model (model.c) */
 
@@ -143,8 +144,13 @@ struct stress_opts {
 };
 
 struct stress_devs {
-  struct cairn_dev *file[2], *cache[2], *fault, *top;
+  struct cairn_dev *file[2], *cache[2], *fault[2], *top;
   unsigned n;
+  /* The device that faults go to (pool-F.img, F = faulty), and its
+   * member index in the pool: the one that holds the first copy of the
+   * data area's start, so that reads meet the damage.
+   */
+  unsigned faulty, faulty_member;
 };
 int stress_devs_open (const struct stress_opts *o, bool cached,
                       uint64_t seed, struct stress_devs *d) CAIRN_WUR;
