@@ -8,7 +8,7 @@
  *                                      each, for --seconds in all
  *   cairn-stress check FAILDIR         the check of a kept failure again
  *
- * Options: --seed N, --seconds S (CAIRN_STRESS_SECONDS, else 120; 30 in
+ * Options: --seed N, --seconds S (CAIRN_STRESS_SECONDS, else 110; 27.5 in
  * a sanitizer build),
  * --threads N (4), --single (one device, no faults; default: a mirror of
  * two, faults on one), --kill-odds N (a child's flush kills it part-way
@@ -449,7 +449,7 @@ main (int argc, char **argv)
   if (!loop && strcmp (argv[1], "run") != 0 && strcmp (argv[1], "check") != 0)
     usage ();
   o.dir = argv[2];
-  o.seconds = env != NULL ? strtod (env, NULL) : 120 * CAIRN_TEST_SCALE_DEFAULT;
+  o.seconds = env != NULL ? strtod (env, NULL) : 110 * CAIRN_TEST_SCALE_DEFAULT;
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
