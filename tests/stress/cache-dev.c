@@ -59,12 +59,14 @@ struct cache_dev {
   unsigned nrecent;
 };
 
+/* The cache device of a device. */
 static inline struct cache_dev *
 to_cache (struct cairn_dev *dev)
 {
   return (struct cache_dev *) dev;
 }
 
+/* The device's next random number. */
 static uint64_t
 cache_rand (struct cache_dev *c)
 {
@@ -96,6 +98,7 @@ cache_forget (struct cache_dev *c)
   c->ndirty = 0;
 }
 
+/* Double the page table (or make its first). */
 static int
 cache_grow (struct cache_dev *c)
 {
@@ -175,6 +178,7 @@ cache_page (struct cache_dev *c, uint64_t no, struct page **pp)
   return 0;
 }
 
+/* Read: cached pages over lower (C1). */
 static int
 cache_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
 {
@@ -200,6 +204,7 @@ cache_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   return r;
 }
 
+/* Lay data (NULL: zeros) over the cached pages, dirtying them (C1, C2). */
 static int
 cache_put (struct cache_dev *c, const void *buf, size_t len, uint64_t off)
 {
@@ -239,6 +244,7 @@ cache_put (struct cache_dev *c, const void *buf, size_t len, uint64_t off)
   return r;
 }
 
+/* Write into the cache (C1). */
 static int
 cache_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
               uint64_t off)
@@ -265,6 +271,9 @@ cache_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
   return r;
 }
 
+/* Write every dirty page back in a random order, perhaps dying part-way
+ * (C3).
+ */
 static int
 cache_flush (struct cairn_dev *dev)
 {
@@ -289,6 +298,7 @@ cache_flush (struct cairn_dev *dev)
   return r;
 }
 
+/* Free the cache; what is dirty is lost, as at a kill (C4). */
 static void
 cache_close (struct cairn_dev *dev)
 {

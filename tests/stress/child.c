@@ -69,6 +69,7 @@ struct worker {
   pthread_t thread;
 };
 
+/* Add a line to the log tail that a failure prints. */
 static void
 oplog (struct child *c, unsigned t, const char *fmt, ...)
 {
@@ -111,6 +112,7 @@ fail (struct child *c, const char *fmt, ...)
 
 /* ---- locks */
 
+/* A random volume, locked shared or exclusive; NULL when the slot is empty. */
 static struct mvol *
 pick (struct child *c, struct rng *r, bool excl)
 {
@@ -126,6 +128,9 @@ pick (struct child *c, struct rng *r, bool excl)
   return NULL;
 }
 
+/* Wait until no data operation on v overlaps [off, off + len), then hold
+ * it.
+ */
 static void
 range_lock (struct mvol *v, uint64_t off, uint64_t len, unsigned *slot)
 {
@@ -155,6 +160,7 @@ range_lock (struct mvol *v, uint64_t off, uint64_t len, unsigned *slot)
   pthread_mutex_unlock (&v->rl);
 }
 
+/* Let go of a range range_lock gave. */
 static void
 range_unlock (struct mvol *v, unsigned slot)
 {
@@ -184,6 +190,7 @@ reserve (struct child *c, struct rng *r)
   return k;
 }
 
+/* Give back a reserved slot that did not become a volume, and its lock. */
 static void
 unreserve (struct child *c, struct mvol *k)
 {
@@ -196,6 +203,7 @@ unreserve (struct child *c, struct mvol *k)
   pthread_rwlock_unlock (&k->rw);
 }
 
+/* Open the child's handle on a volume. */
 static void
 handle_open (struct child *c, struct mvol *v)
 {
@@ -203,6 +211,7 @@ handle_open (struct child *c, struct mvol *v)
     fail (c, "open %s: %s", v->name, cairn_errmsg ());
 }
 
+/* Close the child's handle on a volume, if open. */
 static void
 handle_close (struct mvol *v)
 {
@@ -213,6 +222,9 @@ handle_close (struct mvol *v)
 
 /* ---- data */
 
+/* A random range of a volume of size bytes: 1 byte to 256 KiB, any
+ * alignment.
+ */
 static void
 pick_range (struct rng *r, uint64_t size, uint64_t *offp, uint64_t *lenp)
 {
@@ -250,6 +262,7 @@ resync (struct child *c, struct mvol *v, const struct mop *op)
   free (buf);
 }
 
+/* A write, zero or trim of a random range, checked into the model. */
 static int
 op_data (struct child *c, struct worker *w, enum kind k)
 {
@@ -299,6 +312,7 @@ op_data (struct child *c, struct worker *w, enum kind k)
   return r == 0 ? 0 : 1;
 }
 
+/* Fail when what was read is not what the model holds. */
 static void
 check_bytes (struct child *c, const char *what, uint64_t off,
              const uint8_t *got, const uint8_t *want, uint64_t len)
@@ -314,6 +328,7 @@ check_bytes (struct child *c, const char *what, uint64_t off,
   }
 }
 
+/* Read a random range of a live volume or a snapshot and compare it. */
 static int
 op_read (struct child *c, struct worker *w)
 {
@@ -370,6 +385,7 @@ op_read (struct child *c, struct worker *w)
   return 0;
 }
 
+/* Commit the pool: the journal's durable point (verify.c, V1). */
 static int
 op_flush (struct child *c, struct worker *w)
 {
@@ -406,6 +422,7 @@ catalog_done (struct child *c, uint64_t id, const struct mop *op, int r,
   return r == 0 ? 0 : 1;
 }
 
+/* Snapshot a volume, or delete one of its snapshots. */
 static int
 op_snapshot (struct child *c, struct worker *w, bool del)
 {
@@ -435,6 +452,7 @@ op_snapshot (struct child *c, struct worker *w, bool del)
   return r;
 }
 
+/* Clone a volume or a snapshot, or create a volume, into a free slot. */
 static int
 op_clone (struct child *c, struct worker *w, bool create)
 {
@@ -477,6 +495,7 @@ op_clone (struct child *c, struct worker *w, bool create)
   return r;
 }
 
+/* Delete a volume and its snapshots. */
 static int
 op_delete (struct child *c, struct worker *w)
 {
@@ -499,6 +518,7 @@ op_delete (struct child *c, struct worker *w)
   return r;
 }
 
+/* Rename a volume, or resize it (growing or shrinking). */
 static int
 op_rename (struct child *c, struct worker *w, bool resize)
 {
@@ -528,6 +548,9 @@ op_rename (struct child *c, struct worker *w, bool resize)
   return r;
 }
 
+/* Roll a volume back to its newest snapshot, keeping the live state as a
+ * new volume.
+ */
 static int
 op_rollback (struct child *c, struct worker *w)
 {
@@ -568,6 +591,7 @@ struct diffcheck {
   bool bad;
 };
 
+/* Mark what a diff run covers; a hole must read as zeros. */
 static int
 diff_fn (void *opaque, uint64_t off, uint64_t len, unsigned type)
 {
@@ -585,6 +609,9 @@ diff_fn (void *opaque, uint64_t off, uint64_t len, unsigned type)
   return 0;
 }
 
+/* Diff a snapshot against the live volume: every changed byte must be
+ * covered.
+ */
 static int
 op_diff (struct child *c, struct worker *w)
 {
@@ -623,6 +650,7 @@ struct buf {
   size_t len, cap;
 };
 
+/* The sink of a stream into a growing buffer. */
 static int
 buf_sink (void *opaque, const void *data, size_t len)
 {
@@ -690,6 +718,9 @@ send_one (struct child *c, struct worker *w, const char *snap,
   free (b.p);
 }
 
+/* Send a snapshot in full, then incrementally to a newer one, into pool B,
+ * and compare.
+ */
 static int
 op_send (struct child *c, struct worker *w)
 {
@@ -721,6 +752,7 @@ op_send (struct child *c, struct worker *w)
   return 0;
 }
 
+/* Count the checkpoints listed. */
 static int
 ckpt_count (void *opaque, const struct vol_checkpoint *cp)
 {
@@ -729,6 +761,7 @@ ckpt_count (void *opaque, const struct vol_checkpoint *cp)
   return 0;
 }
 
+/* Run the checkpoint collector and list a volume's checkpoints. */
 static int
 op_collect (struct child *c, struct worker *w)
 {
@@ -778,6 +811,7 @@ op_fault (struct child *c, struct worker *w)
   return 0;
 }
 
+/* A thread of random operations until the child stops. */
 static void *
 worker_main (void *arg)
 {
@@ -853,6 +887,7 @@ check_all (struct child *c, const char *when)
   free (got);
 }
 
+/* The receiving pool, in memory. */
 static void
 pool_b_make (struct child *c)
 {

@@ -32,6 +32,7 @@
 
 #define MEMBER_SIZE (256ull * 1024 * 1024)
 
+/* The file of member i. */
 static void
 member_path (const struct stress_opts *o, unsigned i, char *buf, size_t len)
 {
@@ -87,6 +88,7 @@ stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
   return r;
 }
 
+/* Close what stress_devs_open opened. */
 void
 stress_devs_close (struct stress_devs *d)
 {
@@ -145,6 +147,7 @@ stress_format (const struct stress_opts *o)
   return r;
 }
 
+/* Seconds on the monotonic clock. */
 static double
 now_s (void)
 {
@@ -154,6 +157,7 @@ now_s (void)
   return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
+/* Print an fsck problem. */
 static void
 note_problem (void *opaque, const char *msg)
 {
@@ -287,6 +291,7 @@ static const char *const stat_names[] = {
   "send", "collect", "fault",
 };
 
+/* zloop: children killed at random, the pool checked after each. */
 static int
 cmd_loop (struct stress_opts *o)
 {
@@ -395,6 +400,7 @@ cmd_loop (struct stress_opts *o)
   return rc;
 }
 
+/* The check of a kept failure, again. */
 static int
 cmd_check (struct stress_opts *o)
 {
@@ -426,6 +432,7 @@ cmd_check (struct stress_opts *o)
   return r == 0 ? 0 : 1;
 }
 
+/* Say how to call the command, and exit. */
 static void
 usage (void)
 {
@@ -435,6 +442,7 @@ usage (void)
   exit (2);
 }
 
+/* Parse the command line and run the command. */
 int
 main (int argc, char **argv)
 {

@@ -21,6 +21,7 @@
 
 #include "stress.h"
 
+/* Fill buf with the data of a write with this tag. */
 void
 pattern_fill (uint8_t *buf, uint64_t len, uint64_t tag)
 {
@@ -28,6 +29,7 @@ pattern_fill (uint8_t *buf, uint64_t len, uint64_t tag)
     buf[i] = pattern_byte (tag, i);
 }
 
+/* An empty model with its locks. */
 void
 model_init (struct model *m)
 {
@@ -40,6 +42,7 @@ model_init (struct model *m)
   }
 }
 
+/* Empty a volume's slot. */
 static void
 mvol_free (struct mvol *v)
 {
@@ -61,6 +64,7 @@ model_clear (struct model *m)
     mvol_free (&m->v[i]);
 }
 
+/* The live volume named name, or NULL. */
 struct mvol *
 model_find (struct model *m, const char *name)
 {
@@ -70,6 +74,7 @@ model_find (struct model *m, const char *name)
   return NULL;
 }
 
+/* Snapshot snap of v, or NULL. */
 struct msnap *
 model_find_snap (struct mvol *v, const char *snap)
 {
@@ -79,6 +84,7 @@ model_find_snap (struct mvol *v, const char *snap)
   return NULL;
 }
 
+/* Forget v's snapshot i. */
 void
 model_drop_snap (struct mvol *v, unsigned i)
 {
@@ -88,6 +94,7 @@ model_drop_snap (struct mvol *v, unsigned i)
   v->nsnaps--;
 }
 
+/* A copy of a volume's bytes. */
 static uint8_t *
 img_copy (const uint8_t *img, uint64_t size)
 {
@@ -331,6 +338,7 @@ struct load {
   int err;
 };
 
+/* Read one listed volume or snapshot into the model. */
 static int
 load_one (void *opaque, const struct vol_info *info)
 {
@@ -463,6 +471,7 @@ model_read (struct model *m, const char *path)
 
 /* ---- the journal */
 
+/* Start a new journal at path. */
 int
 journal_open (struct journal *j, const char *path)
 {
@@ -475,6 +484,7 @@ journal_open (struct journal *j, const char *path)
   return 0;
 }
 
+/* Close the journal. */
 void
 journal_close (struct journal *j)
 {
@@ -493,6 +503,7 @@ journal_line (struct journal *j, const char *line, size_t len)
   }
 }
 
+/* Journal the begin of op: its id. */
 uint64_t
 journal_begin (struct journal *j, const struct mop *op)
 {
@@ -509,6 +520,7 @@ journal_begin (struct journal *j, const struct mop *op)
   return id;
 }
 
+/* Journal the end of operation id with its result. */
 void
 journal_end (struct journal *j, uint64_t id, int rc)
 {
@@ -518,6 +530,7 @@ journal_end (struct journal *j, uint64_t id, int rc)
   journal_line (j, line, (size_t) n);
 }
 
+/* Journal a comment line. */
 void
 journal_note (struct journal *j, const char *fmt, ...)
 {

@@ -65,6 +65,7 @@ struct verify {
   unsigned errors;
 };
 
+/* Read the journal's records and index them by operation id. */
 static int
 journal_read (struct verify *vf, const char *path)
 {
@@ -121,6 +122,7 @@ journal_read (struct verify *vf, const char *path)
   return 0;
 }
 
+/* Make a name uncertain (V3). */
 static void
 uncertain_add (struct verify *vf, const char *a, const char *suffix)
 {
@@ -128,6 +130,7 @@ uncertain_add (struct verify *vf, const char *a, const char *suffix)
   snprintf (vf->unc[vf->nunc++], sizeof vf->unc[0], "%s%s", a, suffix);
 }
 
+/* Is name uncertain? */
 static bool
 uncertain (const struct verify *vf, const char *name)
 {
@@ -137,6 +140,7 @@ uncertain (const struct verify *vf, const char *name)
   return false;
 }
 
+/* Is kind a write, zero or trim? */
 static bool
 is_data (char kind)
 {
@@ -194,6 +198,9 @@ byte_allowed (const struct verify *vf, const char *name, uint64_t b,
   return false;
 }
 
+/* Compare what the pool holds with what it must (V2); live names the volume
+ * whose writes in flight may show.
+ */
 static void
 compare (struct verify *vf, const char *what, const char *live,
          const uint8_t *want, uint64_t wsize, const uint8_t *got,
@@ -226,12 +233,7 @@ compare (struct verify *vf, const char *what, const char *live,
   }
 }
 
-static struct mvol *
-find_in (struct model *m, const char *name)
-{
-  return model_find (m, name);
-}
-
+/* A deep copy of a model. */
 static void
 model_copy (struct model *dst, const struct model *src)
 {
@@ -323,7 +325,7 @@ model_verify (const struct model *base, const char *journal_path,
 
     if (!g->alive)
       continue;
-    w = find_in (d, g->name);
+    w = model_find (d, g->name);
     if (!uncertain (&vf, g->name)) {
       if (w == NULL) {
         fprintf (out, "stress: volume %s exists, and must not\n", g->name);
@@ -355,7 +357,7 @@ model_verify (const struct model *base, const char *journal_path,
 
     if (!w->alive)
       continue;
-    g = find_in (got, w->name);
+    g = model_find (got, w->name);
     if (g == NULL && !uncertain (&vf, w->name)) {
       fprintf (out, "stress: volume %s is missing\n", w->name);
       vf.errors++;
