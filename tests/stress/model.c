@@ -131,32 +131,34 @@ model_new_slot (struct model *m, const char *name, uint64_t size)
   return v;
 }
 
-/* Split "VOL@SNAP" into the volume and its snapshot (NULL: no '@'). */
-static const struct msnap *
+/* The bytes and size of src, "VOL" or "VOL@SNAP": false when the model
+ * has no such state.
+ */
+static bool
 model_state (struct model *m, const char *src, const uint8_t **imgp,
              uint64_t *sizep)
 {
   char vol[MODEL_NAME];
   const char *at = strchr (src, '@');
+  size_t len = at ? (size_t) (at - src) : strlen (src);
   struct mvol *v;
   struct msnap *s;
 
-  snprintf (vol, sizeof vol, "%.*s", (int) (at ? at - src : (long) strlen (src)),
-            src);
+  snprintf (vol, sizeof vol, "%.*s", (int) len, src);
   v = model_find (m, vol);
   if (v == NULL)
-    return NULL;
+    return false;
   if (at == NULL) {
     *imgp = v->img;
     *sizep = v->size;
-    return (const struct msnap *) v;   /* non-NULL: found */
+    return true;
   }
   s = model_find_snap (v, at + 1);
   if (s == NULL)
-    return NULL;
+    return false;
   *imgp = s->img;
   *sizep = s->size;
-  return s;
+  return true;
 }
 
 int
@@ -196,7 +198,7 @@ model_apply (struct model *m, const struct mop *op)
       }
     return -1;
   case 'C':
-    if (model_state (m, op->a, &src, &size) == NULL ||
+    if (!model_state (m, op->a, &src, &size) ||
         (k = model_new_slot (m, op->b, size)) == NULL)
       return -1;
     memcpy (k->img, src, size);
