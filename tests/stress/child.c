@@ -284,6 +284,7 @@ op_data (struct child *c, struct worker *w, enum kind k)
   pick_range (&w->rng, v->size, &op.off, &op.len);
   op.tag = rng_next (&w->rng);
   flags = rng_below (&w->rng, 8) == 0 ? VOL_FUA : 0;
+  op.fua = flags != 0;
   range_lock (v, op.off, op.len, &slot);
   oplog (c, w->no, "%c %s %" PRIu64 "+%" PRIu64, op.kind, v->name, op.off,
          op.len);

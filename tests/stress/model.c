@@ -248,11 +248,11 @@ mop_format (const struct mop *op, char *buf, size_t len)
 {
   switch (op->kind) {
   case 'W':
-    return snprintf (buf, len, "W %s %" PRIu64 " %" PRIu64 " %" PRIu64,
-                     op->a, op->off, op->len, op->tag);
+    return snprintf (buf, len, "W %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d",
+                     op->a, op->off, op->len, op->tag, op->fua);
   case 'Z': case 'T':
-    return snprintf (buf, len, "%c %s %" PRIu64 " %" PRIu64, op->kind, op->a,
-                     op->off, op->len);
+    return snprintf (buf, len, "%c %s %" PRIu64 " %" PRIu64 " %d", op->kind,
+                     op->a, op->off, op->len, op->fua);
   case 'S': case 'X': case 'C': case 'R':
     return snprintf (buf, len, "%c %s %s", op->kind, op->a, op->b);
   case 'D':
@@ -269,18 +269,18 @@ mop_format (const struct mop *op, char *buf, size_t len)
 int
 mop_parse (const char *s, struct mop *op)
 {
-  int n = 0;
+  int n = 0, fua = 0;
 
   memset (op, 0, sizeof *op);
   op->kind = s[0];
   switch (op->kind) {
   case 'W':
-    n = sscanf (s, "W %97s %" SCNu64 " %" SCNu64 " %" SCNu64, op->a, &op->off,
-                &op->len, &op->tag) == 4;
+    n = sscanf (s, "W %97s %" SCNu64 " %" SCNu64 " %" SCNu64 " %d", op->a,
+                &op->off, &op->len, &op->tag, &fua) == 5;
     break;
   case 'Z': case 'T':
-    n = sscanf (s + 1, " %97s %" SCNu64 " %" SCNu64, op->a, &op->off,
-                &op->len) == 3;
+    n = sscanf (s + 1, " %97s %" SCNu64 " %" SCNu64 " %d", op->a, &op->off,
+                &op->len, &fua) == 4;
     break;
   case 'S': case 'X': case 'C': case 'R':
     n = sscanf (s + 1, " %97s %47s", op->a, op->b) == 2;
@@ -298,6 +298,7 @@ mop_parse (const char *s, struct mop *op)
     n = 1;
     break;
   }
+  op->fua = fua != 0;
   return n ? 0 : -1;
 }
 

@@ -100,6 +100,7 @@ struct mop {
                                  F flush */
   char a[2 * MODEL_NAME + 2], b[MODEL_NAME], c[MODEL_NAME];
   uint64_t off, len, tag;     /* W Z T: bytes; Q N: len is the size */
+  bool fua;                   /* W Z T: durable when it returns */
 };
 /* Apply op to the model (the caller holds what it needs): 0, or -1 when
  * the model cannot hold it (a name it does not know, no slot free).

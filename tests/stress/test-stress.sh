@@ -23,7 +23,7 @@ echo single > "$self/options"
 "$stress" check "$self"
 vol=$("$builddir/cairn" --pool "$self/pool-0.img" volume list | awk 'NR == 2 { print $1 }')
 n=$(wc -l < "$self/journal")
-printf 'B %d W %s 0 4096 4242\nE %d 0\nB %d F\nE %d 0\n' \
+printf 'B %d W %s 0 4096 4242 0\nE %d 0\nB %d F\nE %d 0\n' \
   $((n + 1)) "$vol" $((n + 1)) $((n + 2)) $((n + 2)) >> "$self/journal"
 if "$stress" check "$self" 2> "$work/self.err"; then
   echo "FAIL: the check took a pool without a flushed write"; exit 1

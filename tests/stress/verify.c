@@ -4,13 +4,17 @@
  * The journal holds, in the order they happened, a begin record for every
  * operation (before the engine call) and an end record with its result
  * (after the engine returned and the model took it, before its locks
- * were let go).  Let P be the begin record of the last flush that ended
- * with success.  Then:
+ * were let go).  A durable point is an operation that makes everything
+ * acknowledged before it began durable, and itself when it returns: a
+ * flush, a snapshot (snap_create commits) or a data operation with FUA
+ * (vol_pwrite commits).  Let P be the begin record of the last durable
+ * point that ended with success.  Then:
  *
  *  V1. Every operation that ended with success before P was acknowledged
- *      before that flush began, so it is durable: replayed in the order of
- *      its end records over the model the child started from, it gives D,
- *      the durable model.  (Operations that conflict hold locks that order
+ *      before that durable point began, so it is durable; so is every
+ *      durable point that ended with success.  Replayed in the order of
+ *      their end records over the model the child started from, they give
+ *      D, the durable model.  (Operations that conflict hold locks that order
  *      them, and their end records are written under those locks, so that
  *      order is the engine's.)
  *  V2. Every other operation that began (it ended after P, or never, or
@@ -147,6 +151,16 @@ is_data (char kind)
   return kind == 'W' || kind == 'Z' || kind == 'T';
 }
 
+/* Is op durable once it returns, with everything acknowledged before it
+ * began (V1): a flush, a snapshot (snap_create commits), a data operation
+ * with FUA (vol_pwrite commits)?
+ */
+static bool
+is_durable_point (const struct mop *op)
+{
+  return op->kind == 'F' || op->kind == 'S' || (is_data (op->kind) && op->fua);
+}
+
 /* V3: the names an operation that may or may not have happened touches. */
 static void
 uncertain_op (struct verify *vf, const struct mop *op)
@@ -273,21 +287,22 @@ model_verify (const struct model *base, const char *journal_path,
     vf.errors++;
     goto out;
   }
-  /* P: the begin of the last flush that ended with success. */
+  /* P: the begin of the last durable point that ended with success. */
   for (size_t id = 1; id < vf.nops; id++) {
     const struct jop *o = &vf.ops[id];
 
-    if (o->op != NULL && o->op->kind == 'F' && o->end != SIZE_MAX &&
+    if (o->op != NULL && is_durable_point (o->op) && o->end != SIZE_MAX &&
         o->rc == 0)
       p = MAX (p, o->begin);
   }
   /* V1: the durable model. */
   model_copy (d, base);
-  for (size_t i = 0; i < p; i++) {
+  for (size_t i = 0; i < vf.nrec; i++) {
     const struct jrec *r = &vf.rec[i];
     const struct jop *o = &vf.ops[r->id];
 
-    if (r->begin || r->rc != 0 || o->op == NULL)
+    if (r->begin || r->rc != 0 || o->op == NULL ||
+        (i >= p && !is_durable_point (o->op)))
       continue;
     if (model_apply (d, o->op) < 0) {
       char s[400];
@@ -304,7 +319,8 @@ model_verify (const struct model *base, const char *journal_path,
 
     if (o->op == NULL ||
         (o->end != SIZE_MAX && o->end < p &&
-         (o->rc == 0 || !is_data (o->op->kind))))
+         (o->rc == 0 || !is_data (o->op->kind))) ||
+        (o->end != SIZE_MAX && o->rc == 0 && is_durable_point (o->op)))
       continue;
     if (is_data (o->op->kind)) {
       vf.maybe = realloc (vf.maybe, (vf.nmaybe + 1) * sizeof *vf.maybe);
