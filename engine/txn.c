@@ -266,8 +266,15 @@ commit_write (struct cairn_pool *pool, struct commit_job *job)
 
   if (r == 0)
     r = spacemap_write (pool->dev, &job->smw);
+#ifndef CAIRN_STRESS_PLANT
   if (r == 0)
     r = dev_flush (pool->dev);
+#else
+  /* A planted bug, compiled only into tests/stress/cairn-stress-planted
+   * (tests/stress/README.md): no barrier between the nodes and the
+   * superblock that points to them.
+   */
+#endif
   if (r == 0)
     r = sb_write (pool->dev, &job->sb);
   if (r == 0)
