@@ -1,0 +1,1564 @@
+/* Cairn power-cut campaign (issue 29; README.md next to this file).
+ *
+ * Every scenario is a scripted workload of steps (writes with and without
+ * FUA, flushes, snapshots, clones, rollbacks, deletes and the reclaim
+ * behind them, receives, resizes, checkpoints and their collection) that
+ * runs on a fresh copy of a prepared pool image, on one device or on a
+ * mirror of two, under power-cut devices that share one power supply.
+ *
+ * A scenario first runs without a cut (the dry run): it counts the
+ * device's writes and flushes (the cut points), records the pool's world
+ * (every listed volume, snapshot and checkpoint with its size and the
+ * SHA-256 of its contents) after every step, and checks that world against
+ * a model kept by the workload itself (what the writes, snapshots, clones,
+ * rollbacks, deletes, receives and resizes should have made).  Then each
+ * cut point i runs the workload again with the power cut just before the
+ * device's ((i mod T) + 1)-th write or flush, with a cut policy and seed
+ * drawn from (seed, scenario, i).  After the cut:
+ *
+ *  C1. fsck finds nothing wrong;
+ *  C2. the pool opens, and its world is the world after some step k with
+ *      acked <= k <= reached, where acked is the last step that was durable
+ *      when it returned (a FUA write, a flush, a catalog change, a close)
+ *      and reached the step the cut interrupted: everything acknowledged
+ *      durable is there, and every step is there wholly or not at all, in
+ *      order;
+ *  C3. no step reported durable after the power had gone;
+ *  C4. the pool takes a new volume, a FUA write and a snapshot, closes,
+ *      fsck is clean again, and it reopens with them.
+ *
+ * A failure prints the scenario, the cut point, the seed and the command
+ * that replays it, and the campaign goes on.  Workers are forked processes
+ * (--jobs); a worker that crashes is reported with the cut it was on.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dev.h"
+#include "fsck.h"
+#include "pool.h"
+#include "replicate.h"
+#include "sha256.h"
+#include "volume.h"
+
+#define KiB 1024u
+#define MiB (1024u * 1024)
+#define DEV_SIZE (16u * MiB)
+#define VSIZE (256u * KiB)
+#define NAME_MAX_LEN 96
+#define MAX_ENTRIES 64
+#define MAX_STEPS 256
+
+/* ---------------------------------------------------------------- a small PRNG */
+
+struct rng {
+  uint64_t s;
+};
+
+/* splitmix64. */
+static uint64_t
+rng_next (struct rng *r)
+{
+  uint64_t z = (r->s += UINT64_C (0x9e3779b97f4a7c15));
+
+  z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+/* A number in [0, n). */
+static uint64_t
+rng_below (struct rng *r, uint64_t n)
+{
+  return n ? rng_next (r) % n : 0;
+}
+
+/* One 64-bit value from a few: the seed of cut i of scenario s. */
+static uint64_t
+mix (uint64_t a, uint64_t b, uint64_t c)
+{
+  struct rng r = { a ^ (b * UINT64_C (0x9e3779b97f4a7c15)) ^
+                   (c * UINT64_C (0xc2b2ae3d27d4eb4f)) };
+
+  rng_next (&r);
+  return rng_next (&r);
+}
+
+/* ---------------------------------------------------------------- worlds and the model */
+
+/* One export as a world holds it: name, size, digest of its contents. */
+struct entry {
+  char name[NAME_MAX_LEN];
+  uint64_t size;
+  uint8_t sha[SHA256_LEN];
+  uint8_t *data;              /* the model's contents; NULL in a world */
+};
+
+/* What the pool shows: its exports in name order. */
+struct world {
+  struct entry e[MAX_ENTRIES];
+  unsigned n;
+};
+
+/* The model: what the acknowledged operations should have made. */
+struct model {
+  struct entry e[MAX_ENTRIES];
+  unsigned n;
+};
+
+static struct entry *
+model_find (struct model *m, const char *name)
+{
+  for (unsigned i = 0; i < m->n; i++)
+    if (strcmp (m->e[i].name, name) == 0)
+      return &m->e[i];
+  return NULL;
+}
+
+/* Add (or replace) name with size bytes of data (NULL: zeros). */
+static struct entry *
+model_set (struct model *m, const char *name, uint64_t size,
+           const uint8_t *data)
+{
+  struct entry *e = model_find (m, name);
+
+  if (e == NULL) {
+    if (m->n == MAX_ENTRIES)
+      abort ();
+    e = &m->e[m->n++];
+    snprintf (e->name, sizeof e->name, "%s", name);
+    e->data = NULL;
+  }
+  free (e->data);
+  e->size = size;
+  e->data = calloc (1, size ? size : 1);
+  if (e->data == NULL)
+    abort ();
+  if (data)
+    memcpy (e->data, data, size);
+  return e;
+}
+
+static void
+model_remove (struct model *m, const char *name)
+{
+  struct entry *e = model_find (m, name);
+
+  if (e == NULL)
+    return;
+  free (e->data);
+  *e = m->e[--m->n];
+}
+
+/* dst becomes a copy of src. */
+static void
+model_copy (struct model *m, const char *dst, const char *src)
+{
+  struct entry *s = model_find (m, src);
+
+  if (s == NULL)
+    abort ();
+  uint64_t size = s->size;
+  uint8_t *tmp = malloc (size ? size : 1);
+  if (tmp == NULL)
+    abort ();
+  memcpy (tmp, s->data, size);
+  model_set (m, dst, size, tmp);
+  free (tmp);
+}
+
+static void
+model_rename (struct model *m, const char *from, const char *to)
+{
+  struct entry *e = model_find (m, from);
+
+  if (e == NULL)
+    abort ();
+  model_remove (m, to);
+  e = model_find (m, from);
+  snprintf (e->name, sizeof e->name, "%s", to);
+}
+
+static void
+model_free (struct model *m)
+{
+  for (unsigned i = 0; i < m->n; i++)
+    free (m->e[i].data);
+  m->n = 0;
+}
+
+static int
+entry_cmp (const void *a, const void *b)
+{
+  return strcmp (((const struct entry *) a)->name,
+                 ((const struct entry *) b)->name);
+}
+
+/* The model as a world (checkpoints are not modelled: see the README). */
+static void
+model_world (const struct model *m, struct world *w)
+{
+  w->n = m->n;
+  for (unsigned i = 0; i < m->n; i++) {
+    w->e[i] = m->e[i];
+    w->e[i].data = NULL;
+    sha256 (m->e[i].data, m->e[i].size, w->e[i].sha);
+  }
+  qsort (w->e, w->n, sizeof w->e[0], entry_cmp);
+}
+
+/* Read export name whole and add it to w; 0 or the error. */
+static int
+world_add (struct cairn_pool *pool, struct world *w, const char *name)
+{
+  struct cairn_volume *v;
+  struct entry *e;
+  uint8_t *buf;
+  int r;
+
+  if (w->n == MAX_ENTRIES)
+    return -E2BIG;
+  r = vol_open (pool, name, &v);
+  if (r < 0)
+    return r;
+  e = &w->e[w->n];
+  memset (e, 0, sizeof *e);
+  snprintf (e->name, sizeof e->name, "%s", name);
+  e->size = vol_size (v);
+  buf = malloc (e->size ? e->size : 1);
+  if (buf == NULL)
+    abort ();
+  r = e->size ? vol_pread (v, buf, (uint32_t) e->size, 0) : 0;
+  vol_close (v);
+  if (r == 0) {
+    sha256 (buf, e->size, e->sha);
+    w->n++;
+  }
+  free (buf);
+  return r;
+}
+
+struct listing {
+  struct cairn_pool *pool;
+  struct world *w;
+  char names[MAX_ENTRIES][NAME_MAX_LEN];
+  unsigned n;
+  int err;
+};
+
+static int
+list_one (void *opaque, const struct vol_info *vi)
+{
+  struct listing *l = opaque;
+
+  if (l->n == MAX_ENTRIES)
+    return -E2BIG;
+  if (vi->is_snapshot)
+    snprintf (l->names[l->n++], NAME_MAX_LEN, "%.40s@%.40s", vi->name,
+              vi->snap);
+  else
+    snprintf (l->names[l->n++], NAME_MAX_LEN, "%.80s", vi->name);
+  return 0;
+}
+
+static int
+list_ckpt (void *opaque, const struct vol_checkpoint *c)
+{
+  uint64_t *gens = opaque;
+
+  if (gens[0] + 1 >= MAX_ENTRIES)
+    return -E2BIG;
+  gens[++gens[0]] = c->gen;
+  return 0;
+}
+
+/* The pool's world: every volume, snapshot and checkpoint, read whole. */
+static int
+world_read (struct cairn_pool *pool, struct world *w)
+{
+  struct listing l = { .pool = pool, .w = w };
+  int r;
+
+  w->n = 0;
+  r = vol_list (pool, true, list_one, &l);
+  if (r < 0)
+    return r;
+  for (unsigned i = 0; i < l.n; i++) {
+    r = world_add (pool, w, l.names[i]);
+    if (r < 0)
+      return r;
+    if (strchr (l.names[i], '@') == NULL) {
+      uint64_t gens[MAX_ENTRIES] = { 0 };
+      char exp[NAME_MAX_LEN + 32];
+
+      r = vol_checkpoint_list (pool, l.names[i], 0, UINT64_MAX, list_ckpt,
+                               gens);
+      if (r < 0)
+        return r;
+      for (uint64_t k = 1; k <= gens[0]; k++) {
+        snprintf (exp, sizeof exp, "%s@#%" PRIu64, l.names[i], gens[k]);
+        r = world_add (pool, w, exp);
+        if (r < 0)
+          return r;
+      }
+    }
+  }
+  qsort (w->e, w->n, sizeof w->e[0], entry_cmp);
+  return 0;
+}
+
+static bool
+world_eq (const struct world *a, const struct world *b, bool with_ckpts)
+{
+  unsigned i = 0, j = 0;
+
+  for (;;) {
+    while (!with_ckpts && i < a->n && strstr (a->e[i].name, "@#"))
+      i++;
+    while (!with_ckpts && j < b->n && strstr (b->e[j].name, "@#"))
+      j++;
+    if (i == a->n || j == b->n)
+      return i == a->n && j == b->n;
+    if (strcmp (a->e[i].name, b->e[j].name) != 0 ||
+        a->e[i].size != b->e[j].size ||
+        memcmp (a->e[i].sha, b->e[j].sha, SHA256_LEN) != 0)
+      return false;
+    i++, j++;
+  }
+}
+
+/* A world as one line per export, for failure messages. */
+static void
+world_print (FILE *f, const char *title, const struct world *w)
+{
+  fprintf (f, "  %s:\n", title);
+  for (unsigned i = 0; i < w->n; i++)
+    fprintf (f, "    %-40s %8" PRIu64 " %02x%02x%02x%02x\n", w->e[i].name,
+             w->e[i].size, w->e[i].sha[0], w->e[i].sha[1], w->e[i].sha[2],
+             w->e[i].sha[3]);
+}
+
+/* ---------------------------------------------------------------- a run of a workload */
+
+struct scenario;
+
+/* One run of a scenario's workload: the dry run or a cut run. */
+struct run {
+  const struct scenario *sc;
+  struct cairn_pool *pool;
+  struct cairn_dev *pc;       /* one power-cut device of the supply */
+  bool dry;                   /* no cut: record worlds, check the model */
+  struct rng rng;             /* the workload's choices: the same every run */
+  int64_t now;                /* the pool's clock */
+  unsigned step;              /* steps begun */
+  unsigned acked;             /* the last step durable when it returned */
+  unsigned reached;           /* the step that failed (0: none did) */
+  int err;                    /* its error */
+  const char *what;           /* the step's description */
+  char lie[256];              /* C3: a step durable after the cut */
+  struct model model;         /* dry run only */
+  struct world *worlds;       /* dry run: after each step (0: before) */
+  char fail[512];             /* a dry run's failure */
+};
+
+/* Whether the workload goes on: not after a step failed. */
+static bool
+step_begin (struct run *run, const char *what)
+{
+  if (run->reached || run->fail[0])
+    return false;
+  run->step++;
+  run->what = what;
+  if (run->step >= MAX_STEPS)
+    abort ();
+  return true;
+}
+
+/* End a step that returned r; durable: it said everything before it is
+ * durable when it returned 0.  The model must have been updated already.
+ */
+static void
+step_end (struct run *run, int r, bool durable)
+{
+  if (r < 0) {
+    run->reached = run->step;
+    run->err = r;
+    if (run->dry)
+      snprintf (run->fail, sizeof run->fail, "step %u (%s) failed without a "
+                "cut: %s", run->step, run->what, cairn_errmsg ());
+    return;
+  }
+  if (durable) {
+    if (dev_powercut_is_cut (run->pc))
+      snprintf (run->lie, sizeof run->lie, "step %u (%s) returned durable "
+                "after the power was cut", run->step, run->what);
+    else if (dev_powercut_pending (run->pc) != 0 && run->dry)
+      snprintf (run->fail, sizeof run->fail, "step %u (%s) returned durable "
+                "with %zu writes still unflushed", run->step, run->what,
+                dev_powercut_pending (run->pc));
+    else
+      run->acked = run->step;
+  }
+  if (run->dry && run->pool) {
+    struct world mw;
+
+    if (world_read (run->pool, &run->worlds[run->step]) < 0) {
+      snprintf (run->fail, sizeof run->fail, "step %u (%s): reading the "
+                "world: %s", run->step, run->what, cairn_errmsg ());
+      return;
+    }
+    model_world (&run->model, &mw);
+    if (!world_eq (&mw, &run->worlds[run->step], false)) {
+      snprintf (run->fail, sizeof run->fail, "step %u (%s): the pool is not "
+                "what the model says", run->step, run->what);
+      world_print (stderr, "model", &mw);
+      world_print (stderr, "pool", &run->worlds[run->step]);
+    }
+  }
+}
+
+/* Fill buf with bytes determined by tag. */
+static void
+fill (void *buf, size_t len, uint64_t tag)
+{
+  struct rng r = { tag * UINT64_C (0x2545f4914f6cdd1d) + 1 };
+  uint8_t *p = buf;
+
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t v = rng_next (&r);
+    memcpy (p + i, &v, len - i < 8 ? len - i : 8);
+  }
+}
+
+/* ---------------------------------------------------------------- steps */
+
+/* Write, zero or trim a random range of vol (flags: VOL_FUA or 0). */
+static void
+do_io (struct run *run, const char *vol, unsigned flags)
+{
+  struct cairn_volume *v;
+  struct entry *e;
+  uint64_t size, off, len;
+  unsigned kind = rng_below (&run->rng, 8);
+  uint8_t *buf;
+  int r;
+
+  if (!step_begin (run, flags & VOL_FUA ? "write FUA" : "write"))
+    return;
+  r = vol_open (run->pool, vol, &v);
+  if (r < 0) {
+    step_end (run, r, false);
+    return;
+  }
+  size = vol_size (v);
+  /* Sizes from a sector to 64 KiB, aligned or not. */
+  len = 1 + rng_below (&run->rng, 64 * KiB);
+  if (rng_below (&run->rng, 2))
+    len = (len + 4095) / 4096 * 4096;
+  if (len > size)
+    len = size;
+  off = rng_below (&run->rng, size - len + 1);
+  if (rng_below (&run->rng, 2))
+    off &= ~UINT64_C (4095);
+  buf = malloc (len);
+  if (buf == NULL)
+    abort ();
+  if (kind == 0) {
+    memset (buf, 0, len);
+    r = vol_zero (v, (uint32_t) len, off, flags);
+  }
+  else if (kind == 1) {
+    /* A trim reads back as zeros here (volume.h). */
+    memset (buf, 0, len);
+    r = vol_trim (v, (uint32_t) len, off, flags);
+  }
+  else {
+    fill (buf, len, rng_next (&run->rng));
+    r = vol_pwrite (v, buf, (uint32_t) len, off, flags);
+  }
+  vol_close (v);
+  if (r == 0 && run->dry && (e = model_find (&run->model, vol)) != NULL)
+    memcpy (e->data + off, buf, len);
+  free (buf);
+  step_end (run, r, (flags & VOL_FUA) != 0);
+}
+
+/* n random writes to vol, every fourth with FUA. */
+static void
+do_ios (struct run *run, const char *vol, unsigned n)
+{
+  for (unsigned i = 0; i < n; i++)
+    do_io (run, vol, rng_below (&run->rng, 4) == 0 ? VOL_FUA : 0);
+}
+
+static void
+do_flush (struct run *run, const char *vol)
+{
+  struct cairn_volume *v;
+  int r;
+
+  if (!step_begin (run, "flush"))
+    return;
+  r = vol_open (run->pool, vol, &v);
+  if (r == 0) {
+    r = vol_flush (v);
+    vol_close (v);
+  }
+  step_end (run, r, true);
+}
+
+static void
+do_snap (struct run *run, const char *vol, const char *snap)
+{
+  char name[NAME_MAX_LEN];
+  int r;
+
+  if (!step_begin (run, "snapshot"))
+    return;
+  r = snap_create (run->pool, vol, snap);
+  snprintf (name, sizeof name, "%s@%s", vol, snap);
+  if (r == 0 && run->dry)
+    model_copy (&run->model, name, vol);
+  step_end (run, r, true);
+}
+
+static void
+do_snap_delete (struct run *run, const char *vol, const char *snap)
+{
+  char name[NAME_MAX_LEN];
+  int r;
+
+  if (!step_begin (run, "snapshot delete"))
+    return;
+  r = snap_delete (run->pool, vol, snap);
+  snprintf (name, sizeof name, "%s@%s", vol, snap);
+  if (r == 0 && run->dry)
+    model_remove (&run->model, name);
+  step_end (run, r, true);
+}
+
+static void
+do_clone (struct run *run, const char *src, const char *dst)
+{
+  int r;
+
+  if (!step_begin (run, "clone"))
+    return;
+  r = vol_clone (run->pool, src, dst);
+  if (r == 0 && run->dry)
+    model_copy (&run->model, dst, src);
+  step_end (run, r, true);
+}
+
+/* Delete vol and its snapshots. */
+static void
+do_delete (struct run *run, const char *vol)
+{
+  size_t len = strlen (vol);
+  int r;
+
+  if (!step_begin (run, "delete"))
+    return;
+  r = vol_delete (run->pool, vol, VOL_DELETE_RECURSIVE);
+  if (r == 0 && run->dry) {
+    for (unsigned i = 0; i < run->model.n; ) {
+      const char *n = run->model.e[i].name;
+
+      if (strncmp (n, vol, len) == 0 && (n[len] == 0 || n[len] == '@'))
+        model_remove (&run->model, n);
+      else
+        i++;
+    }
+  }
+  step_end (run, r, true);
+}
+
+/* Reclaim what deletes left, one budgeted step at a time (what the
+ * background reaper does), then commit.
+ */
+static void
+do_reclaim (struct run *run)
+{
+  bool more = true;
+  int r = 0;
+
+  for (unsigned i = 0; i < 64 && more && r == 0; i++) {
+    if (!step_begin (run, "reclaim step"))
+      return;
+    r = vol_reclaim_step (run->pool, &more);
+    step_end (run, r, false);
+  }
+  if (!step_begin (run, "commit"))
+    return;
+  step_end (run, pool_commit (run->pool), true);
+}
+
+/* Roll vol back to snap, keeping what came after as keep_as (with the
+ * snapshots after snap, listed in later[]).
+ */
+static void
+do_rollback (struct run *run, const char *vol, const char *snap,
+             const char *keep_as, const char *const *later)
+{
+  char name[NAME_MAX_LEN], to[NAME_MAX_LEN];
+  int r;
+
+  if (!step_begin (run, "rollback"))
+    return;
+  r = vol_rollback (run->pool, vol, snap, keep_as);
+  if (r == 0 && run->dry) {
+    model_rename (&run->model, vol, keep_as);
+    snprintf (name, sizeof name, "%s@%s", vol, snap);
+    model_copy (&run->model, vol, name);
+    for (unsigned i = 0; later && later[i]; i++) {
+      snprintf (name, sizeof name, "%s@%s", vol, later[i]);
+      snprintf (to, sizeof to, "%s@%s", keep_as, later[i]);
+      model_rename (&run->model, name, to);
+    }
+  }
+  step_end (run, r, true);
+}
+
+static void
+do_resize (struct run *run, const char *vol, uint64_t size)
+{
+  struct entry *e;
+  int r;
+
+  if (!step_begin (run, "resize"))
+    return;
+  r = vol_resize (run->pool, vol, size, true);
+  if (r == 0 && run->dry && (e = model_find (&run->model, vol)) != NULL) {
+    uint8_t *data = calloc (1, size);
+
+    if (data == NULL)
+      abort ();
+    memcpy (data, e->data, MIN (size, e->size));
+    model_set (&run->model, vol, size, data);
+    free (data);
+  }
+  step_end (run, r, true);
+}
+
+/* The streams the receive scenario receives, made once per process. */
+struct streams {
+  uint8_t *full, *incr;
+  size_t full_len, incr_len;
+  uint8_t *s1, *s2;           /* the source's states */
+};
+static struct streams streams;
+
+/* Receive a stream into target in pieces; published as target@snap with
+ * contents state.
+ */
+static void
+do_receive (struct run *run, const char *target, const uint8_t *p,
+            size_t len, const char *snap, const uint8_t *state)
+{
+  struct repl_recv_result res;
+  struct repl_recv *rr;
+  char name[NAME_MAX_LEN];
+  size_t off = 0, used;
+  int r;
+
+  if (!step_begin (run, "receive"))
+    return;
+  r = repl_recv_new (run->pool, target, NULL, &rr);
+  if (r < 0) {
+    step_end (run, r, false);
+    return;
+  }
+  while (off < len) {
+    size_t n = MIN (len - off, 1 + rng_below (&run->rng, 96 * KiB));
+
+    r = repl_recv_feed (rr, p + off, n, &used);
+    off += used;
+    if (r != 0)
+      break;
+  }
+  r = repl_recv_finish (rr, &res);
+  repl_recv_free (rr);
+  if (r == 0 && run->dry) {
+    snprintf (name, sizeof name, "%s@%s", target, snap);
+    model_set (&run->model, name, VSIZE, state);
+    model_set (&run->model, target, VSIZE, state);
+  }
+  step_end (run, r, true);
+}
+
+/* Advance the clock and commit. */
+static void
+do_tick_commit (struct run *run, int64_t seconds)
+{
+  if (!step_begin (run, "commit"))
+    return;
+  run->now += seconds;
+  step_end (run, pool_commit (run->pool), true);
+}
+
+static int
+newest_ckpt (void *opaque, const struct vol_checkpoint *c)
+{
+  *(uint64_t *) opaque = c->gen;
+  return 0;
+}
+
+/* Promote vol's newest checkpoint (whose state is vol's now) to snap. */
+static void
+do_promote (struct run *run, const char *vol, const char *snap)
+{
+  char exp[NAME_MAX_LEN + 32];
+  uint64_t gen = 0;
+  int r;
+
+  if (!step_begin (run, "promote"))
+    return;
+  r = vol_checkpoint_list (run->pool, vol, 0, UINT64_MAX, newest_ckpt, &gen);
+  if (r == 0) {
+    snprintf (exp, sizeof exp, "%s@#%" PRIu64, vol, gen);
+    r = vol_checkpoint_promote (run->pool, exp, snap);
+  }
+  if (r == 0 && run->dry) {
+    snprintf (exp, sizeof exp, "%s@%s", vol, snap);
+    model_copy (&run->model, exp, vol);
+  }
+  step_end (run, r, true);
+}
+
+static void
+do_prune (struct run *run, const char *vol)
+{
+  if (!step_begin (run, "prune"))
+    return;
+  step_end (run, vol_checkpoint_prune (run->pool, vol, false, NULL, NULL,
+                                       NULL), true);
+}
+
+static void
+do_collect (struct run *run)
+{
+  if (!step_begin (run, "collect"))
+    return;
+  step_end (run, vol_checkpoint_collect (run->pool), true);
+}
+
+/* ---------------------------------------------------------------- scenarios */
+
+static void
+wl_write (struct run *run)
+{
+  for (unsigned round = 0; round < 4; round++) {
+    do_ios (run, "a", 6);
+    do_flush (run, "a");
+    do_ios (run, "b", 3);
+  }
+}
+
+static void
+wl_snapshot (struct run *run)
+{
+  do_ios (run, "a", 3);
+  do_snap (run, "a", "s1");
+  do_ios (run, "a", 3);
+  do_snap (run, "a", "s2");
+  do_ios (run, "a", 2);
+  do_snap_delete (run, "a", "s1");
+  do_snap_delete (run, "a", "s0");
+  do_ios (run, "a", 2);
+  do_flush (run, "a");
+}
+
+static void
+wl_clone (struct run *run)
+{
+  do_clone (run, "a@s0", "c");
+  do_ios (run, "c", 3);
+  do_ios (run, "a", 2);
+  do_clone (run, "a", "d");
+  do_ios (run, "d", 3);
+  do_snap (run, "c", "cs");
+  do_ios (run, "c", 2);
+  do_flush (run, "c");
+}
+
+static void
+wl_rollback (struct run *run)
+{
+  static const char *const later[] = { "s1", NULL };
+
+  do_ios (run, "a", 3);
+  do_snap (run, "a", "s1");
+  do_ios (run, "a", 3);
+  do_rollback (run, "a", "s0", "a-old", later);
+  do_ios (run, "a", 3);
+  do_ios (run, "a-old", 2);
+  do_flush (run, "a");
+}
+
+static void
+wl_delete (struct run *run)
+{
+  do_clone (run, "b", "bc");
+  do_ios (run, "bc", 2);
+  do_delete (run, "b");
+  do_reclaim (run);
+  do_delete (run, "a");
+  do_ios (run, "bc", 2);
+  do_reclaim (run);
+  do_delete (run, "bc");
+  do_reclaim (run);
+}
+
+static void
+wl_receive (struct run *run)
+{
+  do_receive (run, "r", streams.incr, streams.incr_len, "s2", streams.s2);
+  do_ios (run, "a", 2);
+  do_receive (run, "r2", streams.full, streams.full_len, "s1", streams.s1);
+  do_ios (run, "r2", 2);
+  do_flush (run, "r2");
+}
+
+static void
+wl_resize (struct run *run)
+{
+  do_resize (run, "a", 2 * VSIZE);
+  do_ios (run, "a", 3);
+  do_resize (run, "b", VSIZE / 2 + 512);
+  do_ios (run, "b", 2);
+  do_resize (run, "b", VSIZE);
+  do_ios (run, "b", 2);
+  do_resize (run, "a", VSIZE / 4);
+  do_flush (run, "a");
+}
+
+static void
+wl_checkpoint (struct run *run)
+{
+  for (unsigned i = 0; i < 5; i++) {
+    do_ios (run, "a", 2);
+    do_tick_commit (run, 600);
+  }
+  do_promote (run, "a", "p1");
+  do_ios (run, "a", 2);
+  do_tick_commit (run, 7200);
+  do_prune (run, "a");
+  do_reclaim (run);
+  do_ios (run, "a", 2);
+  do_tick_commit (run, 600);
+  do_collect (run);
+  do_reclaim (run);
+}
+
+struct scenario {
+  const char *name;
+  void (*workload) (struct run *run);
+  bool mirror;
+  bool checkpoints;           /* the image takes checkpoints */
+};
+
+static const struct scenario scenarios[] = {
+  { "write", wl_write, false, false },
+  { "snapshot", wl_snapshot, false, false },
+  { "clone", wl_clone, false, false },
+  { "rollback", wl_rollback, false, false },
+  { "delete", wl_delete, false, false },
+  { "receive", wl_receive, false, false },
+  { "resize", wl_resize, false, false },
+  { "checkpoint", wl_checkpoint, false, true },
+  { "write/mirror", wl_write, true, false },
+  { "snapshot/mirror", wl_snapshot, true, false },
+  { "clone/mirror", wl_clone, true, false },
+  { "rollback/mirror", wl_rollback, true, false },
+  { "delete/mirror", wl_delete, true, false },
+  { "receive/mirror", wl_receive, true, false },
+  { "resize/mirror", wl_resize, true, false },
+  { "checkpoint/mirror", wl_checkpoint, true, true },
+};
+#define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
+
+/* ---------------------------------------------------------------- images */
+
+/* A prepared pool: its member devices (one, or two of a mirror), the
+ * model of what it holds, and the dry run's record.
+ */
+struct image {
+  const struct scenario *sc;
+  unsigned index;             /* in scenarios[] */
+  uint64_t seed;              /* the workload's */
+  struct cairn_dev *member[2];
+  unsigned nmembers;
+  struct model model;
+  struct world worlds[MAX_STEPS];
+  unsigned steps;             /* the dry run's */
+  uint64_t ops;               /* its writes and flushes: the cut points */
+};
+
+static int64_t
+run_clock (void *opaque)
+{
+  return *(int64_t *) opaque;
+}
+
+#define CLOCK_START INT64_C (1800000000)
+
+/* The logical device over members: the one member, or their mirror. */
+static int
+logical_open (struct cairn_dev **members, unsigned n, struct cairn_dev **devp)
+{
+  if (n == 1) {
+    *devp = members[0];
+    return 0;
+  }
+  return dev_chunk_open (members, n, 0, devp);
+}
+
+static void
+logical_close (struct cairn_dev *dev, unsigned n)
+{
+  if (n > 1)
+    dev_close (dev);
+}
+
+/* A copy of a memory device, writing only what is not zeros (the copy
+ * starts as zeros): most of a test pool is free space.
+ */
+static struct cairn_dev *
+copy_dev (struct cairn_dev *src)
+{
+  static const unsigned chunk = 64 * KiB;
+  static const uint8_t zeros[64 * KiB];
+  struct cairn_dev *dst;
+  uint8_t *buf = malloc (chunk);
+
+  if (buf == NULL || dev_mem_create (src->size, &dst) < 0)
+    abort ();
+  for (uint64_t off = 0; off < src->size; off += chunk) {
+    if (dev_pread (src, buf, chunk, off) < 0)
+      abort ();
+    if (memcmp (buf, zeros, chunk) != 0 && dev_pwrite (dst, buf, chunk, off) < 0)
+      abort ();
+  }
+  free (buf);
+  return dst;
+}
+
+/* Die with the engine's message: the image cannot be made. */
+static void
+must (int r, const char *what)
+{
+  if (r < 0) {
+    fprintf (stderr, "powercut: preparing the image: %s: %s\n", what,
+             cairn_errmsg ());
+    exit (2);
+  }
+}
+
+/* Write a whole volume with the pattern of tag. */
+static void
+write_whole (struct cairn_pool *pool, const char *name, uint64_t off,
+             uint64_t len, uint64_t tag, struct model *m)
+{
+  struct cairn_volume *v;
+  uint8_t *buf = malloc (len);
+
+  if (buf == NULL)
+    abort ();
+  fill (buf, len, tag);
+  must (vol_open (pool, name, &v), name);
+  must (vol_pwrite (v, buf, (uint32_t) len, off, 0), name);
+  vol_close (v);
+  if (m)
+    memcpy (model_find (m, name)->data + off, buf, len);
+  free (buf);
+}
+
+static int
+buf_sink (void *opaque, const void *data, size_t len)
+{
+  struct { uint8_t *p; size_t len; } *b = opaque;
+  uint8_t *p = realloc (b->p, b->len + len);
+
+  if (p == NULL)
+    return -ENOMEM;
+  memcpy (p + b->len, data, len);
+  b->p = p;
+  b->len += len;
+  return 0;
+}
+
+/* The source pool and its two streams, once. */
+static void
+streams_make (void)
+{
+  struct { uint8_t *p; size_t len; } b = { NULL, 0 };
+  struct repl_send_opts o = { .sink = buf_sink, .sink_opaque = &b };
+  struct repl_send_result res;
+  struct cairn_pool *pool;
+  struct cairn_dev *dev;
+  struct model m = { .n = 0 };
+
+  if (streams.full)
+    return;
+  must (dev_mem_create (DEV_SIZE, &dev), "source device");
+  must (pool_format (dev, NULL, NULL), "source format");
+  must (pool_open (dev, NULL, &pool), "source open");
+  must (vol_create (pool, "src", VSIZE, NULL), "source volume");
+  model_set (&m, "src", VSIZE, NULL);
+  write_whole (pool, "src", 0, VSIZE, 11, &m);
+  must (snap_create (pool, "src", "s1"), "source s1");
+  streams.s1 = malloc (VSIZE);
+  memcpy (streams.s1, model_find (&m, "src")->data, VSIZE);
+  write_whole (pool, "src", 16 * KiB, 40 * KiB, 12, &m);
+  write_whole (pool, "src", 200 * KiB, 4 * KiB, 13, &m);
+  must (snap_create (pool, "src", "s2"), "source s2");
+  streams.s2 = malloc (VSIZE);
+  memcpy (streams.s2, model_find (&m, "src")->data, VSIZE);
+  must (repl_send (pool, "src@s1", &o, &res), "send s1");
+  streams.full = b.p;
+  streams.full_len = b.len;
+  b.p = NULL;
+  b.len = 0;
+  o.from = "s1";
+  must (repl_send (pool, "src@s2", &o, &res), "send s1..s2");
+  streams.incr = b.p;
+  streams.incr_len = b.len;
+  must (pool_close (pool), "source close");
+  dev_close (dev);
+  model_free (&m);
+}
+
+/* Make the image of scenario index: volumes a (with snapshot s0) and b,
+ * and r received from the source's s1.
+ */
+static void
+image_make (struct image *img, unsigned index, uint64_t seed)
+{
+  const struct scenario *sc = &scenarios[index];
+  struct pool_format_opts fo = { .checkpoints = sc->checkpoints };
+  struct pool_open_opts oo = { .no_background = true };
+  struct cairn_pool *pool;
+  struct cairn_dev *dev;
+  int64_t now = CLOCK_START;
+  struct rng rng = { 1 };
+
+  memset (img, 0, sizeof *img);
+  img->sc = sc;
+  img->index = index;
+  img->seed = mix (seed, index, UINT64_MAX);
+  img->nmembers = sc->mirror ? 2 : 1;
+  for (unsigned i = 0; i < img->nmembers; i++)
+    must (dev_mem_create (DEV_SIZE, &img->member[i]), "member device");
+  if (sc->mirror) {
+    struct dev_chunk_format_opts co = { .profile = DEV_PROFILE_MIRROR };
+
+    must (dev_chunk_format (img->member, 2, &co, NULL), "mirror format");
+  }
+  must (logical_open (img->member, img->nmembers, &dev), "logical device");
+  must (pool_format (dev, &fo, NULL), "format");
+  must (pool_open (dev, &oo, &pool), "open");
+  pool_set_clock (pool, run_clock, &now);
+  if (sc->checkpoints)
+    must (vol_checkpoint_set (pool, NULL, "keep-last", "3"), "keep-last");
+  must (vol_create (pool, "a", VSIZE, NULL), "volume a");
+  must (vol_create (pool, "b", VSIZE, NULL), "volume b");
+  model_set (&img->model, "a", VSIZE, NULL);
+  model_set (&img->model, "b", VSIZE, NULL);
+  write_whole (pool, "a", 0, VSIZE, 1, &img->model);
+  write_whole (pool, "b", 0, VSIZE / 2, 2, &img->model);
+  now += 60;
+  must (pool_commit (pool), "commit");
+  must (snap_create (pool, "a", "s0"), "snapshot a@s0");
+  model_copy (&img->model, "a@s0", "a");
+  write_whole (pool, "a", 0, 64 * KiB, 3, &img->model);
+  now += 60;
+  must (pool_commit (pool), "commit");
+  streams_make ();
+  {
+    struct repl_recv *rr;
+    struct repl_recv_result res;
+    size_t used;
+
+    must (repl_recv_new (pool, "r", NULL, &rr), "receive r");
+    if (repl_recv_feed (rr, streams.full, streams.full_len, &used) < 0)
+      must (-EIO, "receive r");
+    must (repl_recv_finish (rr, &res), "receive r");
+    repl_recv_free (rr);
+    model_set (&img->model, "r", VSIZE, streams.s1);
+    model_set (&img->model, "r@s1", VSIZE, streams.s1);
+  }
+  (void) rng;
+  must (pool_close (pool), "close");
+  logical_close (dev, img->nmembers);
+}
+
+/* ---------------------------------------------------------------- one run */
+
+/* The cut policy of cut seed cs. */
+static void
+policy_of (uint64_t cs, enum dev_powercut_keep *keep,
+           enum dev_powercut_tear *tear)
+{
+  *keep = (enum dev_powercut_keep) (cs % DEV_POWERCUT_KEEP_COUNT);
+  *tear = (enum dev_powercut_tear) ((cs >> 16) % DEV_POWERCUT_TEAR_COUNT);
+}
+
+/* Run the image's workload on copies of its members (put in lowers), cut
+ * just before the cut_at-th write or flush (0: no cut, the dry run).
+ */
+static void
+run_workload (struct image *img, struct run *run, uint64_t cut_at,
+              uint64_t cut_seed, struct cairn_dev **lowers)
+{
+  struct pool_open_opts oo = { .no_background = true };
+  struct cairn_dev *pc[2], *dev;
+  enum dev_powercut_keep keep;
+  enum dev_powercut_tear tear;
+  int r;
+
+  run->sc = img->sc;
+  run->rng.s = img->seed;
+  run->now = CLOCK_START + 3600;
+  for (unsigned i = 0; i < img->nmembers; i++)
+    lowers[i] = copy_dev (img->member[i]);
+  must (dev_powercut_create (lowers[0], cut_seed, &pc[0]), "power-cut device");
+  if (img->nmembers > 1)
+    must (dev_powercut_create_shared (lowers[1], pc[0], &pc[1]),
+          "power-cut device");
+  policy_of (cut_seed, &keep, &tear);
+  dev_powercut_set_policy (pc[0], keep, tear);
+  run->pc = pc[0];
+  must (logical_open (pc, img->nmembers, &dev), "logical device");
+  must (pool_open (dev, &oo, &run->pool), "open the image");
+  pool_set_clock (run->pool, run_clock, &run->now);
+  if (run->dry) {
+    struct world mw;
+
+    /* Step 0: the image as it opens (the model has no checkpoints). */
+    must (world_read (run->pool, &run->worlds[0]), "reading the image");
+    model_world (&run->model, &mw);
+    if (!world_eq (&mw, &run->worlds[0], false))
+      snprintf (run->fail, sizeof run->fail, "the image is not what the "
+                "model says");
+  }
+  if (cut_at)
+    dev_powercut_arm (pc[0], cut_at);
+
+  img->sc->workload (run);
+
+  /* Closing commits what is left: the last step. */
+  if (step_begin (run, "close")) {
+    r = pool_close (run->pool);
+    run->pool = NULL;
+    if (run->dry)
+      run->worlds[run->step] = run->worlds[run->step - 1];
+    step_end (run, r, true);
+  }
+  else {
+    (void) pool_close (run->pool);
+    run->pool = NULL;
+  }
+  if (run->dry)
+    img->ops = dev_powercut_ops (pc[0]);
+  else if (!dev_powercut_is_cut (pc[0]))
+    dev_powercut_cut (pc[0], true);
+  logical_close (dev, img->nmembers);
+  for (unsigned i = img->nmembers; i-- > 0; )
+    dev_close (pc[i]);
+}
+
+/* fsck's problems, the first few. */
+struct problems {
+  char text[2048];
+  unsigned n;
+};
+
+static void
+note_problem (void *opaque, const char *msg)
+{
+  struct problems *p = opaque;
+  size_t len = strlen (p->text);
+
+  if (p->n++ < 8 && len + 2 < sizeof p->text)
+    snprintf (p->text + len, sizeof p->text - len, "    %.*s\n",
+              (int) (sizeof p->text - len - 8), msg);
+}
+
+/* fsck on dev: 0 when clean, else a message in why. */
+static int
+fsck_clean (struct cairn_dev *dev, char *why, size_t n, const char *when)
+{
+  struct problems p = { .n = 0 };
+  struct fsck_opts o = { .problem = note_problem, .opaque = &p };
+  struct fsck_report rep;
+
+  p.text[0] = 0;
+  if (fsck_pool (dev, &o, &rep) < 0) {
+    snprintf (why, n, "%s: fsck failed: %s", when, cairn_errmsg ());
+    return -1;
+  }
+  if (rep.errors) {
+    snprintf (why, n, "%s: fsck found %" PRIu64 " problems:\n%s", when,
+              rep.errors, p.text);
+    return -1;
+  }
+  return 0;
+}
+
+/* C1, C2, C4 on the pool that a cut run left on lowers; 0, or -1 with the
+ * reason in why.
+ */
+static int
+check_after_cut (struct image *img, struct run *run, struct cairn_dev **lowers,
+                 char *why, size_t n)
+{
+  struct pool_open_opts oo = { .no_background = true };
+  struct cairn_pool *pool = NULL;
+  struct cairn_dev *dev;
+  struct cairn_volume *v;
+  struct world w;
+  unsigned last = run->reached ? run->reached : run->step, k;
+  uint8_t buf[8192], back[8192];
+  int r = -1;
+
+  if (run->lie[0]) {
+    snprintf (why, n, "%s", run->lie);
+    return -1;
+  }
+  if (logical_open (lowers, img->nmembers, &dev) < 0) {
+    snprintf (why, n, "the devices do not open: %s", cairn_errmsg ());
+    return -1;
+  }
+  if (fsck_clean (dev, why, n, "after the cut") < 0)
+    goto out;
+  if (pool_open (dev, &oo, &pool) < 0) {
+    snprintf (why, n, "the pool does not open: %s", cairn_errmsg ());
+    pool = NULL;
+    goto out;
+  }
+  pool_set_clock (pool, run_clock, &run->now);
+  if (world_read (pool, &w) < 0) {
+    snprintf (why, n, "reading the pool: %s", cairn_errmsg ());
+    goto out;
+  }
+  for (k = last + 1; k-- > run->acked; )
+    if (world_eq (&w, &img->worlds[k], true))
+      break;
+  if (k + 1 == run->acked || k > last) {
+    snprintf (why, n, "the pool is at no state between step %u (the last "
+              "acknowledged durable) and step %u (%s, cut)", run->acked,
+              last, run->what);
+    world_print (stderr, "the pool", &w);
+    world_print (stderr, "after the acknowledged step", &img->worlds[run->acked]);
+    if (last != run->acked)
+      world_print (stderr, "after the cut step", &img->worlds[last]);
+    goto out;
+  }
+
+  /* C4: the pool takes new work and keeps it. */
+  fill (buf, sizeof buf, 4242);
+  if (vol_create (pool, "pc-after", 64 * KiB, NULL) < 0 ||
+      vol_open (pool, "pc-after", &v) < 0) {
+    snprintf (why, n, "a new volume after the cut: %s", cairn_errmsg ());
+    goto out;
+  }
+  r = vol_pwrite (v, buf, sizeof buf, 4096, VOL_FUA);
+  vol_close (v);
+  if (r < 0 || snap_create (pool, "pc-after", "s") < 0) {
+    snprintf (why, n, "writing after the cut: %s", cairn_errmsg ());
+    r = -1;
+    goto out;
+  }
+  r = pool_close (pool);
+  pool = NULL;
+  if (r < 0) {
+    snprintf (why, n, "closing after new writes: %s", cairn_errmsg ());
+    goto out;
+  }
+  r = -1;
+  if (fsck_clean (dev, why, n, "after new writes") < 0)
+    goto out;
+  if (pool_open (dev, &oo, &pool) < 0) {
+    snprintf (why, n, "the pool does not reopen after new writes: %s",
+              cairn_errmsg ());
+    pool = NULL;
+    goto out;
+  }
+  if (vol_open (pool, "pc-after@s", &v) < 0 ||
+      (vol_pread (v, back, sizeof back, 4096) < 0 && (vol_close (v), 1))) {
+    snprintf (why, n, "reading back the new writes: %s", cairn_errmsg ());
+    goto out;
+  }
+  vol_close (v);
+  if (memcmp (buf, back, sizeof buf) != 0) {
+    snprintf (why, n, "the write made after the cut reads back wrong");
+    goto out;
+  }
+  r = 0;
+
+ out:
+  if (pool && pool_close (pool) < 0 && r == 0) {
+    snprintf (why, n, "closing: %s", cairn_errmsg ());
+    r = -1;
+  }
+  logical_close (dev, img->nmembers);
+  return r;
+}
+
+/* The dry run of an image: records its worlds, counts its cut points. */
+static int
+image_dry_run (struct image *img)
+{
+  struct cairn_dev *lowers[2];
+  struct run *run = calloc (1, sizeof *run);
+  int r = 0;
+
+  if (run == NULL)
+    abort ();
+  run->dry = true;
+  run->worlds = img->worlds;
+  /* The model is the run's to change: copy the image's. */
+  for (unsigned i = 0; i < img->model.n; i++) {
+    const struct entry *e = &img->model.e[i];
+
+    model_set (&run->model, e->name, e->size, e->data);
+  }
+  run_workload (img, run, 0, 1, lowers);
+  img->steps = run->step;
+  if (run->fail[0]) {
+    fprintf (stderr, "powercut: %s: the run without a cut fails: %s\n",
+             img->sc->name, run->fail);
+    r = -1;
+  }
+  for (unsigned i = 0; i < img->nmembers; i++)
+    dev_close (lowers[i]);
+  model_free (&run->model);
+  free (run);
+  return r;
+}
+
+/* Cut i of an image: 0 when every check passed. */
+static int
+image_cut (struct image *img, uint64_t seed, uint64_t i, bool verbose)
+{
+  struct cairn_dev *lowers[2];
+  struct run *run = calloc (1, sizeof *run);
+  uint64_t cut_at = 1 + i % img->ops, cs = mix (seed, img->index, i);
+  enum dev_powercut_keep keep;
+  enum dev_powercut_tear tear;
+  char why[3072];
+  int r;
+
+  if (run == NULL)
+    abort ();
+  policy_of (cs, &keep, &tear);
+  run_workload (img, run, cut_at, cs, lowers);
+  r = check_after_cut (img, run, lowers, why, sizeof why);
+  if (r < 0 || verbose)
+    fprintf (stderr, "powercut: %s %s: cut %" PRIu64 " (before write or "
+             "flush %" PRIu64 " of %" PRIu64 ", in step %u \"%s\", last "
+             "durable step %u; keep %s, tear %s)%s%s\n"
+             "  replay: tests/powercut/run --scenario %s --seed %" PRIu64
+             " --cut %" PRIu64 "\n",
+             r < 0 ? "FAIL" : "ok", img->sc->name, i, cut_at, img->ops,
+             run->reached ? run->reached : run->step, run->what
+             ? run->what : "", run->acked, dev_powercut_keep_name (keep),
+             tear == DEV_POWERCUT_TEAR_PREFIX ? "prefix" : "sectors",
+             r < 0 ? ": " : "", r < 0 ? why : "", img->sc->name, seed, i);
+  for (unsigned m = 0; m < img->nmembers; m++)
+    dev_close (lowers[m]);
+  free (run);
+  return r;
+}
+
+/* ---------------------------------------------------------------- the campaign */
+
+/* What the workers share with the parent (MAP_SHARED). */
+struct shared {
+  uint64_t done[NSCENARIOS], failed[NSCENARIOS];
+  double seconds[NSCENARIOS];
+  /* The cut each worker is on: scenario + 1 (0: none) and i. */
+  struct { unsigned sc; uint64_t i; } on[64];
+};
+
+static double
+now_s (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+usage (FILE *f)
+{
+  fprintf (f, "usage: campaign [--cuts N] [--jobs J] [--seed S] "
+           "[--scenario NAME] [--cut I] [--verbose] [--list]\n"
+           "Cut the power at N points spread over every scenario (default "
+           "CAIRN_POWERCUT_CUTS, else 2000 x CAIRN_TEST_SCALE) in J worker "
+           "processes (default 2); --scenario and --cut replay one.\n");
+}
+
+int
+main (int argc, char **argv)
+{
+  static const struct option longopts[] = {
+    { "cuts", required_argument, NULL, 'n' },
+    { "jobs", required_argument, NULL, 'j' },
+    { "seed", required_argument, NULL, 's' },
+    { "scenario", required_argument, NULL, 'S' },
+    { "cut", required_argument, NULL, 'c' },
+    { "verbose", no_argument, NULL, 'v' },
+    { "list", no_argument, NULL, 'l' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  const char *env = getenv ("CAIRN_POWERCUT_CUTS"), *only = NULL;
+  const char *scale_env = getenv ("CAIRN_TEST_SCALE");
+  double scale = scale_env && *scale_env ? strtod (scale_env, NULL)
+    : CAIRN_TEST_SCALE_DEFAULT;
+  uint64_t cuts = env && *env ? strtoull (env, NULL, 0)
+    : (uint64_t) (2000 * (scale > 0 ? scale : CAIRN_TEST_SCALE_DEFAULT));
+  uint64_t seed = 29, one_cut = UINT64_MAX;
+  unsigned jobs = 2, nsel = 0;
+  bool verbose = false;
+  struct image *img[NSCENARIOS];
+  struct shared *sh;
+  double t0;
+  int c, status = 0;
+
+  while ((c = getopt_long (argc, argv, "", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'n': cuts = strtoull (optarg, NULL, 0); break;
+    case 'j': jobs = (unsigned) strtoul (optarg, NULL, 0); break;
+    case 's': seed = strtoull (optarg, NULL, 0); break;
+    case 'S': only = optarg; break;
+    case 'c': one_cut = strtoull (optarg, NULL, 0); break;
+    case 'v': verbose = true; break;
+    case 'l':
+      for (unsigned i = 0; i < NSCENARIOS; i++)
+        printf ("%s\n", scenarios[i].name);
+      return 0;
+    case 'h': usage (stdout); return 0;
+    default: usage (stderr); return 2;
+    }
+  }
+  if (optind != argc || jobs == 0 || jobs > 64 || cuts == 0) {
+    usage (stderr);
+    return 2;
+  }
+
+  t0 = now_s ();
+  for (unsigned s = 0; s < NSCENARIOS; s++) {
+    img[s] = NULL;
+    if (only && strcmp (only, scenarios[s].name) != 0)
+      continue;
+    img[s] = calloc (1, sizeof *img[s]);
+    if (img[s] == NULL)
+      abort ();
+    image_make (img[s], s, seed);
+    if (image_dry_run (img[s]) < 0)
+      status = 1;
+    nsel++;
+  }
+  if (nsel == 0) {
+    fprintf (stderr, "powercut: no scenario is called %s (--list)\n", only);
+    return 2;
+  }
+  printf ("powercut: seed %" PRIu64 ", %" PRIu64 " cuts over %u scenarios, "
+          "%u jobs (replay: tests/powercut/run --seed %" PRIu64 " ...)\n",
+          seed, one_cut != UINT64_MAX ? 1 : cuts, nsel, jobs, seed);
+  fflush (stdout);
+  if (status)
+    return status;
+
+  sh = mmap (NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) {
+    perror ("mmap");
+    return 2;
+  }
+  memset (sh, 0, sizeof *sh);
+
+  /* Cut i of the campaign is cut i / nsel of the (i mod nsel)-th selected
+   * scenario: interleaved, so that the workers share every scenario.
+   */
+  uint64_t per = one_cut != UINT64_MAX ? 1 : (cuts + nsel - 1) / nsel;
+  for (unsigned w = 0; w < jobs; w++) {
+    pid_t pid = fork ();
+
+    if (pid < 0) {
+      perror ("fork");
+      return 2;
+    }
+    if (pid > 0)
+      continue;
+    for (uint64_t j = w; j < per * nsel; j += jobs) {
+      unsigned k = (unsigned) (j % nsel), s;
+      uint64_t i = one_cut != UINT64_MAX ? one_cut : j / nsel;
+      double t;
+
+      for (s = 0; s < NSCENARIOS; s++)
+        if (img[s] && k-- == 0)
+          break;
+      sh->on[w].sc = s + 1;
+      sh->on[w].i = i;
+      t = now_s ();
+      if (image_cut (img[s], seed, i, verbose) < 0)
+        __atomic_add_fetch (&sh->failed[s], 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch (&sh->done[s], 1, __ATOMIC_RELAXED);
+      sh->seconds[s] += now_s () - t;   /* approximate across workers */
+    }
+    sh->on[w].sc = 0;
+    _exit (0);
+  }
+  for (unsigned w = 0; w < jobs; w++) {
+    int ws;
+    pid_t pid = wait (&ws);
+
+    if (pid < 0)
+      break;
+    if (!WIFEXITED (ws) || WEXITSTATUS (ws) != 0) {
+      status = 1;
+      for (unsigned x = 0; x < jobs; x++) {
+        if (sh->on[x].sc)
+          fprintf (stderr, "powercut: FAIL a worker died (status 0x%x) on "
+                   "%s cut %" PRIu64 "\n  replay: tests/powercut/run "
+                   "--scenario %s --seed %" PRIu64 " --cut %" PRIu64 "\n",
+                   ws, scenarios[sh->on[x].sc - 1].name, sh->on[x].i,
+                   scenarios[sh->on[x].sc - 1].name, seed, sh->on[x].i);
+      }
+    }
+  }
+
+  uint64_t total = 0, failed = 0;
+  printf ("%-20s %6s %6s %8s %8s %9s\n", "scenario", "steps", "points",
+          "cuts", "failed", "cpu-s");
+  for (unsigned s = 0; s < NSCENARIOS; s++) {
+    if (!img[s])
+      continue;
+    printf ("%-20s %6u %6" PRIu64 " %8" PRIu64 " %8" PRIu64 " %9.1f\n",
+            scenarios[s].name, img[s]->steps, img[s]->ops, sh->done[s],
+            sh->failed[s], sh->seconds[s]);
+    total += sh->done[s];
+    failed += sh->failed[s];
+  }
+  printf ("powercut: %" PRIu64 " cuts, %" PRIu64 " failed, %.1f s\n", total,
+          failed, now_s () - t0);
+  if (failed || total < per * nsel)
+    status = 1;
+  return status;
+}
