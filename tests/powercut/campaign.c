@@ -16,7 +16,8 @@
  * device's ((i mod T) + 1)-th write or flush, with a cut policy and seed
  * drawn from (seed, scenario, i).  After the cut:
  *
- *  C1. fsck finds nothing wrong;
+ *  C1. fsck finds nothing wrong, reading every copy of every block it
+ *      reaches against its checksum;
  *  C2. the pool opens, and its world is the world after some step k with
  *      acked <= k <= reached, where acked is the last step that was durable
  *      when it returned (a FUA write, a flush, a catalog change, a close)
@@ -899,6 +900,7 @@ struct image {
   unsigned index;             /* in scenarios[] */
   uint64_t seed;              /* the workload's */
   struct cairn_dev *member[2];
+  bool *used[2];              /* chunks_used of each member */
   unsigned nmembers;
   struct model model;
   struct world worlds[MAX_STEPS];
@@ -932,27 +934,49 @@ logical_close (struct cairn_dev *dev, unsigned n)
     dev_close (dev);
 }
 
-/* A copy of a memory device, writing only what is not zeros (the copy
- * starts as zeros): most of a test pool is free space.
+#define COPY_CHUNK (64u * KiB)
+
+/* A copy of a memory device; with used (one bool per COPY_CHUNK, from
+ * chunks_used), only the chunks that hold anything (the copy starts as
+ * zeros): most of a test pool is free space, and the campaign makes a copy
+ * per cut.
  */
 static struct cairn_dev *
-copy_dev (struct cairn_dev *src)
+copy_dev (struct cairn_dev *src, const bool *used)
 {
-  static const unsigned chunk = 64 * KiB;
-  static const uint8_t zeros[64 * KiB];
   struct cairn_dev *dst;
-  uint8_t *buf = malloc (chunk);
+  uint8_t *buf = malloc (COPY_CHUNK);
 
   if (buf == NULL || dev_mem_create (src->size, &dst) < 0)
     abort ();
-  for (uint64_t off = 0; off < src->size; off += chunk) {
-    if (dev_pread (src, buf, chunk, off) < 0)
-      abort ();
-    if (memcmp (buf, zeros, chunk) != 0 && dev_pwrite (dst, buf, chunk, off) < 0)
+  for (uint64_t off = 0; off < src->size; off += COPY_CHUNK) {
+    if (used && !used[off / COPY_CHUNK])
+      continue;
+    if (dev_pread (src, buf, COPY_CHUNK, off) < 0 ||
+        dev_pwrite (dst, buf, COPY_CHUNK, off) < 0)
       abort ();
   }
   free (buf);
   return dst;
+}
+
+/* Which COPY_CHUNKs of a memory device hold anything but zeros. */
+static bool *
+chunks_used (struct cairn_dev *dev)
+{
+  static const uint8_t zeros[COPY_CHUNK];
+  bool *used = calloc (dev->size / COPY_CHUNK + 1, sizeof *used);
+  uint8_t *buf = malloc (COPY_CHUNK);
+
+  if (used == NULL || buf == NULL)
+    abort ();
+  for (uint64_t off = 0; off < dev->size; off += COPY_CHUNK) {
+    if (dev_pread (dev, buf, COPY_CHUNK, off) < 0)
+      abort ();
+    used[off / COPY_CHUNK] = memcmp (buf, zeros, COPY_CHUNK) != 0;
+  }
+  free (buf);
+  return used;
 }
 
 /* Die with the engine's message: the image cannot be made. */
@@ -1102,6 +1126,8 @@ image_make (struct image *img, unsigned index, uint64_t seed)
   (void) rng;
   must (pool_close (pool), "close");
   logical_close (dev, img->nmembers);
+  for (unsigned i = 0; i < img->nmembers; i++)
+    img->used[i] = chunks_used (img->member[i]);
 }
 
 /* ---------------------------------------------------------------- one run */
@@ -1132,7 +1158,7 @@ run_workload (struct image *img, struct run *run, uint64_t cut_at,
   run->rng.s = img->seed;
   run->now = CLOCK_START + 3600;
   for (unsigned i = 0; i < img->nmembers; i++)
-    lowers[i] = copy_dev (img->member[i]);
+    lowers[i] = copy_dev (img->member[i], img->used[i]);
   must (dev_powercut_create (lowers[0], cut_seed, &pc[0]), "power-cut device");
   if (img->nmembers > 1)
     must (dev_powercut_create_shared (lowers[1], pc[0], &pc[1]),
@@ -1196,12 +1222,16 @@ note_problem (void *opaque, const char *msg)
               (int) (sizeof p->text - len - 8), msg);
 }
 
-/* fsck on dev: 0 when clean, else a message in why. */
+/* fsck on dev, reading and checking every copy of every block it reaches
+ * (a copy that a cut left stale on one side of a mirror is repaired; one
+ * with no good copy is a problem): 0 when clean, else a message in why.
+ */
 static int
 fsck_clean (struct cairn_dev *dev, char *why, size_t n, const char *when)
 {
   struct problems p = { .n = 0 };
-  struct fsck_opts o = { .problem = note_problem, .opaque = &p };
+  struct fsck_opts o = { .problem = note_problem, .opaque = &p,
+                         .scrub = true };
   struct fsck_report rep;
 
   p.text[0] = 0;
@@ -1402,6 +1432,21 @@ now_s (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A line of progress: cuts done of total, failures, time. */
+static void
+progress (const struct shared *sh, uint64_t total, double t0)
+{
+  uint64_t done = 0, failed = 0;
+
+  for (unsigned s = 0; s < NSCENARIOS; s++) {
+    done += __atomic_load_n (&sh->done[s], __ATOMIC_RELAXED);
+    failed += __atomic_load_n (&sh->failed[s], __ATOMIC_RELAXED);
+  }
+  printf ("powercut: %" PRIu64 " of %" PRIu64 " cuts, %" PRIu64 " failed, "
+          "%.0f s\n", done, total, failed, now_s () - t0);
+  fflush (stdout);
+}
+
 static void
 usage (FILE *f)
 {
@@ -1521,6 +1566,8 @@ main (int argc, char **argv)
         __atomic_add_fetch (&sh->failed[s], 1, __ATOMIC_RELAXED);
       __atomic_add_fetch (&sh->done[s], 1, __ATOMIC_RELAXED);
       sh->seconds[s] += now_s () - t;   /* approximate across workers */
+      if (w == 0 && (j / jobs) % 1000 == 999)
+        progress (sh, per * nsel, t0);
     }
     sh->on[w].sc = 0;
     _exit (0);
