@@ -497,14 +497,16 @@ check_after_cut (struct image *img, struct run *run, struct cairn_dev **lowers,
     pool = NULL;
     goto out;
   }
-  if (vol_open (pool, "pc-after@s", &v) < 0 ||
-      (vol_pread (v, back, sizeof back, 4096) < 0 && (vol_close (v), 1))) {
-    snprintf (why, n, "reading back the new writes: %s", cairn_errmsg ());
+  if (vol_open (pool, "pc-after@s", &v) < 0) {
+    snprintf (why, n, "the snapshot made after the cut: %s", cairn_errmsg ());
     goto out;
   }
+  r = vol_pread (v, back, sizeof back, 4096);
   vol_close (v);
-  if (memcmp (buf, back, sizeof buf) != 0) {
-    snprintf (why, n, "the write made after the cut reads back wrong");
+  if (r < 0 || memcmp (buf, back, sizeof buf) != 0) {
+    snprintf (why, n, "the write made after the cut: %s",
+              r < 0 ? cairn_errmsg () : "reads back wrong");
+    r = -1;
     goto out;
   }
   r = 0;
