@@ -794,7 +794,23 @@ main (int argc, char **argv)
   printf ("powercut: %" PRIu64 " cuts, %" PRIu64 " failed, %.1f s (the cuts "
           "took %.1f CPU-s, %.1f ms each)\n", total, failed, now_s () - t0,
           cpu, total ? 1000 * cpu / total : 0.0);
+  fflush (stdout);
   if (failed || total < per * nsel)
     status = 1;
+  for (unsigned s = 0; s < NSCENARIOS; s++) {
+    if (!img[s])
+      continue;
+    for (unsigned i = 0; i < img[s]->nmembers; i++) {
+      dev_close (img[s]->member[i]);
+      free (img[s]->used[i]);
+    }
+    model_free (&img[s]->model);
+    free (img[s]);
+  }
+  free (streams.full);
+  free (streams.incr);
+  free (streams.s1);
+  free (streams.s2);
+  munmap (sh, sizeof *sh);
   return status;
 }
