@@ -21,9 +21,33 @@
  *     seed replays the same cut.  From then on every operation fails with
  *     -EIO.
  *
- * One mutex guards the whole device, I/O to lower included, so that a cut
- * is atomic with respect to every other operation.  This is a test device:
- * simplicity beats concurrency here.
+ *  6. Several power-cut devices can share one power supply
+ *     (dev_powercut_create_shared): the members of a pool of several
+ *     devices, each over its own lower device.  They share the op counter
+ *     that arming counts, the generator and the cut: an armed cut on any
+ *     member's operation, or a cut asked of any member, cuts every member
+ *     at that one moment, each member's pending list treated as in 5 in
+ *     the order the members were created.
+ *  7. A cut policy (dev_powercut_set_policy) chooses which pending entries
+ *     reach lower at a cut in place of 5's coin per entry: none, all, all
+ *     but one, one, a prefix in order (what replaying a dm-log-writes log
+ *     up to an entry gives), or a coin of a probability drawn for the cut.
+ *     Between them they reach every subset of the writes since the last
+ *     completed flush, and the corners (nothing lost, one lost, one kept)
+ *     that a fair coin over hundreds of writes almost never gives.  The
+ *     tear policy makes a torn write keep any subset of its sectors, not
+ *     just a prefix: a write of several blocks cut part-way on a disk that
+ *     writes a request's sectors in any order.  The default policy is 5
+ *     exactly, with the same choices for the same seed.
+ *
+ * The device has no FUA: the engine's durability points are flushes (a
+ * FUA write to a volume is a commit, which ends with one), so "durable on
+ * return" means "nothing pending once it returned": dev_powercut_pending
+ * says how many entries a cut could still lose.
+ *
+ * One mutex per power supply guards its devices, I/O to lower included,
+ * so that a cut is atomic with respect to every other operation.  This is
+ * a test device: simplicity beats concurrency here.
  */
 #include <config.h>
 
@@ -44,17 +68,31 @@ struct pending {
   uint8_t *data;
 };
 
-struct powercut_dev {
-  struct cairn_dev dev;       /* must be first */
-  struct cairn_dev *lower;
-  pthread_mutex_t lock;       /* guards everything below */
-  struct pending *pending;    /* in the order they were acknowledged */
-  size_t npending, cap;
+#define POWERCUT_MEMBERS 8
+
+struct powercut_dev;
+
+/* The power supply that one or more power-cut devices share (6). */
+struct powercut_power {
+  pthread_mutex_t lock;       /* guards everything below, and the members'
+                                 pending lists */
+  struct powercut_dev *member[POWERCUT_MEMBERS];  /* in creation order */
+  unsigned nmembers;
   uint64_t rng;               /* splitmix64 state */
   uint64_t writes;            /* writes acknowledged so far */
   uint64_t ops;               /* writes and flushes acknowledged so far */
   uint64_t cut_at;            /* the op number that cuts; 0: none armed */
   bool cut;                   /* the power is gone */
+  enum dev_powercut_keep keep;
+  enum dev_powercut_tear tear;
+};
+
+struct powercut_dev {
+  struct cairn_dev dev;       /* must be first */
+  struct cairn_dev *lower;
+  struct powercut_power *power;
+  struct pending *pending;    /* in the order they were acknowledged */
+  size_t npending, cap;
 };
 
 /* The power-cut device of a device. */
@@ -64,11 +102,11 @@ to_powercut_dev (struct cairn_dev *dev)
   return (struct powercut_dev *) dev;
 }
 
-/* Next number of the device's splitmix64 generator. */
+/* Next number of the power supply's splitmix64 generator. */
 static uint64_t
-powercut_random (struct powercut_dev *pc)
+powercut_random (struct powercut_power *pw)
 {
-  uint64_t z = (pc->rng += UINT64_C (0x9e3779b97f4a7c15));
+  uint64_t z = (pw->rng += UINT64_C (0x9e3779b97f4a7c15));
 
   z = (z ^ (z >> 30)) * UINT64_C (0xbf58476d1ce4e5b9);
   z = (z ^ (z >> 27)) * UINT64_C (0x94d049bb133111eb);
@@ -128,18 +166,95 @@ powercut_apply (struct powercut_dev *pc, const struct pending *p,
   return dev_pwrite (pc->lower, p->data, len, p->off);
 }
 
-/* Lose power: apply a random subset of pending entries, maybe tear one. */
+/* Choose which of the n pending entries of a member reach lower (7). */
 static void
-powercut_do_cut (struct powercut_dev *pc, bool allow_tear)
+powercut_choose (struct powercut_power *pw, size_t n, bool *apply)
+{
+  size_t i, k;
+  uint64_t p;
+
+  switch (pw->keep) {
+  case DEV_POWERCUT_KEEP_HALF:
+    for (i = 0; i < n; i++)
+      apply[i] = powercut_random (pw) & 1;
+    break;
+  case DEV_POWERCUT_KEEP_RANDOM:
+    /* p in 0/64 .. 64/64, both ends included. */
+    p = powercut_random (pw) % 65;
+    for (i = 0; i < n; i++)
+      apply[i] = powercut_random (pw) % 64 < p;
+    break;
+  case DEV_POWERCUT_KEEP_NONE:
+  case DEV_POWERCUT_KEEP_ALL:
+    for (i = 0; i < n; i++)
+      apply[i] = pw->keep == DEV_POWERCUT_KEEP_ALL;
+    break;
+  case DEV_POWERCUT_KEEP_ALL_BUT_ONE:
+  case DEV_POWERCUT_KEEP_ONE:
+    k = n ? powercut_random (pw) % n : 0;
+    for (i = 0; i < n; i++)
+      apply[i] = (i == k) == (pw->keep == DEV_POWERCUT_KEEP_ONE);
+    break;
+  case DEV_POWERCUT_KEEP_PREFIX:
+  case DEV_POWERCUT_KEEP_COUNT:
+    k = powercut_random (pw) % (n + 1);
+    for (i = 0; i < n; i++)
+      apply[i] = i < k;
+    break;
+  }
+}
+
+/* Apply the torn write p as the tear policy says: a prefix of 0 .. len - 1
+ * bytes in whole sectors, or any subset of its sectors but all of them.
+ * A failing lower device loses the rest of the write: nobody is left to
+ * tell.
+ */
+static void
+powercut_tear (struct powercut_power *pw, struct powercut_dev *pc,
+               const struct pending *p)
+{
+  uint64_t sectors = DIV_ROUND_UP (p->len, POWERCUT_SECTOR), s, run, n;
+
+  if (pw->tear == DEV_POWERCUT_TEAR_PREFIX || sectors < 2) {
+    struct pending prefix = *p;
+
+    prefix.len = powercut_random (pw) % sectors * POWERCUT_SECTOR;
+    if (powercut_apply (pc, &prefix, prefix.len) < 0)
+      return;
+    return;
+  }
+  /* One sector chosen to be lost, each other one kept with p = 1/2, each
+   * run of kept sectors applied as one write.
+   */
+  n = powercut_random (pw) % sectors;
+  for (s = 0; s < sectors; s = run) {
+    struct pending piece;
+
+    for (run = s; run < sectors && run != n && (powercut_random (pw) & 1);
+         run++)
+      ;
+    if (run > s) {
+      piece = *p;
+      piece.off = p->off + s * POWERCUT_SECTOR;
+      piece.data = p->data + s * POWERCUT_SECTOR;
+      piece.len = MIN (p->len, run * POWERCUT_SECTOR) - s * POWERCUT_SECTOR;
+      if (powercut_apply (pc, &piece, piece.len) < 0)
+        return;
+    }
+    else
+      run = s + 1;
+  }
+}
+
+/* Lose power on one member: apply the chosen subset of its pending
+ * entries, maybe tear one.
+ */
+static void
+powercut_cut_member (struct powercut_power *pw, struct powercut_dev *pc,
+                     bool allow_tear)
 {
   CLEANUP_FREE bool *apply = NULL;
   size_t i, napplied = 0, torn = SIZE_MAX;
-  uint64_t len;
-
-  if (pc->cut)
-    return;
-  pc->cut = true;
-  pc->cut_at = 0;
 
   apply = calloc (pc->npending ? pc->npending : 1, sizeof *apply);
   if (apply == NULL) {
@@ -148,16 +263,14 @@ powercut_do_cut (struct powercut_dev *pc, bool allow_tear)
     return;
   }
 
-  /* Choose, independently and with p = 1/2, which entries reach lower. */
-  for (i = 0; i < pc->npending; i++) {
-    apply[i] = powercut_random (pc) & 1;
+  powercut_choose (pw, pc->npending, apply);
+  for (i = 0; i < pc->npending; i++)
     if (apply[i] && pc->pending[i].data != NULL)
       napplied++;
-  }
 
   /* With p = 1/2, tear one of the applied writes, chosen uniformly. */
-  if (allow_tear && napplied > 0 && (powercut_random (pc) & 1)) {
-    uint64_t k = powercut_random (pc) % napplied;
+  if (allow_tear && napplied > 0 && (powercut_random (pw) & 1)) {
+    uint64_t k = powercut_random (pw) % napplied;
 
     for (i = 0; i < pc->npending; i++) {
       if (apply[i] && pc->pending[i].data != NULL && k-- == 0) {
@@ -170,18 +283,27 @@ powercut_do_cut (struct powercut_dev *pc, bool allow_tear)
   for (i = 0; i < pc->npending; i++) {
     if (!apply[i])
       continue;
-    len = pc->pending[i].len;
     if (i == torn) {
-      /* A prefix of 0 .. len - 1 bytes, in whole sectors. */
-      uint64_t sectors = DIV_ROUND_UP (len, POWERCUT_SECTOR);
-
-      len = powercut_random (pc) % sectors * POWERCUT_SECTOR;
+      powercut_tear (pw, pc, &pc->pending[i]);
+      continue;
     }
     /* A failing lower device loses the write: nobody is left to tell. */
-    if (powercut_apply (pc, &pc->pending[i], len) < 0)
+    if (powercut_apply (pc, &pc->pending[i], pc->pending[i].len) < 0)
       continue;
   }
   powercut_drop_pending (pc);
+}
+
+/* Lose power on every member of the supply, at this one moment. */
+static void
+powercut_do_cut (struct powercut_power *pw, bool allow_tear)
+{
+  if (pw->cut)
+    return;
+  pw->cut = true;
+  pw->cut_at = 0;
+  for (unsigned m = 0; m < pw->nmembers; m++)
+    powercut_cut_member (pw, pw->member[m], allow_tear);
 }
 
 /* Read lower, then lay the pending entries over it in order. */
@@ -193,8 +315,8 @@ powercut_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   uint64_t end = off + len, start, stop;
   int r;
 
-  pthread_mutex_lock (&pc->lock);
-  if (pc->cut) {
+  pthread_mutex_lock (&pc->power->lock);
+  if (pc->power->cut) {
     r = powercut_lost ();
     goto out;
   }
@@ -215,7 +337,7 @@ powercut_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   }
 
  out:
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_unlock (&pc->power->lock);
   return r;
 }
 
@@ -225,13 +347,14 @@ powercut_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
                  uint64_t off)
 {
   struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = pc->power;
   uint8_t *copy;
   int r;
 
-  pthread_mutex_lock (&pc->lock);
-  if (pc->cut_at != 0 && pc->ops + 1 == pc->cut_at)
-    powercut_do_cut (pc, true);
-  if (pc->cut) {
+  pthread_mutex_lock (&pw->lock);
+  if (pw->cut_at != 0 && pw->ops + 1 == pw->cut_at)
+    powercut_do_cut (pw, true);
+  if (pw->cut) {
     r = powercut_lost ();
     goto out;
   }
@@ -245,11 +368,11 @@ powercut_pwrite (struct cairn_dev *dev, const void *buf, size_t len,
   r = powercut_push (pc, off, len, copy);
   if (r < 0)
     goto out;
-  pc->writes++;
-  pc->ops++;
+  pw->writes++;
+  pw->ops++;
 
  out:
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_unlock (&pw->lock);
   return r;
 }
 
@@ -258,13 +381,14 @@ static int
 powercut_flush (struct cairn_dev *dev)
 {
   struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = pc->power;
   size_t i = 0;
   int r = 0;
 
-  pthread_mutex_lock (&pc->lock);
-  if (pc->cut_at != 0 && pc->ops + 1 == pc->cut_at)
-    powercut_do_cut (pc, true);
-  if (pc->cut) {
+  pthread_mutex_lock (&pw->lock);
+  if (pw->cut_at != 0 && pw->ops + 1 == pw->cut_at)
+    powercut_do_cut (pw, true);
+  if (pw->cut) {
     r = powercut_lost ();
     goto out;
   }
@@ -283,10 +407,10 @@ powercut_flush (struct cairn_dev *dev)
   if (r == 0)
     r = dev_flush (pc->lower);
   if (r == 0)
-    pc->ops++;
+    pw->ops++;
 
  out:
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_unlock (&pw->lock);
   return r;
 }
 
@@ -297,25 +421,40 @@ powercut_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
   struct powercut_dev *pc = to_powercut_dev (dev);
   int r;
 
-  pthread_mutex_lock (&pc->lock);
-  if (pc->cut)
+  pthread_mutex_lock (&pc->power->lock);
+  if (pc->power->cut)
     r = powercut_lost ();
   else
     r = powercut_push (pc, off, len, NULL);
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_unlock (&pc->power->lock);
   return r;
 }
 
-/* Free the device and its pending writes, leaving lower open. */
+/* Free the device and its pending writes, leaving lower open; the power
+ * supply goes with its last member.
+ */
 static void
 powercut_close (struct cairn_dev *dev)
 {
   struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = pc->power;
+  unsigned m, left;
 
+  pthread_mutex_lock (&pw->lock);
   powercut_drop_pending (pc);
   free (pc->pending);
-  pthread_mutex_destroy (&pc->lock);
+  for (m = 0; m < pw->nmembers && pw->member[m] != pc; m++)
+    ;
+  assert (m < pw->nmembers);
+  memmove (&pw->member[m], &pw->member[m + 1],
+           (pw->nmembers - m - 1) * sizeof pw->member[0]);
+  left = --pw->nmembers;
+  pthread_mutex_unlock (&pw->lock);
   free (pc);
+  if (left == 0) {
+    pthread_mutex_destroy (&pw->lock);
+    free (pw);
+  }
 }
 
 static const struct cairn_dev_ops powercut_ops = {
@@ -327,69 +466,149 @@ static const struct cairn_dev_ops powercut_ops = {
   .close = powercut_close,
 };
 
-/* Stack a power-cut device with the given seed on lower. */
-int
-dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
-                     struct cairn_dev **devp)
+/* A power-cut device on lower, a member of supply pw (locked by the
+ * caller when it has other members already).
+ */
+static int
+powercut_new (struct cairn_dev *lower, struct powercut_power *pw,
+              struct cairn_dev **devp)
 {
   struct powercut_dev *pc;
-  int r;
 
-  *devp = NULL;
+  if (pw->nmembers == POWERCUT_MEMBERS)
+    return cairn_fail (-EINVAL, "power-cut device: at most %u devices share "
+                       "a power supply", POWERCUT_MEMBERS);
   pc = calloc (1, sizeof *pc);
   if (pc == NULL)
     return cairn_fail (-errno, "power-cut device: calloc: %m");
-  r = pthread_mutex_init (&pc->lock, NULL);
-  if (r != 0) {
-    free (pc);
-    return cairn_fail (-r, "power-cut device: pthread_mutex_init failed");
-  }
   pc->lower = lower;
-  pc->rng = seed;
+  pc->power = pw;
   pc->dev.ops = &powercut_ops;
   pc->dev.size = lower->size;
   /* The precision keeps the name inside the buffer. */
   snprintf (pc->dev.name, sizeof pc->dev.name, "powercut(%.240s)",
             lower->name);
+  pw->member[pw->nmembers++] = pc;
   *devp = &pc->dev;
   return 0;
+}
+
+/* Stack a power-cut device with the given seed on lower. */
+int
+dev_powercut_create (struct cairn_dev *lower, uint64_t seed,
+                     struct cairn_dev **devp)
+{
+  struct powercut_power *pw;
+  int r;
+
+  *devp = NULL;
+  pw = calloc (1, sizeof *pw);
+  if (pw == NULL)
+    return cairn_fail (-errno, "power-cut device: calloc: %m");
+  r = pthread_mutex_init (&pw->lock, NULL);
+  if (r != 0) {
+    free (pw);
+    return cairn_fail (-r, "power-cut device: pthread_mutex_init failed");
+  }
+  pw->rng = seed;
+  pw->keep = DEV_POWERCUT_KEEP_HALF;
+  pw->tear = DEV_POWERCUT_TEAR_PREFIX;
+  r = powercut_new (lower, pw, devp);
+  if (r < 0) {
+    pthread_mutex_destroy (&pw->lock);
+    free (pw);
+  }
+  return r;
+}
+
+/* Stack a power-cut device on lower that shares peer's power supply. */
+int
+dev_powercut_create_shared (struct cairn_dev *lower, struct cairn_dev *peer,
+                            struct cairn_dev **devp)
+{
+  struct powercut_power *pw;
+  int r;
+
+  *devp = NULL;
+  if (peer->ops != &powercut_ops)
+    return cairn_fail (-EINVAL, "%s is not a power-cut device", peer->name);
+  pw = to_powercut_dev (peer)->power;
+  pthread_mutex_lock (&pw->lock);
+  if (pw->cut)
+    r = powercut_lost ();
+  else
+    r = powercut_new (lower, pw, devp);
+  pthread_mutex_unlock (&pw->lock);
+  return r;
+}
+
+/* Choose how the next cut of dev's power supply picks what survives. */
+void
+dev_powercut_set_policy (struct cairn_dev *dev, enum dev_powercut_keep keep,
+                         enum dev_powercut_tear tear)
+{
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
+
+  assert (dev->ops == &powercut_ops);
+  assert (keep < DEV_POWERCUT_KEEP_COUNT && tear < DEV_POWERCUT_TEAR_COUNT);
+  pthread_mutex_lock (&pw->lock);
+  pw->keep = keep;
+  pw->tear = tear;
+  pthread_mutex_unlock (&pw->lock);
+}
+
+/* The name of a keep policy, for messages. */
+const char *
+dev_powercut_keep_name (enum dev_powercut_keep keep)
+{
+  static const char *const names[DEV_POWERCUT_KEEP_COUNT] = {
+    [DEV_POWERCUT_KEEP_HALF] = "half",
+    [DEV_POWERCUT_KEEP_RANDOM] = "random",
+    [DEV_POWERCUT_KEEP_NONE] = "none",
+    [DEV_POWERCUT_KEEP_ALL] = "all",
+    [DEV_POWERCUT_KEEP_ALL_BUT_ONE] = "all-but-one",
+    [DEV_POWERCUT_KEEP_ONE] = "one",
+    [DEV_POWERCUT_KEEP_PREFIX] = "prefix",
+  };
+
+  return keep < DEV_POWERCUT_KEEP_COUNT ? names[keep] : "?";
 }
 
 /* Cut the power just before the nth next write or flush; 0 disarms. */
 void
 dev_powercut_arm (struct cairn_dev *dev, uint64_t nth_op)
 {
-  struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
 
   assert (dev->ops == &powercut_ops);
-  pthread_mutex_lock (&pc->lock);
-  pc->cut_at = nth_op == 0 ? 0 : pc->ops + nth_op;
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_lock (&pw->lock);
+  pw->cut_at = nth_op == 0 ? 0 : pw->ops + nth_op;
+  pthread_mutex_unlock (&pw->lock);
 }
 
 /* Cut the power now. */
 void
 dev_powercut_cut (struct cairn_dev *dev, bool allow_tear)
 {
-  struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
 
   assert (dev->ops == &powercut_ops);
-  pthread_mutex_lock (&pc->lock);
-  powercut_do_cut (pc, allow_tear);
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_lock (&pw->lock);
+  powercut_do_cut (pw, allow_tear);
+  pthread_mutex_unlock (&pw->lock);
 }
 
 /* Has the power been cut? */
 bool
 dev_powercut_is_cut (struct cairn_dev *dev)
 {
-  struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
   bool cut;
 
   assert (dev->ops == &powercut_ops);
-  pthread_mutex_lock (&pc->lock);
-  cut = pc->cut;
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_lock (&pw->lock);
+  cut = pw->cut;
+  pthread_mutex_unlock (&pw->lock);
   return cut;
 }
 
@@ -397,13 +616,13 @@ dev_powercut_is_cut (struct cairn_dev *dev)
 uint64_t
 dev_powercut_writes (struct cairn_dev *dev)
 {
-  struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
   uint64_t n;
 
   assert (dev->ops == &powercut_ops);
-  pthread_mutex_lock (&pc->lock);
-  n = pc->writes;
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_lock (&pw->lock);
+  n = pw->writes;
+  pthread_mutex_unlock (&pw->lock);
   return n;
 }
 
@@ -411,12 +630,27 @@ dev_powercut_writes (struct cairn_dev *dev)
 uint64_t
 dev_powercut_ops (struct cairn_dev *dev)
 {
-  struct powercut_dev *pc = to_powercut_dev (dev);
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
   uint64_t n;
 
   assert (dev->ops == &powercut_ops);
-  pthread_mutex_lock (&pc->lock);
-  n = pc->ops;
-  pthread_mutex_unlock (&pc->lock);
+  pthread_mutex_lock (&pw->lock);
+  n = pw->ops;
+  pthread_mutex_unlock (&pw->lock);
+  return n;
+}
+
+/* Number of entries a cut could lose now, over the whole power supply. */
+size_t
+dev_powercut_pending (struct cairn_dev *dev)
+{
+  struct powercut_power *pw = to_powercut_dev (dev)->power;
+  size_t n = 0;
+
+  assert (dev->ops == &powercut_ops);
+  pthread_mutex_lock (&pw->lock);
+  for (unsigned m = 0; m < pw->nmembers; m++)
+    n += pw->member[m]->npending;
+  pthread_mutex_unlock (&pw->lock);
   return n;
 }

@@ -443,6 +443,52 @@ uint64_t dev_powercut_writes (struct cairn_dev *dev);
 /* Number of writes and flushes seen so far (what dev_powercut_arm counts). */
 uint64_t dev_powercut_ops (struct cairn_dev *dev);
 
+/* A power-cut device on lower that shares peer's power supply (peer is a
+ * power-cut device): the members of a pool of several devices under one
+ * power.  The op count, arming, the seed's generator, the policy and the
+ * cut are the supply's: a cut armed or asked on any member cuts them all
+ * at one moment, each member losing its own pending writes as above.  At
+ * most 8 devices share a supply.
+ */
+int dev_powercut_create_shared (struct cairn_dev *lower,
+                                struct cairn_dev *peer,
+                                struct cairn_dev **devp) CAIRN_WUR;
+/* Which pending entries (writes and discards since the last completed
+ * flush) reach lower at a cut: each with p = 1/2 (the default); each with
+ * a p drawn for the cut from 0 to 1; none; all; all but one; just one; the
+ * first k in order, k drawn from 0 to all (a dm-log-writes replay up to an
+ * entry).  Chosen at random with the seed, as is k or the one.
+ */
+enum dev_powercut_keep {
+  DEV_POWERCUT_KEEP_HALF,
+  DEV_POWERCUT_KEEP_RANDOM,
+  DEV_POWERCUT_KEEP_NONE,
+  DEV_POWERCUT_KEEP_ALL,
+  DEV_POWERCUT_KEEP_ALL_BUT_ONE,
+  DEV_POWERCUT_KEEP_ONE,
+  DEV_POWERCUT_KEEP_PREFIX,
+  DEV_POWERCUT_KEEP_COUNT
+};
+/* What of a torn write reaches lower: a 512-byte-aligned prefix of it,
+ * possibly nothing (the default); or any subset of its 512-byte sectors
+ * but all of them (a write of several blocks cut part-way, its sectors
+ * written in any order).
+ */
+enum dev_powercut_tear {
+  DEV_POWERCUT_TEAR_PREFIX,
+  DEV_POWERCUT_TEAR_SECTORS,
+  DEV_POWERCUT_TEAR_COUNT
+};
+void dev_powercut_set_policy (struct cairn_dev *dev,
+                              enum dev_powercut_keep keep,
+                              enum dev_powercut_tear tear);
+const char *dev_powercut_keep_name (enum dev_powercut_keep keep);
+/* Entries a cut could lose now (pending on every member of the supply):
+ * 0 right after a completed flush, so after anything that the engine says
+ * is durable when it returns (a FUA write, a commit).
+ */
+size_t dev_powercut_pending (struct cairn_dev *dev);
+
 /* A pool of several devices (dev-chunk.c, design note at its top).
  *
  * dev_chunk_format writes a label on each of n member devices that makes

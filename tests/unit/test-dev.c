@@ -1105,3 +1105,170 @@ Test (powercut, threads)
   dev_close (dev);
   dev_close (lower);
 }
+
+/* ---------------------------------------------------------------- cut policies and shared power */
+
+/* n pending 4 KiB writes, write i at block i filled with 10 + i, over a
+ * lower device of zeros; cut with keep (no tear); which blocks reached
+ * lower, one bool each.
+ */
+static void
+policy_outcome (enum dev_powercut_keep keep, uint64_t seed, unsigned n,
+                bool *kept)
+{
+  struct cairn_dev *lower = mem (MiB), *dev;
+
+  cr_assert_eq (dev_powercut_create (lower, seed, &dev), 0);
+  dev_powercut_set_policy (dev, keep, DEV_POWERCUT_TEAR_PREFIX);
+  for (unsigned i = 0; i < n; i++)
+    write_tag (dev, (uint64_t) i * 4096, 4096, 10 + i);
+  cr_assert_eq (dev_powercut_pending (dev), n);
+  dev_powercut_cut (dev, false);
+  cr_assert_eq (dev_powercut_pending (dev), 0);
+  for (unsigned i = 0; i < n; i++) {
+    CLEANUP_FREE uint8_t *low = read_all (lower, (uint64_t) i * 4096, 4096);
+
+    kept[i] = is_filled (low, 4096, 10 + i);
+    cr_assert (kept[i] || is_all (low, 4096, 0), "block %u is neither the "
+               "write nor the old contents", i);
+  }
+  dev_close (dev);
+  dev_close (lower);
+}
+
+/* Each policy gives the subsets it names, and over seeds all of them. */
+Test (powercut, keep_policies)
+{
+  uint64_t seed = test_seed ("powercut/keep_policies", 404);
+  enum { N = 12, SEEDS = 64 };
+  bool kept[N];
+
+  for (uint64_t s = seed; s < seed + SEEDS; s++) {
+    unsigned n, first_lost;
+
+    policy_outcome (DEV_POWERCUT_KEEP_NONE, s, N, kept);
+    for (unsigned i = 0; i < N; i++)
+      cr_assert (!kept[i], "none: block %u kept", i);
+    policy_outcome (DEV_POWERCUT_KEEP_ALL, s, N, kept);
+    for (unsigned i = 0; i < N; i++)
+      cr_assert (kept[i], "all: block %u lost", i);
+    policy_outcome (DEV_POWERCUT_KEEP_ALL_BUT_ONE, s, N, kept);
+    n = 0;
+    for (unsigned i = 0; i < N; i++)
+      n += kept[i];
+    cr_assert_eq (n, N - 1, "all-but-one kept %u of %u", n, N);
+    policy_outcome (DEV_POWERCUT_KEEP_ONE, s, N, kept);
+    n = 0;
+    for (unsigned i = 0; i < N; i++)
+      n += kept[i];
+    cr_assert_eq (n, 1, "one kept %u", n);
+    policy_outcome (DEV_POWERCUT_KEEP_PREFIX, s, N, kept);
+    for (first_lost = 0; first_lost < N && kept[first_lost]; first_lost++)
+      ;
+    for (unsigned i = first_lost; i < N; i++)
+      cr_assert (!kept[i], "prefix: block %u kept after %u was lost", i,
+                 first_lost);
+  }
+
+  /* A drawn p reaches both ends and the middle over the seeds. */
+  unsigned none = 0, all = 0, some = 0;
+  for (uint64_t s = seed; s < seed + 4 * SEEDS; s++) {
+    unsigned n = 0;
+
+    policy_outcome (DEV_POWERCUT_KEEP_RANDOM, s, N, kept);
+    for (unsigned i = 0; i < N; i++)
+      n += kept[i];
+    none += n == 0;
+    all += n == N;
+    some += n > 0 && n < N;
+  }
+  cr_assert (none > 0 && all > 0 && some > 0, "random: none %u, all %u, "
+             "some %u", none, all, some);
+}
+
+/* A torn write under the sectors policy keeps a proper subset of its
+ * sectors, each either new or old, and not only prefixes.
+ */
+Test (powercut, tear_sectors)
+{
+  uint64_t seed = test_seed ("powercut/tear_sectors", 505);
+  const unsigned sectors = 64 * KiB / 512;
+  unsigned torn = 0, not_prefix = 0;
+
+  for (uint64_t s = seed; s < seed + 200; s++) {
+    struct cairn_dev *lower = mem (MiB), *dev;
+    bool seen_old = false, prefix = true;
+    unsigned nnew = 0;
+
+    cr_assert_eq (dev_powercut_create (lower, s, &dev), 0);
+    dev_powercut_set_policy (dev, DEV_POWERCUT_KEEP_ALL,
+                             DEV_POWERCUT_TEAR_SECTORS);
+    write_tag (dev, 0, 64 * KiB, 7);
+    dev_powercut_cut (dev, true);
+    CLEANUP_FREE uint8_t *low = read_all (lower, 0, 64 * KiB);
+    CLEANUP_FREE uint8_t *want = malloc (64 * KiB);
+    cr_assert_not_null (want);
+    fill (want, 64 * KiB, 7);
+    for (unsigned i = 0; i < sectors; i++) {
+      bool isnew = memcmp (low + i * 512, want + i * 512, 512) == 0;
+
+      cr_assert (isnew || is_all (low + i * 512, 512, 0), "seed %" PRIu64
+                 ": sector %u is neither old nor new", s, i);
+      nnew += isnew;
+      if (isnew && seen_old)
+        prefix = false;
+      seen_old |= !isnew;
+    }
+    if (nnew < sectors) {
+      torn++;
+      not_prefix += !prefix;
+    }
+    dev_close (dev);
+    dev_close (lower);
+  }
+  cr_assert_gt (torn, 50, "%u of 200 cuts tore the write", torn);
+  cr_assert_gt (not_prefix, 25, "%u torn writes were not prefixes",
+                not_prefix);
+}
+
+/* Two devices on one power supply: one count, one cut for both. */
+Test (powercut, shared_power)
+{
+  uint64_t seed = test_seed ("powercut/shared_power", 606);
+  struct cairn_dev *la = mem (MiB), *lb = mem (MiB), *a, *b;
+
+  cr_assert_eq (dev_powercut_create (la, seed, &a), 0);
+  cr_assert_eq (dev_powercut_create_shared (lb, la, &b), -EINVAL,
+                "a lower device is no power supply");
+  cr_assert_null (b);
+  cr_assert_eq (dev_powercut_create_shared (lb, a, &b), 0);
+  dev_powercut_set_policy (b, DEV_POWERCUT_KEEP_NONE,
+                           DEV_POWERCUT_TEAR_PREFIX);
+  write_tag (a, 0, 4096, 1);
+  write_tag (b, 0, 4096, 2);
+  cr_assert_eq (dev_powercut_ops (a), 2);
+  cr_assert_eq (dev_powercut_ops (b), 2);
+  cr_assert_eq (dev_powercut_pending (a), 2);
+  /* A flush of one member makes only that member's writes durable. */
+  cr_assert_eq (dev_flush (a), 0);
+  cr_assert_eq (dev_powercut_pending (b), 1);
+  /* Armed on a, the cut comes at b's write and kills both. */
+  dev_powercut_arm (a, 2);
+  write_tag (b, 4096, 4096, 3);
+  cr_assert (!dev_powercut_is_cut (a));
+  uint8_t buf[4096] = { 0 };
+  cr_assert_eq (dev_pwrite (b, buf, 4096, 8192), -EIO);
+  cr_assert (dev_powercut_is_cut (a) && dev_powercut_is_cut (b));
+  cr_assert_eq (dev_pwrite (a, buf, 4096, 8192), -EIO);
+  check_dead (a);
+  check_dead (b);
+  CLEANUP_FREE uint8_t *low_a = read_all (la, 0, 4096);
+  CLEANUP_FREE uint8_t *low_b = read_all (lb, 0, 8192);
+  cr_assert (is_filled (low_a, 4096, 1), "a's flushed write survives");
+  cr_assert (is_all (low_b, 8192, 0), "b's unflushed writes are lost");
+  /* Members close in any order; the supply goes with the last. */
+  dev_close (a);
+  dev_close (b);
+  dev_close (la);
+  dev_close (lb);
+}
