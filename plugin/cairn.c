@@ -166,6 +166,16 @@ engine_error (struct handle *h, const char *what, int r)
   nbdkit_error ("%s: %s: %s", h->name, what,
                 *msg ? msg : strerror (-r));
   nbdkit_set_error (client_errno (r));
+  /* ESHUTDOWN comes only from a device that was cut off for good: an RBD
+   * image whose lock another server broke (the cluster blocklisted this
+   * one).  Nothing this server writes can land any more: stop serving.
+   */
+  if (r == -ESHUTDOWN) {
+    nbdkit_error ("cairn: pool %s was taken over by another server (this "
+                  "one is blocklisted by the Ceph cluster): stopping",
+                  pool_path);
+    nbdkit_shutdown ();
+  }
   return -1;
 }
 
