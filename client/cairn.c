@@ -269,6 +269,10 @@ global_usage (FILE *fp)
 "      --tls-username NAME  the PSK user (default: FILE's first line)\n"
 "  -T, --timeout SECONDS give up on the server's reply after SECONDS\n"
 "                        (default: wait as long as the server works on it)\n"
+"      --ceph-conf FILE  for rbd:POOL/IMAGE devices: the Ceph configuration\n"
+"                        (default: $CEPH_CONF, else /etc/ceph/ceph.conf)\n"
+"      --ceph-id ID      ... the Ceph client id (default admin)\n"
+"      --ceph-keyring FILE  ... the keyring (default: the configuration's)\n"
 "  -h, --help            show this help\n"
 "  -V, --version         print the version\n");
   for (size_t s = 0; s < ARRAY_SIZE (sections); s++) {
@@ -467,7 +471,8 @@ parse_timeout (const char *arg, int *msp)
 int
 main (int argc, char **argv)
 {
-  enum { OPT_TLS = 256, OPT_TLS_CERTS, OPT_TLS_PSK, OPT_TLS_USER };
+  enum { OPT_TLS = 256, OPT_TLS_CERTS, OPT_TLS_PSK, OPT_TLS_USER,
+         OPT_CEPH_CONF, OPT_CEPH_ID, OPT_CEPH_KEYRING };
   static const struct option opts[] = {
     { "pool", required_argument, NULL, 'p' },
     { "degraded", no_argument, NULL, 'D' },
@@ -478,6 +483,9 @@ main (int argc, char **argv)
     { "tls-psk", required_argument, NULL, OPT_TLS_PSK },
     { "tls-username", required_argument, NULL, OPT_TLS_USER },
     { "timeout", required_argument, NULL, 'T' },
+    { "ceph-conf", required_argument, NULL, OPT_CEPH_CONF },
+    { "ceph-id", required_argument, NULL, OPT_CEPH_ID },
+    { "ceph-keyring", required_argument, NULL, OPT_CEPH_KEYRING },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -510,6 +518,15 @@ main (int argc, char **argv)
       break;
     case 'p':
       cli.pool = optarg;
+      break;
+    case OPT_CEPH_CONF:
+      cli.ceph_conf = optarg;
+      break;
+    case OPT_CEPH_ID:
+      cli.ceph_id = optarg;
+      break;
+    case OPT_CEPH_KEYRING:
+      cli.ceph_keyring = optarg;
       break;
     case 'D':
       cli.degraded = true;

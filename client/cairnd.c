@@ -62,6 +62,9 @@ struct cairnd_opts {
   char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
   char *control_tls;  /* off, on or require (NULL: as --tls) */
   char *metrics;      /* [ADDR:]PORT: the plugin's metrics= */
+  char *ceph_conf;    /* rbd: pools: the plugin's ceph-conf=, ceph-id=, */
+  char *ceph_id;      /* ceph-keyring= */
+  char *ceph_keyring;
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -80,6 +83,10 @@ usage (int status)
 "                        the devices of a pool of several\n"
 "      --degraded        serve a pool of several devices with some\n"
 "                        missing, read-only\n"
+"      --ceph-conf FILE  for rbd:POOL/IMAGE pools: the Ceph configuration\n"
+"                        (default: $CEPH_CONF, else /etc/ceph/ceph.conf)\n"
+"      --ceph-id ID      ... the Ceph client id (default admin)\n"
+"      --ceph-keyring FILE  ... the keyring (default: the configuration's)\n"
 "  -U, --socket PATH     serve NBD on a Unix socket\n"
 "  -l, --listen ADDR     serve NBD on TCP address ADDR\n"
 "  -P, --port PORT       TCP port (default 10809)\n"
@@ -152,9 +159,11 @@ resolve_paths (char **paths, const char *dir)
     exit (1);
   }
   for (char *p = strtok_r (list, ",", &save); p;
-       p = strtok_r (NULL, ",", &save), sep = ",")
-    fprintf (f, "%s%s%s%s", sep, p[0] == '/' ? "" : dir, p[0] == '/' ? "" : "/",
-             p);
+       p = strtok_r (NULL, ",", &save), sep = ",") {
+    bool as_is = p[0] == '/' || dev_is_rbd_name (p);
+
+    fprintf (f, "%s%s%s%s", sep, as_is ? "" : dir, as_is ? "" : "/", p);
+  }
   if (fclose (f) != 0) {
     perror ("cairnd: fclose");
     exit (1);
@@ -184,6 +193,9 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
     { "control-tcp", &o->control_tcp, false },
     { "control-tls", &o->control_tls, false },
     { "metrics", &o->metrics, false },
+    { "ceph-conf", &o->ceph_conf, true },
+    { "ceph-id", &o->ceph_id, false },
+    { "ceph-keyring", &o->ceph_keyring, true },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -322,7 +334,8 @@ finish (struct cairnd_opts *o, int status)
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
-    &o->control_tcp, &o->control_tls, &o->metrics,
+    &o->control_tcp, &o->control_tls, &o->metrics, &o->ceph_conf,
+    &o->ceph_id, &o->ceph_keyring,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -369,6 +382,11 @@ create_pool (const char *path, const char *size_text, const char *prealloc_text)
   struct stat st;
   int r;
 
+  if (dev_is_rbd_name (path)) {
+    fprintf (stderr, "cairnd: --create makes pool files: make a pool on an "
+             "RBD image with 'cairn mkpool %s --size SIZE'\n", path);
+    return -1;
+  }
   if (stat (path, &st) == 0)
     return 0;
   if (units_parse_size (size_text, &size) < 0) {
@@ -507,7 +525,7 @@ check_start (const struct cairnd_opts *o)
     return -1;
   }
   for (char *p = strtok_r (list, ",", &save); p; p = strtok_r (NULL, ",", &save))
-    if (stat (p, &st) == -1) {
+    if (!dev_is_rbd_name (p) && stat (p, &st) == -1) {
       if (errno == ENOENT && strchr (o->pool, ','))
         fprintf (stderr, "cairnd: device %s of the pool does not exist (with "
                  "--degraded, leave out a missing device)\n", p);
@@ -568,7 +586,8 @@ main (int argc, char **argv)
 {
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
-         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
+         OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_CEPH_CONF, OPT_CEPH_ID,
+         OPT_CEPH_KEYRING, OPT_PREALLOC, OPT_VERIFY,
          OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
@@ -594,6 +613,9 @@ main (int argc, char **argv)
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
     { "control-tls", required_argument, NULL, OPT_CONTROL_TLS },
     { "metrics", required_argument, NULL, OPT_METRICS },
+    { "ceph-conf", required_argument, NULL, OPT_CEPH_CONF },
+    { "ceph-id", required_argument, NULL, OPT_CEPH_ID },
+    { "ceph-keyring", required_argument, NULL, OPT_CEPH_KEYRING },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -636,6 +658,9 @@ main (int argc, char **argv)
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
     case OPT_CONTROL_TLS: set_opt (&o.control_tls, optarg); break;
     case OPT_METRICS: set_opt (&o.metrics, optarg); break;
+    case OPT_CEPH_CONF: set_opt (&o.ceph_conf, optarg); break;
+    case OPT_CEPH_ID: set_opt (&o.ceph_id, optarg); break;
+    case OPT_CEPH_KEYRING: set_opt (&o.ceph_keyring, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -735,6 +760,12 @@ main (int argc, char **argv)
   }
   if (o.degraded)
     add_arg (nargv, &nargc, "degraded=true");
+  if (o.ceph_conf)
+    add_arg (nargv, &nargc, kv ("ceph-conf", o.ceph_conf));
+  if (o.ceph_id)
+    add_arg (nargv, &nargc, kv ("ceph-id", o.ceph_id));
+  if (o.ceph_keyring)
+    add_arg (nargv, &nargc, kv ("ceph-keyring", o.ceph_keyring));
   add_arg (nargv, &nargc, kv ("control", o.control));
   if (o.control_group)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));

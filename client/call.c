@@ -130,12 +130,16 @@ call_server (const struct cli *cli, const char *method, json_t *params,
   return r;
 }
 
+static int open_named_devices (const struct cli *cli,
+                               const char *const *paths, unsigned n,
+                               unsigned flags, struct cairn_dev **devp);
+
 /* Open the devices of a pool (cli.h). */
 int
 cli_open_devices (const struct cli *cli, const char *spec, unsigned flags,
                   struct cairn_dev **devp)
 {
-  const char *paths[DEV_CHUNK_MAX_MEMBERS];
+  char *paths[DEV_CHUNK_MAX_MEMBERS];
   CLEANUP_FREE char *copy = strdup (spec);
   unsigned n = 0;
   char *save = NULL;
@@ -144,18 +148,46 @@ cli_open_devices (const struct cli *cli, const char *spec, unsigned flags,
   if (copy == NULL)
     return cli_error (cli, EXIT_FAIL, "out of memory");
   for (char *p = strtok_r (copy, ",", &save); p; p = strtok_r (NULL, ",", &save)) {
-    if (n == DEV_CHUNK_MAX_MEMBERS)
-      return cli_usage_error (cli, "a pool has at most %u devices",
-                              DEV_CHUNK_MAX_MEMBERS);
-    paths[n++] = p;
+    if (n == DEV_CHUNK_MAX_MEMBERS) {
+      r = cli_usage_error (cli, "a pool has at most %u devices",
+                           DEV_CHUNK_MAX_MEMBERS);
+      goto out;
+    }
+    paths[n] = cli_device_name (cli, p);
+    if (paths[n++] == NULL) {
+      r = cli_error (cli, EXIT_FAIL, "out of memory");
+      goto out;
+    }
   }
   if (n == 0)
     return cli_usage_error (cli, "no pool path in '%s'", spec);
   if (cli->degraded)
     flags |= DEV_CHUNK_DEGRADED;
+  r = open_named_devices (cli, (const char *const *) paths, n, flags, devp);
+ out:
+  for (unsigned i = 0; i < n; i++)
+    free (paths[i]);
+  return r;
+}
+
+/* A device name with the --ceph-* options (cli.h). */
+char *
+cli_device_name (const struct cli *cli, const char *name)
+{
+  return dev_rbd_name_opts (name, cli->ceph_conf, cli->ceph_id,
+                            cli->ceph_keyring);
+}
+
+/* Open the pool on devices named in full; an exit code. */
+static int
+open_named_devices (const struct cli *cli, const char *const *paths,
+                    unsigned n, unsigned flags, struct cairn_dev **devp)
+{
+  int r;
+
   r = dev_pool_open (paths, n, flags, devp);
   for (unsigned i = 0; r == -ENOENT && i < n; i++)
-    if (access (paths[i], F_OK) == -1)
+    if (!dev_is_rbd_name (paths[i]) && access (paths[i], F_OK) == -1)
       return cli_error (cli, EXIT_NOT_FOUND, "%s: %s", paths[i],
                         strerror (ENOENT));
   if (r == -ENOENT)

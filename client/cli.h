@@ -59,7 +59,16 @@ struct cli {
   const char *tls_psk;            /* --tls-psk FILE */
   const char *tls_username;       /* --tls-username NAME */
   int timeout_ms;                 /* --timeout SECONDS; -1: none */
+  /* --ceph-conf, --ceph-id, --ceph-keyring: for rbd: devices (NULL: Ceph's
+   * defaults).
+   */
+  const char *ceph_conf, *ceph_id, *ceph_keyring;
 };
+
+/* A device name with the --ceph-* options added when it is an rbd: name
+ * (dev_rbd_name_opts); a new string, NULL when out of memory.
+ */
+char *cli_device_name (const struct cli *cli, const char *name);
 
 struct command {
   const char *name;               /* "mkpool", or "volume create" */

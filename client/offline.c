@@ -160,6 +160,72 @@ open_existing (const struct cli *cli, const char *path, const struct stat *st,
   return r;
 }
 
+/* Open or create an RBD image for mkpool: a new one of size (with
+ * --force, made anew over one that exists), or with --force and no size
+ * an existing one, whose contents are discarded.
+ */
+static int
+mkpool_open_rbd (const struct cli *cli, const char *path, bool force,
+                 uint64_t size, enum dev_prealloc prealloc,
+                 struct cairn_dev **devp, bool *createdp)
+{
+  CLEANUP_FREE char *name = cli_device_name (cli, path);
+  int r;
+
+  if (name == NULL)
+    return cli_error (cli, EXIT_FAIL, "out of memory");
+  if (prealloc != DEV_PREALLOC_OFF)
+    return cli_usage_error (cli, "%s: --preallocate is for pool files: an "
+                            "RBD image gets its space from the cluster",
+                            path);
+  if (size) {
+    r = dev_open (name, DEV_CREATE, size, devp);
+    if (r == -EEXIST && force) {
+      r = dev_rbd_remove (name);    /* refused while a server has it */
+      if (r == 0)
+        r = dev_open (name, DEV_CREATE, size, devp);
+    }
+    if (r == -EEXIST)
+      return cli_error (cli, EXIT_FAIL, "%s exists: use --force to overwrite "
+                        "it (this destroys what it holds)", path);
+    if (r < 0)
+      return cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+    *createdp = true;
+    return EXIT_OK;
+  }
+  else if (!force)
+    return cli_usage_error (cli, "%s: give the size of the image to create "
+                            "with --size SIZE (or --force to format an "
+                            "existing image)", path);
+  r = dev_open (name, 0, 0, devp);
+  if (r < 0)
+    return cli_error (cli, r == -ENOENT ? EXIT_NOT_FOUND : EXIT_FAIL, "%s",
+                      cairn_errmsg ());
+  r = EXIT_OK;
+  if (dev_discard (*devp, 0, (*devp)->size) < 0)
+    r = cli_error (cli, EXIT_FAIL, "%s", cairn_errmsg ());
+  if (r != EXIT_OK) {
+    dev_close (*devp);
+    *devp = NULL;
+  }
+  return r;
+}
+
+/* Remove a device that mkpool created, leaving nothing half made. */
+static void
+mkpool_remove (const struct cli *cli, const char *path)
+{
+  CLEANUP_FREE char *name = NULL;
+
+  if (!dev_is_rbd_name (path)) {
+    unlink (path);
+    return;
+  }
+  name = cli_device_name (cli, path);
+  if (name && dev_rbd_remove (name) < 0)
+    fprintf (stderr, "cairn: %s (remove it with `rbd rm`)\n", cairn_errmsg ());
+}
+
 /* Open or create one device for mkpool: an existing one after the checks
  * that protect what it holds, a missing one as a sparse file of size; then
  * preallocate it.  *createdp says whether it was created.
@@ -173,6 +239,9 @@ mkpool_open (const struct cli *cli, const char *path, bool force, uint64_t size,
   int r;
 
   *createdp = false;
+  memset (st, 0, sizeof *st);
+  if (dev_is_rbd_name (path))
+    return mkpool_open_rbd (cli, path, force, size, prealloc, devp, createdp);
   if (stat (path, st) == 0) {
     r = open_existing (cli, path, st, force, size, devp);
     if (r != EXIT_OK)
@@ -230,7 +299,7 @@ mkpool_devices (const struct cli *cli, char **paths, unsigned n, bool force,
   for (unsigned i = 0; i < n; i++) {
     dev_close (members[i]);
     if (r != EXIT_OK && created[i])
-      unlink (paths[i]);      /* leave nothing half made behind */
+      mkpool_remove (cli, paths[i]);    /* leave nothing half made behind */
   }
   if (r != EXIT_OK)
     return r;
@@ -351,7 +420,7 @@ cmd_mkpool (const struct cli *cli, int argc, char **argv)
   dev_close (dev);
   if (r != EXIT_OK) {
     if (created)
-      unlink (path);      /* leave nothing half made behind */
+      mkpool_remove (cli, path);    /* leave nothing half made behind */
     return r;
   }
   uuid_format (uuid, uuid_str);

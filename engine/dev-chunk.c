@@ -857,7 +857,9 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
   return r;
 }
 
-/* Open files as members and the logical device over them. */
+/* Open devices by name (dev_open) as members and the logical device over
+ * them.
+ */
 int
 dev_chunk_open_paths (const char *const *paths, unsigned n, unsigned flags,
                       struct cairn_dev **devp)
@@ -870,7 +872,7 @@ dev_chunk_open_paths (const char *const *paths, unsigned n, unsigned flags,
     return cairn_fail (-EINVAL, "a pool is opened from 1 to %u devices, not "
                        "%u", DEV_CHUNK_MAX_MEMBERS, n);
   for (unsigned i = 0; i < n && r == 0; i++)
-    r = dev_file_open (paths[i], flags & DEV_CHUNK_RDONLY ? DEV_RDONLY : 0, 0,
+    r = dev_open (paths[i], flags & DEV_CHUNK_RDONLY ? DEV_RDONLY : 0, 0,
                        &m[i]);
   if (r == 0)
     r = dev_chunk_open (m, n, flags, devp);
@@ -894,7 +896,7 @@ dev_pool_open (const char *const *paths, unsigned n, unsigned flags,
   *devp = NULL;
   if (n != 1)
     return dev_chunk_open_paths (paths, n, flags, devp);
-  r = dev_file_open (paths[0], flags & DEV_CHUNK_RDONLY ? DEV_RDONLY : 0, 0,
+  r = dev_open (paths[0], flags & DEV_CHUNK_RDONLY ? DEV_RDONLY : 0, 0,
                      devp);
   if (r < 0)
     return r;

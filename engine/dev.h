@@ -344,6 +344,36 @@ void dev_trust_end_write (struct cairn_dev *dev, uint64_t off, uint64_t len,
 int dev_file_open (const char *path, unsigned flags, uint64_t create_size,
                    struct cairn_dev **devp) CAIRN_WUR;
 
+/* RBD image backend (dev-rbd.c, notes at its top).
+ *
+ * A name "rbd:POOL/IMAGE[:conf=PATH][:id=ID][:keyring=PATH]" is an image
+ * of a Ceph pool, reached through librbd with that configuration file,
+ * client id and keyring (Ceph's own defaults, CEPH_CONF among them, for
+ * those not given).  Flags as dev_file_open: DEV_CREATE creates the image
+ * (-EEXIST if it exists), DEV_RDONLY opens it read-only.  Opened for
+ * writing, the device holds the image's exclusive lock; another holder
+ * makes the open fail with -EBUSY and a message naming it.  Without
+ * librbd at build time every open fails with -ENOTSUP saying so.
+ */
+#define DEV_RBD_PREFIX "rbd:"
+/* The image metadata key where the lock's holder says who it is. */
+#define DEV_RBD_OWNER_KEY "cairn.owner"
+bool dev_is_rbd_name (const char *name);
+/* Remove the image an "rbd:" name names (what undoes DEV_CREATE). */
+int dev_rbd_remove (const char *name) CAIRN_WUR;
+int dev_rbd_open (const char *name, unsigned flags, uint64_t create_size,
+                  struct cairn_dev **devp) CAIRN_WUR;
+/* name with the Ceph options that are not NULL appended (an "rbd:" name;
+ * any other is copied as it is): a new string, NULL when out of memory.
+ */
+char *dev_rbd_name_opts (const char *name, const char *conf, const char *id,
+                         const char *keyring);
+/* Open a device by name: dev_rbd_open for an "rbd:" name, dev_file_open
+ * for any other.
+ */
+int dev_open (const char *name, unsigned flags, uint64_t create_size,
+              struct cairn_dev **devp) CAIRN_WUR;
+
 /* Give a file device's whole size real space in its host filesystem.
  *
  * A pool file made sparse gets its space from the host filesystem only as

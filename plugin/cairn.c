@@ -86,6 +86,12 @@ static char *pool_paths[DEV_CHUNK_MAX_MEMBERS];
 static unsigned npool_paths;
 static char *pool_path;
 static bool degraded;           /* degraded=true: open with devices missing */
+/* ceph-conf=, ceph-id=, ceph-keyring=: for rbd: devices (engine/dev.h). */
+static char *ceph_conf, *ceph_id, *ceph_keyring;
+/* A device is an RBD image: the pool is opened in .after_fork, since
+ * librados's threads do not survive nbdkit's fork (see cairn_get_ready).
+ */
+static bool pool_on_rbd;
 static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
@@ -169,6 +175,16 @@ engine_error (struct handle *h, const char *what, int r)
   nbdkit_error ("%s: %s: %s", h->name, what,
                 *msg ? msg : strerror (-r));
   nbdkit_set_error (client_errno (r));
+  /* ESHUTDOWN comes only from a device that was cut off for good: an RBD
+   * image whose lock another server broke (the cluster blocklisted this
+   * one).  Nothing this server writes can land any more: stop serving.
+   */
+  if (r == -ESHUTDOWN) {
+    nbdkit_error ("cairn: pool %s was taken over by another server (this "
+                  "one is blocklisted by the Ceph cluster): stopping",
+                  pool_path);
+    nbdkit_shutdown ();
+  }
   return -1;
 }
 
@@ -179,6 +195,9 @@ cairn_unload (void)
   for (unsigned i = 0; i < npool_paths; i++)
     free (pool_paths[i]);
   free (pool_path);
+  free (ceph_conf);
+  free (ceph_id);
+  free (ceph_keyring);
   free (control_path);
   free (control_group);
   free (control_tcp_addr);
@@ -234,9 +253,12 @@ cairn_config (const char *key, const char *value)
                     DEV_CHUNK_MAX_MEMBERS);
       return -1;
     }
-    p = nbdkit_realpath (value);
-    if (p == NULL)
+    p = dev_is_rbd_name (value) ? strdup (value) : nbdkit_realpath (value);
+    if (p == NULL) {
+      if (dev_is_rbd_name (value))
+        nbdkit_error ("strdup: %m");
       return -1;
+    }
     joined = realloc (pool_path, len + strlen (p) + 2);
     if (joined == NULL) {
       nbdkit_error ("realloc: %m");
@@ -246,6 +268,23 @@ cairn_config (const char *key, const char *value)
     sprintf (joined + len, "%s%s", len ? "," : "", p);
     pool_path = joined;
     pool_paths[npool_paths++] = p;
+  }
+  else if (strcmp (key, "ceph-conf") == 0 ||
+           strcmp (key, "ceph-keyring") == 0) {
+    char **dst = key[5] == 'c' ? &ceph_conf : &ceph_keyring;
+
+    free (*dst);
+    *dst = nbdkit_realpath (value);
+    if (*dst == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "ceph-id") == 0) {
+    free (ceph_id);
+    ceph_id = strdup (value);
+    if (ceph_id == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
   }
   else if (strcmp (key, "degraded") == 0) {
     int r = nbdkit_parse_bool (value);
@@ -447,6 +486,21 @@ cairn_config_complete (void)
     nbdkit_error ("the pool= parameter is required: nbdkit cairn pool=/path/to/pool");
     return -1;
   }
+  for (unsigned i = 0; i < npool_paths; i++) {
+    char *named;
+
+    if (!dev_is_rbd_name (pool_paths[i]))
+      continue;
+    pool_on_rbd = true;
+    named = dev_rbd_name_opts (pool_paths[i], ceph_conf, ceph_id,
+                               ceph_keyring);
+    if (named == NULL) {
+      nbdkit_error ("out of memory");
+      return -1;
+    }
+    free (pool_paths[i]);
+    pool_paths[i] = named;
+  }
   if (control_tcp_addr && control_path == NULL) {
     nbdkit_error ("control-tcp= needs control=SOCKET too: the local control "
                   "socket is always served");
@@ -456,8 +510,12 @@ cairn_config_complete (void)
 }
 
 #define cairn_config_help \
-  "pool=<PATH>             (required) The pool (file or block device);\n" \
-  "                        once for each device of a pool of several.\n" \
+  "pool=<PATH>             (required) The pool (file, block device or\n" \
+  "                        rbd:POOL/IMAGE); once for each device of a\n" \
+  "                        pool of several.\n" \
+  "ceph-conf=<FILE>        For rbd: pools: the Ceph configuration file.\n" \
+  "ceph-id=<ID>            ... the Ceph client id (default admin).\n" \
+  "ceph-keyring=<FILE>     ... the keyring.\n" \
   "degraded=<BOOL>         Open a pool of several devices with some\n" \
   "                        missing, read-only (default false).\n" \
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
@@ -494,9 +552,9 @@ cairn_dump_plugin (void)
   printf ("cairn_metrics=%s\n", metrics_supported () ? "yes" : "no");
 }
 
-/* Open the device and the pool, before nbdkit forks (see the top). */
+/* Open the device and the pool. */
 static int
-cairn_get_ready (void)
+open_pool (void)
 {
   struct pool_open_opts opts = {
     .cache_bytes = (uint64_t) cache_bytes,
@@ -542,6 +600,31 @@ cairn_get_ready (void)
   return 0;
 }
 
+/* Open the pool before nbdkit forks (see the top).  A pool on RBD images
+ * is only tried here: librados runs threads of its own, which a fork
+ * leaves behind, so the device is opened (its lock taken, so that a pool
+ * in use fails here, where the user sees it) and closed again, and the
+ * pool is opened for good in .after_fork.
+ */
+static int
+cairn_get_ready (void)
+{
+  int r;
+
+  if (!pool_on_rbd)
+    return open_pool ();
+  r = dev_pool_open ((const char *const *) pool_paths, npool_paths,
+                     (readonly_pool ? DEV_CHUNK_RDONLY : 0) |
+                     (degraded ? DEV_CHUNK_DEGRADED : 0), &dev);
+  if (r < 0) {
+    nbdkit_error ("%s", cairn_errmsg ());
+    return -1;
+  }
+  dev_close (dev);
+  dev = NULL;
+  return 0;
+}
+
 /* The control server's log lines go to nbdkit's debug output. */
 static void
 control_log (void *opaque, const char *msg)
@@ -564,6 +647,8 @@ cairn_after_fork (void)
 
   /* First: nbdkit's listeners are the only sockets open now. */
   if (stop_watch_start () < 0)
+    return -1;
+  if (pool_on_rbd && open_pool () < 0)
     return -1;
   /* Before any background thread can read it. */
   if (reclaim_step)

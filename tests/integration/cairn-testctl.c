@@ -224,7 +224,7 @@ main (int argc, char **argv)
   if (argc < 3)
     return usage ();
   opts.readonly = strcmp (argv[1], "list") == 0;
-  r = dev_file_open (argv[2], opts.readonly ? DEV_RDONLY : 0, 0, &dev);
+  r = dev_open (argv[2], opts.readonly ? DEV_RDONLY : 0, 0, &dev);
   if (r < 0)
     goto engine_failed;
   r = pool_open (dev, &opts, &pool);

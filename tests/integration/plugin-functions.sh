@@ -7,6 +7,12 @@
 
 TESTCTL="$top_builddir/tests/integration/cairn-testctl"
 POOL="$TMPDIR_TEST/pool"
+# CAIRN_TEST_RBD_POOL=CEPHPOOL: the pool is an RBD image in that Ceph pool
+# instead, of this test's own name (test-rbd.sh runs plugin tests so, on
+# its cluster).
+if [ -n "${CAIRN_TEST_RBD_POOL:-}" ]; then
+  POOL="rbd:$CAIRN_TEST_RBD_POOL/$(basename "$TMPDIR_TEST")"
+fi
 SOCK="$TMPDIR_TEST/nbd.sock"
 NBDKIT_LOG="$TMPDIR_TEST/nbdkit.log"
 # nbdkit options (before the plugin) for the next start_plugin.
@@ -101,7 +107,12 @@ fuse_detach () {
 
 # A fresh pool of size $1 at $POOL.
 make_pool () {
-  "$CAIRN" mkpool "$POOL" --size "$1" >/dev/null || fail "cairn mkpool $POOL --size $1 failed"
+  local force=()
+  # An image outlives the test's directory: a test that makes its pool
+  # again after rm -f makes it over the old image.
+  case "$POOL" in rbd:*) force=(--force) ;; esac
+  "$CAIRN" mkpool "$POOL" --size "$1" "${force[@]}" >/dev/null ||
+    fail "cairn mkpool $POOL --size $1 failed"
 }
 
 # Check the Python expression $1 (j bound to the JSON) on cairn ARGS --json,

@@ -22,7 +22,7 @@
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require_nbdsh
 
-SNAPS=6
+SNAPS=${CAIRN_TEST_SNAPS:-6}   # test-rbd.sh takes fewer: RBD reads are slow
 BLOCKS=2048                     # per writer; two writers
 CTL="$TMPDIR_TEST/control.sock"
 make_pool 1G
