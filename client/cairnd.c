@@ -54,6 +54,7 @@ struct cairnd_opts {
   char *verify;       /* disk or always: the plugin's verify= */
   bool list_checkpoints;  /* the plugin's list-checkpoints=true */
   bool degraded;          /* the plugin's degraded=true */
+  bool control_insecure;  /* the plugin's control-insecure=true */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -88,6 +89,8 @@ usage (int status)
 "                        (ADDR defaults to 127.0.0.1), for other servers\n"
 "      --control-tls MODE  TLS on the control port: off, on or require\n"
 "                        (default: as --tls, with the same keys)\n"
+"      --control-insecure  allow --control-tcp without TLS (trusted\n"
+"                        networks only)\n"
 "      --create SIZE     create the pool (SIZE bytes) if it is missing\n"
 "      --preallocate MODE  a pool file --create makes: off (sparse, the\n"
 "                        default), space (reserved) or full (written)\n"
@@ -199,6 +202,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "list-checkpoints") == 0) {
     o->list_checkpoints = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "control-insecure") == 0) {
+    o->control_insecure = is_yes (value);
     return 0;
   }
   if (strcmp (key, "degraded") == 0) {
@@ -565,7 +572,7 @@ main (int argc, char **argv)
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED };
+         OPT_LIST_CKPT, OPT_DEGRADED, OPT_INSECURE };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -589,6 +596,7 @@ main (int argc, char **argv)
     { "control-group", required_argument, NULL, OPT_GROUP },
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
     { "control-tls", required_argument, NULL, OPT_CONTROL_TLS },
+    { "control-insecure", no_argument, NULL, OPT_INSECURE },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -630,6 +638,7 @@ main (int argc, char **argv)
     case OPT_GROUP: set_opt (&o.control_group, optarg); break;
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
     case OPT_CONTROL_TLS: set_opt (&o.control_tls, optarg); break;
+    case OPT_INSECURE: o.control_insecure = true; break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -664,6 +673,14 @@ main (int argc, char **argv)
     set_opt (&o.control, DEFAULT_CONTROL);
   tls = tls_mode (&o, !o.dry_run);
   ctl_tls = o.control_tls ? o.control_tls : tls;
+  if (o.control_tcp && strcmp (ctl_tls, "off") == 0 && !o.control_insecure) {
+    fprintf (stderr, "cairnd: --control-tcp without TLS would let anyone who "
+             "reaches the port manage the pool: give keys (--tls-psk FILE "
+             "or --tls-certs DIR), or, on a trusted host or network only, "
+             "add --control-insecure (the port then stays on 127.0.0.1 "
+             "unless --control-tcp names another address)\n");
+    return finish (&o, 2);
+  }
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create,
                                                 o.preallocate) < 0) ||
@@ -726,6 +743,8 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));
   if (o.control_tcp)
     add_arg (nargv, &nargc, kv ("control-tcp", o.control_tcp));
+  if (o.control_tcp && o.control_insecure && strcmp (ctl_tls, "off") == 0)
+    add_arg (nargv, &nargc, "control-insecure=true");
   if (strcmp (ctl_tls, "off") != 0) {
     add_arg (nargv, &nargc, kv ("control-tls", ctl_tls));
     if (o.tls_certs)

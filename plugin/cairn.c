@@ -89,6 +89,8 @@ static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
 static unsigned control_tcp_port;
+/* control-insecure=true: the operator allows control-tcp= without TLS. */
+static bool control_insecure;
 /* control-tls=: TLS on the TCP port, and the credentials that replication
  * jobs connect with (server/tls.h).  tls_mode_set: control-tls= was given
  * (without it, credentials mean require, as with cairnd).
@@ -272,6 +274,12 @@ cairn_config (const char *key, const char *value)
     if (control_tls_psk == NULL)
       return -1;
   }
+  else if (strcmp (key, "control-insecure") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    control_insecure = r;
+  }
   else if (strcmp (key, "control-tls-verify-peer") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1)
@@ -427,7 +435,14 @@ cairn_config_complete (void)
                   "socket is always served");
     return -1;
   }
-  return control_tls_complete ();
+  if (control_tls_complete () == -1)
+    return -1;
+  if (control_tcp_addr && control_tls.mode == TLS_OFF && !control_insecure) {
+    nbdkit_error ("control-tcp=%s:%u: %s", control_tcp_addr, control_tcp_port,
+                  CONTROL_INSECURE_ADVICE);
+    return -1;
+  }
+  return 0;
 }
 
 #define cairn_config_help \
@@ -438,7 +453,10 @@ cairn_config_complete (void)
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
   "control-group=<GROUP>   Group that may use the control socket.\n" \
   "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
-  "                        (ADDR defaults to 127.0.0.1).\n" \
+  "                        (ADDR defaults to 127.0.0.1); needs TLS\n" \
+  "                        keys or control-insecure=true.\n" \
+  "control-insecure=<BOOL> Allow control-tcp= without TLS (trusted\n" \
+  "                        networks only).\n" \
   "control-tls=off|on|require  TLS on the control TCP port.\n" \
   "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
   "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
@@ -555,6 +573,7 @@ cairn_after_fork (void)
       .unix_group = control_group,
       .tcp_address = control_tcp_addr,
       .tcp_port = control_tcp_port,
+      .tcp_insecure = control_insecure,
       .tls_mode = control_tls.mode,
       .tls = control_tls_ctx,
       .tables = tables,

@@ -131,6 +131,8 @@ control_server_start (const struct control_config *cfg,
     return cairn_fail (-EINVAL, "control-tls=%s needs credentials "
                        "(control-tls-certificates= or control-tls-psk=)",
                        tls_mode_name (cfg->tls_mode));
+  if (cfg->tcp_address && cfg->tls_mode == TLS_OFF && !cfg->tcp_insecure)
+    return cairn_fail (-EPERM, "%s", CONTROL_INSECURE_ADVICE);
   srv = calloc (1, sizeof *srv);
   if (srv == NULL)
     return cairn_fail (-ENOMEM, "out of memory");

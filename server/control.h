@@ -47,6 +47,15 @@
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
 
+/* Why a control port on TCP without TLS does not start, and what to do. */
+#define CONTROL_INSECURE_ADVICE                                            \
+  "the control port on TCP has no TLS keys, so anyone who reaches it "     \
+  "could manage the pool: give it keys (control-tls-psk=FILE or "          \
+  "control-tls-certificates=DIR; cairnd --tls-psk FILE or --tls-certs "    \
+  "DIR), or, on a trusted host or network only, say so with "              \
+  "control-insecure=true (cairnd --control-insecure), which listens on "   \
+  "127.0.0.1 unless control-tcp= names another address"
+
 /* What a handler sees of its request: opaque, see the accessors below. */
 struct control_ctx;
 
@@ -90,6 +99,11 @@ struct control_config {
   const char *unix_group;    /* if set, the socket's group (by name) */
   const char *tcp_address;   /* if set, also listen on TCP here */
   unsigned tcp_port;         /* with tcp_address; 0 picks a free port */
+  /* TCP with tls_mode TLS_OFF has no authentication at all: the server
+   * refuses to start it unless this says the operator asked for exactly
+   * that (control-insecure=true).
+   */
+  bool tcp_insecure;
   /* TLS on the TCP port (tls.c): off, on (each client chooses) or require;
    * with on or require, tls holds the server's credentials (borrowed: it
    * must outlive the server).  The Unix socket is always plain.
