@@ -199,6 +199,14 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print the method's result as JSON\n",
     cmd_stats, NULL, CMD_ONLINE },
+  { "grants", "reload the server's grants file", "reload [--json]",
+"Make the server read its grants file (grants=, cairnd --grants) again,\n"
+"without a restart.  A file that does not parse leaves the grants in\n"
+"force, and the message names the line.  For the server's administrator.\n"
+"See cairn-grants(5).\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_grants, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */

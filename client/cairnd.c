@@ -62,6 +62,7 @@ struct cairnd_opts {
   char *control_group;
   char *control_tcp;  /* [ADDR:]PORT: the control protocol on TCP */
   char *control_tls;  /* off, on or require (NULL: as --tls) */
+  char *grants;       /* the plugin's grants=FILE (cairn-grants(5)) */
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -89,6 +90,7 @@ usage (int status)
 "                        (ADDR defaults to 127.0.0.1), for other servers\n"
 "      --control-tls MODE  TLS on the control port: off, on or require\n"
 "                        (default: as --tls, with the same keys)\n"
+"      --grants FILE     who may do what (cairn-grants(5))\n"
 "      --control-insecure  allow --control-tcp without TLS (trusted\n"
 "                        networks only)\n"
 "      --create SIZE     create the pool (SIZE bytes) if it is missing\n"
@@ -183,6 +185,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
     { "control-group", &o->control_group, false },
     { "control-tcp", &o->control_tcp, false },
     { "control-tls", &o->control_tls, false },
+    { "grants", &o->grants, true },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -325,7 +328,7 @@ finish (struct cairnd_opts *o, int status)
     &o->pool, &o->socket, &o->listen, &o->port, &o->control, &o->tls,
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
-    &o->control_tcp, &o->control_tls,
+    &o->control_tcp, &o->control_tls, &o->grants,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -572,7 +575,7 @@ main (int argc, char **argv)
   enum { OPT_CONTROL = 256, OPT_TLS, OPT_CACHE, OPT_PLUGIN, OPT_CREATE,
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED, OPT_INSECURE };
+         OPT_LIST_CKPT, OPT_DEGRADED, OPT_INSECURE, OPT_GRANTS };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -597,6 +600,7 @@ main (int argc, char **argv)
     { "control-tcp", required_argument, NULL, OPT_CONTROL_TCP },
     { "control-tls", required_argument, NULL, OPT_CONTROL_TLS },
     { "control-insecure", no_argument, NULL, OPT_INSECURE },
+    { "grants", required_argument, NULL, OPT_GRANTS },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -639,6 +643,7 @@ main (int argc, char **argv)
     case OPT_CONTROL_TCP: set_opt (&o.control_tcp, optarg); break;
     case OPT_CONTROL_TLS: set_opt (&o.control_tls, optarg); break;
     case OPT_INSECURE: o.control_insecure = true; break;
+    case OPT_GRANTS: set_opt (&o.grants, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -743,6 +748,8 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));
   if (o.control_tcp)
     add_arg (nargv, &nargc, kv ("control-tcp", o.control_tcp));
+  if (o.grants)
+    add_arg (nargv, &nargc, kv ("grants", o.grants));
   if (o.control_tcp && o.control_insecure && strcmp (ctl_tls, "off") == 0)
     add_arg (nargv, &nargc, "control-insecure=true");
   if (strcmp (ctl_tls, "off") != 0) {

@@ -89,6 +89,11 @@ static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
 static unsigned control_tcp_port;
+/* grants=FILE: who may do what (cairn-grants(5)); NULL: the trusted
+ * administrator only, as before grants.
+ */
+static char *grants_path;
+static struct grants_store *grants;
 /* control-insecure=true: the operator allows control-tcp= without TLS. */
 static bool control_insecure;
 /* control-tls=: TLS on the TCP port, and the credentials that replication
@@ -178,6 +183,8 @@ cairn_unload (void)
   free (control_tls_certs);
   free (control_tls_psk);
   tls_ctx_free (control_tls_ctx);
+  free (grants_path);
+  grants_store_free (grants);
   free (default_export);
 }
 
@@ -272,6 +279,12 @@ cairn_config (const char *key, const char *value)
     free (control_tls_psk);
     control_tls_psk = nbdkit_realpath (value);
     if (control_tls_psk == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "grants") == 0) {
+    free (grants_path);
+    grants_path = nbdkit_realpath (value);
+    if (grants_path == NULL)
       return -1;
   }
   else if (strcmp (key, "control-insecure") == 0) {
@@ -437,6 +450,10 @@ cairn_config_complete (void)
   }
   if (control_tls_complete () == -1)
     return -1;
+  if (grants_path && grants_store_open (grants_path, &grants) < 0) {
+    nbdkit_error ("grants=%s: %s", grants_path, cairn_errmsg ());
+    return -1;
+  }
   if (control_tcp_addr && control_tls.mode == TLS_OFF && !control_insecure) {
     nbdkit_error ("control-tcp=%s:%u: %s", control_tcp_addr, control_tcp_port,
                   CONTROL_INSECURE_ADVICE);
@@ -455,6 +472,7 @@ cairn_config_complete (void)
   "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
   "                        (ADDR defaults to 127.0.0.1); needs TLS\n" \
   "                        keys or control-insecure=true.\n" \
+  "grants=<FILE>           Who may do what (cairn-grants(5)).\n" \
   "control-insecure=<BOOL> Allow control-tcp= without TLS (trusted\n" \
   "                        networks only).\n" \
   "control-tls=off|on|require  TLS on the control TCP port.\n" \
@@ -574,6 +592,7 @@ cairn_after_fork (void)
       .tcp_address = control_tcp_addr,
       .tcp_port = control_tcp_port,
       .tcp_insecure = control_insecure,
+      .grants = grants,
       .tls_mode = control_tls.mode,
       .tls = control_tls_ctx,
       .tables = tables,

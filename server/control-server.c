@@ -149,6 +149,7 @@ control_server_start (const struct control_config *cfg,
                                       : CONTROL_DEFAULT_MAX_CLIENTS;
   srv->tls_mode = cfg->tls_mode;
   srv->tls = cfg->tls_mode == TLS_OFF ? NULL : cfg->tls;
+  srv->grants = cfg->grants;
   srv->handshake_timeout_ms = cfg->handshake_timeout_ms
     ? cfg->handshake_timeout_ms : CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S * 1000;
   r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);

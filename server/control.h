@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "grants.h"
 #include "tls.h"
 #include "util.h"
 
@@ -118,6 +119,11 @@ struct control_config {
    * connected.  0: CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S.
    */
   unsigned handshake_timeout_ms;
+  /* If set, every request is checked against these grants (borrowed:
+   * must outlive the server; cairn-grants(5)).  NULL: no grants file,
+   * every client is the administrator.
+   */
+  struct grants_store *grants;
   size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
   unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
   const struct control_method_table *tables;   /* besides "server.*" */

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,4 +601,110 @@ grants_peer_name (const struct grant_peer *peer, char *buf, size_t len)
   }
   else
     snprintf (buf, len, "local");
+}
+
+/* ------------------------------------------------------------ the store */
+
+struct grants_store {
+  pthread_rwlock_t lock;
+  struct grants *g;          /* in force; replaced under the write lock */
+  char *path;
+};
+
+int
+grants_store_open (const char *path, struct grants_store **out)
+{
+  struct grants_store *s;
+  int r;
+
+  *out = NULL;
+  s = calloc (1, sizeof *s);
+  if (s == NULL || (s->path = strdup (path)) == NULL) {
+    free (s);
+    return cairn_fail (-ENOMEM, "out of memory");
+  }
+  r = grants_load (path, &s->g);
+  if (r < 0) {
+    free (s->path);
+    free (s);
+    return r;
+  }
+  pthread_rwlock_init (&s->lock, NULL);
+  *out = s;
+  return 0;
+}
+
+void
+grants_store_free (struct grants_store *s)
+{
+  if (s == NULL)
+    return;
+  pthread_rwlock_destroy (&s->lock);
+  grants_free (s->g);
+  free (s->path);
+  free (s);
+}
+
+int
+grants_store_reload (struct grants_store *s, size_t *nrules)
+{
+  struct grants *g, *old;
+  int r = grants_load (s->path, &g);
+
+  if (r < 0)
+    return r;
+  pthread_rwlock_wrlock (&s->lock);
+  old = s->g;
+  s->g = g;
+  pthread_rwlock_unlock (&s->lock);
+  grants_free (old);
+  *nrules = g->n;
+  return 0;
+}
+
+const char *
+grants_store_path (const struct grants_store *s)
+{
+  return s ? s->path : NULL;
+}
+
+unsigned
+grants_store_ops (struct grants_store *s, const struct grant_peer *peer,
+                  const char *name)
+{
+  unsigned ops;
+
+  if (s == NULL || peer->owner)
+    return GRANT_OP_ALL;
+  pthread_rwlock_rdlock (&s->lock);
+  ops = grants_ops (s->g, peer, name);
+  pthread_rwlock_unlock (&s->lock);
+  return ops;
+}
+
+enum grant_nbd
+grants_store_nbd (struct grants_store *s, const struct grant_peer *peer,
+                  const char *name)
+{
+  enum grant_nbd level;
+
+  if (s == NULL || peer->owner)
+    return GRANT_NBD_RW;
+  pthread_rwlock_rdlock (&s->lock);
+  level = grants_nbd (s->g, peer, name);
+  pthread_rwlock_unlock (&s->lock);
+  return level;
+}
+
+bool
+grants_store_is_admin (struct grants_store *s, const struct grant_peer *peer)
+{
+  bool yes;
+
+  if (s == NULL || peer->owner)
+    return true;
+  pthread_rwlock_rdlock (&s->lock);
+  yes = grants_is_admin (s->g, peer);
+  pthread_rwlock_unlock (&s->lock);
+  return yes;
 }

@@ -68,6 +68,11 @@ struct grant_peer {
   bool has_addr;             /* a TCP peer: addr is set */
   struct sockaddr_storage addr;
   bool tls;                  /* the connection uses TLS */
+  /* A Unix socket peer running as the server's own user or root: always
+   * the administrator, so that a bad grants file cannot lock the
+   * operator out (cairn-grants(5), WHO IS ADMINISTRATOR).
+   */
+  bool owner;
 };
 
 struct grants;
@@ -108,5 +113,34 @@ bool grants_knows (const struct grants *g, const struct grant_peer *peer);
 void grants_peer_name (const struct grant_peer *peer, char *buf, size_t len);
 /* Parse an operation name ("snapshot") to its bit; 0 if unknown. */
 unsigned grants_op_bit (const char *name);
+
+/* ------------------------------------------------------------ the store
+ *
+ * The grants in force, shared by threads (the control loop, its workers,
+ * nbdkit's connection threads) and replaced whole by a reload.  A NULL
+ * store means no grants file: everyone is the administrator.
+ */
+struct grants_store;
+
+/* Load path; fails (with the line) if it does not parse. */
+int grants_store_open (const char *path, struct grants_store **out)
+  CAIRN_WUR;
+void grants_store_free (struct grants_store *s);
+/* Read the file again; on error the grants in force stay, and the
+ * message says why.  *nrules: how many rules are now in force.
+ */
+int grants_store_reload (struct grants_store *s, size_t *nrules) CAIRN_WUR;
+/* The file's path (borrowed). */
+const char *grants_store_path (const struct grants_store *s);
+/* grants_ops, grants_nbd, grants_is_admin, grants_knows on the grants in
+ * force (all rights with a NULL store, or for an owner peer).
+ */
+unsigned grants_store_ops (struct grants_store *s,
+                           const struct grant_peer *peer, const char *name);
+enum grant_nbd grants_store_nbd (struct grants_store *s,
+                                 const struct grant_peer *peer,
+                                 const char *name);
+bool grants_store_is_admin (struct grants_store *s,
+                            const struct grant_peer *peer);
 
 #endif /* CAIRN_SERVER_GRANTS_H */
