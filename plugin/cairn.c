@@ -51,6 +51,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -711,6 +713,7 @@ want_snapshot (const struct vol_info *info)
 struct list_ctx {
   struct nbdkit_exports *exports;
   bool readonly;
+  struct grant_peer peer;       /* the client, for grants= */
   bool (*want) (const struct vol_info *info);   /* this section's filter */
   unsigned listed;              /* entries added, the held one included */
   uint64_t left_out;            /* states past the bound */
@@ -773,11 +776,15 @@ add_export (void *opaque, const struct vol_info *info)
 
   if (!ctx->want (info))
     return 0;
+  if (grants_store_nbd (grants, &ctx->peer, info->name) == GRANT_NBD_NONE)
+    return 0;                   /* not this client's: not listed */
   if (list_checkpoints && ctx->want == want_volume &&
       keep_volume_name (ctx, info->name) < 0)
     return -ENOMEM;
   export_name (info, name, sizeof name);
-  describe (info, ctx->readonly, desc, sizeof desc);
+  describe (info, ctx->readonly ||
+            grants_store_nbd (grants, &ctx->peer, info->name) == GRANT_NBD_RO,
+            desc, sizeof desc);
   return add_entry (ctx, name, desc);
 }
 
@@ -875,6 +882,49 @@ list_checkpoint_section (struct list_ctx *ctx)
   return 0;
 }
 
+/* What grants= know of this NBD connection's client: its uid and gid on
+ * a Unix socket, its address on TCP, whether it uses TLS, and, where
+ * nbdkit tells plugins (nbdkit_peer_tls_dn, not in 1.32), its
+ * certificate's name.
+ */
+static void
+nbd_peer (int is_tls, struct grant_peer *p)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+
+  memset (p, 0, sizeof *p);
+  p->tls = is_tls > 0;
+  if (grants == NULL || nbdkit_peer_name ((struct sockaddr *) &ss, &len) == -1)
+    return;
+  if (ss.ss_family == AF_UNIX) {
+    int64_t uid = nbdkit_peer_uid (), gid = nbdkit_peer_gid ();
+
+    if (uid >= 0 && gid >= 0) {
+      p->has_cred = true;
+      p->uid = (uid_t) uid;
+      p->gid = (gid_t) gid;
+      p->owner = uid == 0 || (uid_t) uid == geteuid ();
+    }
+  }
+  else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+    p->has_addr = true;
+    p->addr = ss;
+  }
+#if HAVE_DECL_NBDKIT_PEER_TLS_DN
+  if (p->tls) {
+    static __thread char dn[256];
+    char *s = nbdkit_peer_tls_dn ();
+
+    if (s) {
+      snprintf (dn, sizeof dn, "%s", s);
+      free (s);
+      p->x509_name = dn;
+    }
+  }
+#endif
+}
+
 /* List the live volumes, then the snapshots, then with list-checkpoints
  * the checkpoints, up to list_max exports (see struct list_ctx), asking
  * the engine each time; one damaged record leaves out only what it
@@ -889,6 +939,7 @@ cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
   };
   int r;
 
+  nbd_peer (is_tls, &ctx.peer);
   cairn_error_clear ();
   r = list_section (&ctx, want_volume, false);
   if (r == 0)
@@ -969,16 +1020,36 @@ cairn_default_export (int readonly, int is_tls)
   return NULL;
 }
 
-/* Open a connection: the volume or snapshot named by the export name. */
+/* Open a connection: the volume or snapshot named by the export name,
+ * if the client's grants give it access (a name they do not is unknown,
+ * in the words used for a missing one; a read-only grant opens it
+ * read-only).  The access is decided here, once: a reload of the grants
+ * changes what later connections get (cairn-grants(5), RELOADING).
+ */
 static void *
 cairn_open (int readonly)
 {
   const char *name = nbdkit_export_name ();
+  struct grant_peer peer;
+  enum grant_nbd access;
   struct handle *h;
   int r;
 
   if (name == NULL)
     return NULL;
+  nbd_peer (nbdkit_is_tls (), &peer);
+  access = grants_store_nbd (grants, &peer, name);
+  if (access == GRANT_NBD_NONE) {
+    char who[300];
+
+    grants_peer_name (&peer, who, sizeof who);
+    nbdkit_debug ("cairn: grants give %s no access to '%s'", who, name);
+    nbdkit_error ("unknown export '%s': no volume named '%.*s'", name,
+                  (int) strcspn (name, "@"), name);
+    return NULL;
+  }
+  if (access == GRANT_NBD_RO)
+    readonly = 1;
   h = calloc (1, sizeof *h);
   if (h == NULL || (h->name = strdup (name)) == NULL) {
     nbdkit_error ("calloc: %m");
