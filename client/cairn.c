@@ -207,6 +207,16 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print the method's result as JSON\n",
     cmd_grants, NULL, CMD_ONLINE },
+  { "audit", "show the changes made through control", "[--json]",
+"List the server's audit trail, oldest first: every change made through\n"
+"control (create, delete, rename, resize, set, rollback, clone,\n"
+"snapshots, checkpoints, receive, replication, job cancel, grants reload),\n"
+"refused or not, with its time, principal, target and outcome.  The\n"
+"server keeps the newest 1024 in memory; its log has them all.  For the\n"
+"server's administrator.\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_audit, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */

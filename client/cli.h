@@ -223,6 +223,8 @@ void field_damaged (json_t *res);
 
 /* online.c: cairn grants reload. */
 int cmd_grants (const struct cli *cli, int argc, char **argv);
+/* online.c: cairn audit. */
+int cmd_audit (const struct cli *cli, int argc, char **argv);
 
 /* stats.c: the I/O statistics of a running server. */
 int cmd_stats (const struct cli *cli, int argc, char **argv);

@@ -559,6 +559,15 @@ control_log (void *opaque, const char *msg)
   nbdkit_debug ("cairn control: %s", msg);
 }
 
+/* Changes made through control go to nbdkit's log whatever its debug
+ * setting (the audit trail, cairn-grants(5) AUDIT).
+ */
+static void
+control_audit (void *opaque, const char *line)
+{
+  nbdkit_error ("cairn audit: %s", line);
+}
+
 /* Refused and failed TLS clients are errors in nbdkit's log. */
 static void
 control_warn (void *opaque, const char *msg)
@@ -602,6 +611,7 @@ cairn_after_fork (void)
       .opaque = &methods_ctx,
       .log = control_log,
       .warn = control_warn,
+      .audit = control_audit,
       .background_jobs = cairn_background_jobs,
       .handshake_timeout_ms = handshake_timeout_s * 1000,
     };

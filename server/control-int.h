@@ -9,6 +9,7 @@
 #define CAIRN_SERVER_CONTROL_INT_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 
 #include "chan.h"
@@ -55,6 +56,24 @@ struct control_registry {
  * blocking method (uv_queue_work orders the two), and answered and freed
  * back on the loop thread.
  */
+/* The audit trail (audit.c): the newest CONTROL_AUDIT_RING records. */
+#define CONTROL_AUDIT_RING 1024
+struct control_audit_entry {
+  time_t time;
+  char principal[300];
+  char method[48];
+  char target[520];
+  char outcome[600];
+};
+struct control_audit {
+  pthread_mutex_t lock;
+  struct control_audit_entry ring[CONTROL_AUDIT_RING];
+  size_t head, n;               /* oldest record, how many */
+  uint64_t dropped;             /* overwritten since start */
+  void (*log) (void *opaque, const char *line);   /* may be NULL */
+  void *opaque;
+};
+
 struct control_ctx {
   const struct control_registry *reg;
   const struct control_method *method;
@@ -72,6 +91,7 @@ struct control_ctx {
   struct grants_store *grants;
   struct grant_peer peer;
   char peer_ident[256];         /* peer.psk_identity / x509_name point here */
+  struct control_audit *audit;  /* the server's, or NULL (in-process) */
   json_t *error_data;           /* more "data" for the error reply */
   /* Set by control-request.c for a blocking request on a connection: */
   struct control_jobs *jobs;    /* the server's jobs (job.*) */
@@ -118,6 +138,7 @@ struct control_server {
   unsigned handshake_timeout_ms;   /* control_config's (not 0) */
   struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
   struct grants_store *grants;     /* control_config's (borrowed), or NULL */
+  struct control_audit audit;      /* changes made through control */
 
   struct conn *conns;              /* open connections */
   unsigned nconns;
@@ -286,6 +307,18 @@ bool control_ctx_is_admin (struct control_ctx *ctx);
 int control_gate_check (struct control_ctx *ctx) CAIRN_WUR;
 int control_gate_filter (struct control_ctx *ctx, json_t *result) CAIRN_WUR;
 extern const struct control_method_table control_grants_methods;
+
+/* The audit trail (audit.c). */
+void control_audit_init (struct control_audit *a);
+void control_audit_destroy (struct control_audit *a);
+void control_audit_record (struct control_ctx *ctx, const char *target,
+                           int err, const char *message);
+extern const struct control_method_table control_audit_methods;
+/* gate.c: record the request in the audit trail if its method changes
+ * something (after it ran, refused or not).
+ */
+void control_gate_audit (struct control_ctx *ctx, int err,
+                         const char *message);
 
 /* The built-in "server.*" methods (methods.c). */
 extern const struct control_method_table control_builtin_methods;

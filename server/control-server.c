@@ -96,6 +96,7 @@ server_destroy (struct control_server *srv)
   }
   control_registry_free (srv->reg);
   control_jobs_destroy (&srv->jobs);
+  control_audit_destroy (&srv->audit);
   free (srv);
 }
 
@@ -138,6 +139,9 @@ control_server_start (const struct control_config *cfg,
     return cairn_fail (-ENOMEM, "out of memory");
   atomic_init (&srv->stopping, false);
   control_jobs_init (&srv->jobs);
+  control_audit_init (&srv->audit);
+  srv->audit.log = cfg->audit;
+  srv->audit.opaque = cfg->opaque;
   srv->jobs.background = cfg->background_jobs;
   srv->jobs.opaque = cfg->opaque;
   srv->opaque = cfg->opaque;

@@ -137,6 +137,10 @@ struct control_config {
    * debugging on: TCP clients refused or failing TLS.  Loop thread.
    */
   void (*warn) (void *opaque, const char *msg);
+  /* If set, given each audit record (audit.c) as a line for the server
+   * log: "TIME PRINCIPAL METHOD TARGET: OUTCOME".  Any thread.
+   */
+  void (*audit) (void *opaque, const char *line);
   /* If set, lists the work done by itself (control_bg_job) for job.*:
    * *jobs malloc'd (NULL when *n is 0), or a negative errno with a
    * message.  Called on the loop thread: it must be quick (memory only).

@@ -50,7 +50,7 @@ control_registry_new (const struct control_method_table *tables,
 {
   struct control_registry *reg;
   size_t total = control_builtin_methods.n + control_job_methods.n +
-    control_grants_methods.n;
+    control_grants_methods.n + control_audit_methods.n;
   int r;
 
   for (size_t i = 0; i < n_tables; i++)
@@ -69,6 +69,8 @@ control_registry_new (const struct control_method_table *tables,
     r = registry_add (reg, &control_job_methods);
   if (r == 0)
     r = registry_add (reg, &control_grants_methods);
+  if (r == 0)
+    r = registry_add (reg, &control_audit_methods);
   for (size_t i = 0; r == 0 && i < n_tables; i++)
     r = registry_add (reg, &tables[i]);
   if (r == 0) {
@@ -185,6 +187,7 @@ control_ctx_run (struct control_ctx *ctx)
     r = ctx->method->handler (ctx, ctx->req.params, &result);
   if (r == 0)
     r = control_gate_filter (ctx, result);
+  control_gate_audit (ctx, r, r < 0 ? cairn_errmsg () : NULL);
   control_ctx_end (ctx);
   if (r < 0) {
     json_decref (result);

@@ -32,6 +32,7 @@ enum {
   G_ANYONE = 1,   /* no names, nothing secret (server.ping) */
   G_ADMIN = 2,    /* the server's administrator only */
   G_FILTER = 4,   /* filter the result (listings) */
+  G_AUDIT = 8,    /* a change: recorded in the audit trail (audit.c) */
 };
 
 /* A parameter naming a volume: any of ops lets it through. */
@@ -58,35 +59,40 @@ static const struct gate gates[] = {
   { "job.list", G_FILTER, { { 0 } } },
   { "job.show", G_FILTER, { { 0 } } },
   { "volume.show", G_FILTER, { { "name", ~0u, false } } },
-  { "volume.create", 0, { { "name", GRANT_OP_CREATE, true } } },
-  { "volume.delete", 0, { { "name", GRANT_OP_DELETE, false } } },
-  { "volume.rename", 0, { { "name", GRANT_OP_CREATE, false },
+  { "volume.create", G_AUDIT, { { "name", GRANT_OP_CREATE, true } } },
+  { "volume.delete", G_AUDIT, { { "name", GRANT_OP_DELETE, false } } },
+  { "volume.rename", G_AUDIT, { { "name", GRANT_OP_CREATE, false },
                           { "to", GRANT_OP_CREATE, true } } },
-  { "volume.resize", 0, { { "name", GRANT_OP_CREATE, false } } },
-  { "volume.set", 0, { { "name", GRANT_OP_CREATE, false } } },
-  { "volume.rollback", 0, { { "name", SNAP, false },
+  { "volume.resize", G_AUDIT, { { "name", GRANT_OP_CREATE, false } } },
+  { "volume.set", G_AUDIT, { { "name", GRANT_OP_CREATE, false } } },
+  { "volume.rollback", G_AUDIT, { { "name", SNAP, false },
                             { "keep_as", GRANT_OP_CREATE | SNAP, true } } },
-  { "volume.clone", 0, { { "source", GRANT_OP_CLONE, false },
+  { "volume.clone", G_AUDIT, { { "source", GRANT_OP_CLONE, false },
                          { "name", GRANT_OP_CREATE | GRANT_OP_CLONE, true } } },
   { "volume.diff", 0, { { "from", GRANT_OP_SEND, false },
                         { "to", GRANT_OP_SEND, false } } },
-  { "snapshot.create", 0, { { "volume", SNAP, false },
+  { "snapshot.create", G_AUDIT, { { "volume", SNAP, false },
                             { "volumes", SNAP, false } } },
   { "snapshot.list", G_FILTER, { { "volume", ~0u, false } } },
-  { "snapshot.delete", 0, { { "volume", GRANT_OP_DELETE, false } } },
-  { "snapshot.rename", 0, { { "volume", SNAP, false } } },
+  { "snapshot.delete", G_AUDIT, { { "volume", GRANT_OP_DELETE, false } } },
+  { "snapshot.rename", G_AUDIT, { { "volume", SNAP, false } } },
   { "snapshot.space", 0, { { "volume", ~0u, false } } },
   { "checkpoint.list", 0, { { "volume", ~0u, false } } },
-  { "checkpoint.promote", 0, { { "checkpoint", SNAP, false } } },
-  { "checkpoint.prune", 0, { { "volume", SNAP, false } } },
+  { "checkpoint.promote", G_AUDIT, { { "checkpoint", SNAP, false } } },
+  { "checkpoint.prune", G_AUDIT, { { "volume", SNAP, false } } },
   { "stats.show", 0, { { "export", ~0u, false } } },
   { "stream.send", 0, { { "snapshot", GRANT_OP_SEND, false },
                         { "from", GRANT_OP_SEND, false } } },
   { "stream.size", 0, { { "snapshot", GRANT_OP_SEND, false },
                         { "from", GRANT_OP_SEND, false } } },
-  { "stream.receive", 0, { { "volume", GRANT_OP_RECEIVE, true } } },
+  { "stream.receive", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, true } } },
   { "stream.token", 0, { { "volume", GRANT_OP_RECEIVE, true } } },
-  { "stream.abort", 0, { { "volume", GRANT_OP_RECEIVE, true } } },
+  { "grants.reload", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "job.cancel", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "checkpoint.set", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "replicate.push", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "replicate.pull", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "stream.abort", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, true } } },
 };
 #undef LIST
 #undef SNAP
@@ -278,6 +284,30 @@ control_gate_filter (struct control_ctx *ctx, json_t *result)
                                                                  "damaged")))
     json_array_clear (json_object_get (result, "damaged"));
   return 0;
+}
+
+/* Record a change in the audit trail: the first name it was about (the
+ * first string among the gate's parameters), and how it ended.
+ */
+void
+control_gate_audit (struct control_ctx *ctx, int err, const char *message)
+{
+  const struct gate *g = find_gate (ctx->method->name);
+  json_t *params = ctx->req.params;
+  const char *target = NULL;
+
+  if (g == NULL || !(g->flags & G_AUDIT))
+    return;
+  for (size_t i = 0; target == NULL && i < 3 && g->args[i].param; i++) {
+    json_t *v = json_is_object (params)
+      ? json_object_get (params, g->args[i].param) : NULL;
+
+    if (json_is_string (v))
+      target = json_string_value (v);
+    else if (json_is_array (v) && json_is_string (json_array_get (v, 0)))
+      target = json_string_value (json_array_get (v, 0));
+  }
+  control_audit_record (ctx, target, err, message);
 }
 
 /* grants.reload → {"file": PATH, "rules": N}: read the grants file again;

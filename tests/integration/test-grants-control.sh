@@ -144,6 +144,34 @@ expect 3 "no volume named 'tenant-a/v'"
 as bob volume list
 expect 0 "tenant-b/v"
 
+# The audit trail: the changes, refused or not, with principal and outcome,
+# in audit.list (the administrator's) and in the server log.
+as alice audit
+expect 1 "administrator"
+admin audit --json >"$TMPDIR_TEST/audit.json" || fail "cairn audit"
+python3 - "$TMPDIR_TEST/audit.json" <<'PY' || fail "audit trail: $(cat "$TMPDIR_TEST/audit.json")"
+import json, sys
+a = json.load(open(sys.argv[1]))
+e = [(x["principal"], x["method"], x["target"], x["outcome"].split(":")[0]) for x in a["entries"]]
+def has(p, m, t, o):
+    assert (p, m, t, o) in e, (p, m, t, o, e)
+has("psk:alice", "snapshot.create", "tenant-a/v", "ok")
+has("psk:alice", "volume.clone", "tenant-a/v@s1", "ok")
+has("psk:alice", "stream.receive", "tenant-a/r", "ok")
+has("psk:alice", "volume.clone", "tenant-b/v@s1", "failed (not-found)")
+has("psk:alice", "volume.delete", "tenant-b/v", "failed (not-found)")
+has("psk:alice", "volume.create", "tenant-b/new", "failed (permission)")
+has("psk:alice", "grants.reload", "", "failed (permission)")
+has("uid:0/gid:0", "volume.create", "tenant-a/v", "ok")
+has("uid:0/gid:0", "grants.reload", "", "ok")
+assert any(x[1] == "grants.reload" and x[3] == "failed (invalid)" for x in e), e
+assert all(x["time"].endswith("Z") for x in a["entries"]), a
+assert a["dropped"] == 0, a
+assert not any(x[1] in ("volume.list", "volume.show", "snapshot.list") for x in e), e
+PY
+grep -q "cairn audit: .* psk:alice volume.delete tenant-b/v: failed (not-found)" "$NBDKIT_LOG" ||
+  fail "the server log has no audit line for alice's delete"
+
 # Without a grants file there is nothing to reload.
 stop_plugin
 start_plugin control="$CTL"

@@ -1088,8 +1088,10 @@ Test (extensions, module_tables, .init = make_dir, .fini = remove_dir)
              "a blocking method ran on the loop thread");
 
   cr_assert_eq (control_client_call (c, "server.methods", NULL, &res), 0);
-  /* 3 server.*, 3 job.*, grants.reload and the 3 of the test table. */
-  cr_assert_eq (json_array_size (json_object_get (res, "methods")), 10);
+  /* 3 server.*, 3 job.*, grants.reload, audit.list and the 3 of the
+   * test table.
+   */
+  cr_assert_eq (json_array_size (json_object_get (res, "methods")), 11);
   json_decref (res);
   control_client_close (c);
   control_server_stop (srv);
