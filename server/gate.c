@@ -90,8 +90,10 @@ static const struct gate gates[] = {
   { "grants.reload", G_ADMIN | G_AUDIT, { { 0 } } },
   { "job.cancel", G_ADMIN | G_AUDIT, { { 0 } } },
   { "checkpoint.set", G_ADMIN | G_AUDIT, { { 0 } } },
-  { "replicate.push", G_ADMIN | G_AUDIT, { { 0 } } },
-  { "replicate.pull", G_ADMIN | G_AUDIT, { { 0 } } },
+  { "replicate.push", G_AUDIT,
+    { { "snapshot", GRANT_OP_REPLICATE, false } } },
+  { "replicate.pull", G_AUDIT,
+    { { "volume", GRANT_OP_REPLICATE, true } } },
   { "stream.abort", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, true } } },
 };
 #undef LIST

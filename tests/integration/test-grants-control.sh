@@ -99,6 +99,8 @@ as alice volume delete tenant-b/v
 as_missing tenant-b/v tenant-b/ghost alice volume delete tenant-b/ghost
 as alice send tenant-b/v@s1
 as_missing tenant-b/v tenant-b/ghost alice send tenant-b/ghost@s1
+as alice replicate tenant-b/v@s1 --to 127.0.0.1:1
+as_missing tenant-b/v tenant-b/ghost alice replicate tenant-b/ghost@s1 --to 127.0.0.1:1
 as bob volume show other
 as_missing other ghost bob volume show ghost
 # Receiving into the other's volume, or creating in its prefix, is refused
@@ -172,6 +174,9 @@ PY
 grep -q "cairn audit: .* psk:alice volume.delete tenant-b/v: failed (not-found)" "$NBDKIT_LOG" ||
   fail "the server log has no audit line for alice's delete"
 
+# cairnd hands its --grants (or the config key) to the plugin.
+"$CAIRND" --pool "$POOL" --grants "$GRANTS" -n | grep -q " grants=$GRANTS\$" ||
+  fail "cairnd --grants"
 # Without a grants file there is nothing to reload.
 stop_plugin
 start_plugin control="$CTL"
