@@ -201,6 +201,24 @@ static const struct command commands[] = {
 "\n"
 "  -j, --json            print the method's result as JSON\n",
     cmd_stats, NULL, CMD_ONLINE },
+  { "grants", "reload the server's grants file", "reload [--json]",
+"Make the server read its grants file (grants=, cairnd --grants) again,\n"
+"without a restart.  A file that does not parse leaves the grants in\n"
+"force, and the message names the line.  For the server's administrator.\n"
+"See cairn-grants(5).\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_grants, NULL, CMD_ONLINE },
+  { "audit", "show the changes made through control", "[--json]",
+"List the server's audit trail, oldest first: every change made through\n"
+"control (create, delete, rename, resize, set, rollback, clone,\n"
+"snapshots, checkpoints, receive, replication, job cancel, grants reload),\n"
+"refused or not, with its time, principal, target and outcome.  The\n"
+"server keeps the newest 1024 in memory; its log has them all.  For the\n"
+"server's administrator.\n"
+"\n"
+"  -j, --json            print the method's result as JSON\n",
+    cmd_audit, NULL, CMD_ONLINE },
 };
 
 /* The table entry named name, or NULL. */

@@ -54,6 +54,7 @@ struct cairnd_opts {
   char *verify;       /* disk or always: the plugin's verify= */
   bool list_checkpoints;  /* the plugin's list-checkpoints=true */
   bool degraded;          /* the plugin's degraded=true */
+  bool control_insecure;  /* the plugin's control-insecure=true */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -65,6 +66,7 @@ struct cairnd_opts {
   char *ceph_conf;    /* rbd: pools: the plugin's ceph-conf=, ceph-id=, */
   char *ceph_id;      /* ceph-keyring= */
   char *ceph_keyring;
+  char *grants;       /* the plugin's grants=FILE (cairn-grants(5)) */
   bool foreground;
   bool dry_run;
   bool verbose;
@@ -96,6 +98,9 @@ usage (int status)
 "                        (ADDR defaults to 127.0.0.1), for other servers\n"
 "      --control-tls MODE  TLS on the control port: off, on or require\n"
 "                        (default: as --tls, with the same keys)\n"
+"      --grants FILE     who may do what (cairn-grants(5))\n"
+"      --control-insecure  allow --control-tcp without TLS (trusted\n"
+"                        networks only)\n"
 "      --create SIZE     create the pool (SIZE bytes) if it is missing\n"
 "      --preallocate MODE  a pool file --create makes: off (sparse, the\n"
 "                        default), space (reserved) or full (written)\n"
@@ -196,6 +201,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
     { "ceph-conf", &o->ceph_conf, true },
     { "ceph-id", &o->ceph_id, false },
     { "ceph-keyring", &o->ceph_keyring, true },
+    { "grants", &o->grants, true },
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -215,6 +221,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "list-checkpoints") == 0) {
     o->list_checkpoints = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "control-insecure") == 0) {
+    o->control_insecure = is_yes (value);
     return 0;
   }
   if (strcmp (key, "degraded") == 0) {
@@ -335,7 +345,7 @@ finish (struct cairnd_opts *o, int status)
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
     &o->control_tcp, &o->control_tls, &o->metrics, &o->ceph_conf,
-    &o->ceph_id, &o->ceph_keyring,
+    &o->ceph_id, &o->ceph_keyring, &o->grants,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -588,7 +598,7 @@ main (int argc, char **argv)
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_CEPH_CONF, OPT_CEPH_ID,
          OPT_CEPH_KEYRING, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS };
+         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -616,6 +626,8 @@ main (int argc, char **argv)
     { "ceph-conf", required_argument, NULL, OPT_CEPH_CONF },
     { "ceph-id", required_argument, NULL, OPT_CEPH_ID },
     { "ceph-keyring", required_argument, NULL, OPT_CEPH_KEYRING },
+    { "control-insecure", no_argument, NULL, OPT_INSECURE },
+    { "grants", required_argument, NULL, OPT_GRANTS },
     { "foreground", no_argument, NULL, 'f' },
     { "verbose", no_argument, NULL, 'v' },
     { "dry-run", no_argument, NULL, 'n' },
@@ -661,6 +673,8 @@ main (int argc, char **argv)
     case OPT_CEPH_CONF: set_opt (&o.ceph_conf, optarg); break;
     case OPT_CEPH_ID: set_opt (&o.ceph_id, optarg); break;
     case OPT_CEPH_KEYRING: set_opt (&o.ceph_keyring, optarg); break;
+    case OPT_INSECURE: o.control_insecure = true; break;
+    case OPT_GRANTS: set_opt (&o.grants, optarg); break;
     case 'f': o.foreground = true; break;
     case 'v': o.verbose = true; break;
     case 'n': o.dry_run = true; break;
@@ -703,6 +717,14 @@ main (int argc, char **argv)
     set_opt (&o.control, DEFAULT_CONTROL);
   tls = tls_mode (&o, !o.dry_run);
   ctl_tls = o.control_tls ? o.control_tls : tls;
+  if (o.control_tcp && strcmp (ctl_tls, "off") == 0 && !o.control_insecure) {
+    fprintf (stderr, "cairnd: --control-tcp without TLS would let anyone who "
+             "reaches the port manage the pool: give keys (--tls-psk FILE "
+             "or --tls-certs DIR), or, on a trusted host or network only, "
+             "add --control-insecure (the port then stays on 127.0.0.1 "
+             "unless --control-tcp names another address)\n");
+    return finish (&o, 2);
+  }
   if (!o.dry_run && (make_parent_dir (o.control) < 0 ||
                      (o.create && create_pool (o.pool, o.create,
                                                 o.preallocate) < 0) ||
@@ -771,6 +793,10 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("control-group", o.control_group));
   if (o.control_tcp)
     add_arg (nargv, &nargc, kv ("control-tcp", o.control_tcp));
+  if (o.grants)
+    add_arg (nargv, &nargc, kv ("grants", o.grants));
+  if (o.control_tcp && o.control_insecure && strcmp (ctl_tls, "off") == 0)
+    add_arg (nargv, &nargc, "control-insecure=true");
   if (strcmp (ctl_tls, "off") != 0) {
     add_arg (nargv, &nargc, kv ("control-tls", ctl_tls));
     if (o.tls_certs)

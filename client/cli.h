@@ -231,6 +231,11 @@ size_t warn_damaged (const struct cli *cli, json_t *res);
 /* Print the "damaged" records of res as fields, one per line. */
 void field_damaged (json_t *res);
 
+/* online.c: cairn grants reload. */
+int cmd_grants (const struct cli *cli, int argc, char **argv);
+/* online.c: cairn audit. */
+int cmd_audit (const struct cli *cli, int argc, char **argv);
+
 /* stats.c: the I/O statistics of a running server. */
 int cmd_stats (const struct cli *cli, int argc, char **argv);
 

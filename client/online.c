@@ -317,6 +317,61 @@ field_damaged (json_t *res)
 
 /* ---------------------------------------------------------------- others */
 
+/* cairn audit: the server's audit trail, oldest first. */
+int
+cmd_audit (const struct cli *cli, int argc, char **argv)
+{
+  struct opts o;
+  json_t *res, *e;
+  size_t i;
+  int r = parse_opts (cli, argc, argv, "", 0, 0, NULL, &o);
+
+  if (r >= 0)
+    return r;
+  r = cli_call (cli, true, "audit.list", json_object (), &res);
+  if (r == EXIT_OK && o.json)
+    r = print_json (cli, res);
+  else if (r == EXIT_OK) {
+    json_array_foreach (json_object_get (res, "entries"), i, e)
+      printf ("%s %s %s %s: %s\n", jstr (e, "time"), jstr (e, "principal"),
+              jstr (e, "method"), *jstr (e, "target") ? jstr (e, "target")
+                                                      : "-",
+              jstr (e, "outcome"));
+    if (json_integer_value (json_object_get (res, "dropped")) > 0)
+      printf ("(%" JSON_INTEGER_FORMAT " older records dropped)\n",
+              json_integer_value (json_object_get (res, "dropped")));
+  }
+  json_decref (res);
+  return r;
+}
+
+/* cairn grants reload: read the server's grants file again. */
+int
+cmd_grants (const struct cli *cli, int argc, char **argv)
+{
+  static const char *const names[] = { "reload" };
+  struct opts o;
+  json_t *res;
+  int r = parse_opts (cli, argc, argv, "", 1, 1, names, &o);
+
+  if (r >= 0)
+    return r;
+  if (strcmp (argv[optind], "reload") != 0) {
+    fprintf (stderr, "cairn grants: unknown action '%s': the action is "
+             "'reload' (cairn grants reload)\n", argv[optind]);
+    return EXIT_USAGE;
+  }
+  r = cli_call (cli, true, "grants.reload", json_object (), &res);
+  if (r == EXIT_OK && o.json)
+    r = print_json (cli, res);
+  else if (r == EXIT_OK)
+    printf ("reloaded %s: %" JSON_INTEGER_FORMAT " rules in force\n",
+            jstr (res, "file"), json_integer_value (json_object_get (res,
+                                                                     "rules")));
+  json_decref (res);
+  return r;
+}
+
 /* cairn clone SOURCE NAME */
 int
 cmd_clone (const struct cli *cli, int argc, char **argv)

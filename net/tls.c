@@ -121,6 +121,8 @@ struct tls_session {
   bool ready;                  /* handshake done */
   bool close_sent;
   char peer[300];
+  char psk_user[256];          /* server: the PSK username the client
+                                  named and that has a key here */
 };
 
 /* Parse a TLS mode. */
@@ -271,8 +273,12 @@ psk_server_cb (SSL *ssl, const char *identity, unsigned char *psk,
   const struct tls_ctx *ctx = SSL_CTX_get_app_data (SSL_get_SSL_CTX (ssl));
   const struct psk *p = identity ? find_psk (ctx, identity) : NULL;
 
+  struct tls_session *s = SSL_get_app_data (ssl);
+
   if (p == NULL || p->keylen > max_psk_len)
     return 0;
+  if (s)                        /* trusted once the handshake is done */
+    snprintf (s->psk_user, sizeof s->psk_user, "%s", identity);
   memcpy (psk, p->key, p->keylen);
   return p->keylen;
 }
@@ -671,6 +677,7 @@ tls_session_new (struct tls_ctx *ctx, const char *peer,
   /* An empty rbio means "wait for more", not end of file. */
   BIO_set_mem_eof_return (rbio, -1);
   SSL_set_bio (s->ssl, rbio, wbio);
+  SSL_set_app_data (s->ssl, s);
   if (ctx->server)
     SSL_set_accept_state (s->ssl);
   else {
@@ -767,6 +774,32 @@ bool
 tls_session_ready (const struct tls_session *s)
 {
   return s->ready;
+}
+
+/* Who the client authenticated as. */
+bool
+tls_session_identity (const struct tls_session *s, bool *psk, char *buf,
+                      size_t len)
+{
+  X509 *cert;
+  int n;
+
+  if (!s->ready || len == 0)
+    return false;
+  if (s->psk_user[0]) {
+    *psk = true;
+    snprintf (buf, len, "%s", s->psk_user);
+    return true;
+  }
+  cert = SSL_get0_peer_certificate (s->ssl);
+  if (cert == NULL)
+    return false;
+  n = X509_NAME_get_text_by_NID (X509_get_subject_name (cert),
+                                 NID_commonName, buf, (int) len);
+  if (n <= 0 || (size_t) n != strlen (buf))   /* absent, or a NUL in it */
+    return false;
+  *psk = false;
+  return true;
 }
 
 /* Encrypt (the memory BIO takes all of it). */

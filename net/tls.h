@@ -102,6 +102,12 @@ int tls_session_read (struct tls_session *s, void *buf, size_t cap,
                       size_t *n) CAIRN_WUR;
 /* Is the handshake done (plaintext can go out)? */
 bool tls_session_ready (const struct tls_session *s);
+/* Who the client authenticated as (handshake done): its PSK username
+ * (*psk true), or its certificate's subject CN (*psk false).  Returns
+ * false when it showed neither (a client without a certificate).
+ */
+bool tls_session_identity (const struct tls_session *s, bool *psk,
+                           char *buf, size_t len);
 /* Encrypt len bytes (handshake done): the records join the output. */
 int tls_session_write (struct tls_session *s, const void *buf, size_t len)
   CAIRN_WUR;

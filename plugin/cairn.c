@@ -51,6 +51,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -96,6 +98,13 @@ static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
 static unsigned control_tcp_port;
+/* grants=FILE: who may do what (cairn-grants(5)); NULL: the trusted
+ * administrator only, as before grants.
+ */
+static char *grants_path;
+static struct grants_store *grants;
+/* control-insecure=true: the operator allows control-tcp= without TLS. */
+static bool control_insecure;
 /* control-tls=: TLS on the TCP port, and the credentials that replication
  * jobs connect with (net/tls.h).  tls_mode_set: control-tls= was given
  * (without it, credentials mean require, as with cairnd).
@@ -204,6 +213,8 @@ cairn_unload (void)
   free (control_tls_certs);
   free (control_tls_psk);
   tls_ctx_free (control_tls_ctx);
+  free (grants_path);
+  grants_store_free (grants);
   free (default_export);
   free (metrics_addr);
 }
@@ -335,6 +346,18 @@ cairn_config (const char *key, const char *value)
     control_tls_psk = nbdkit_realpath (value);
     if (control_tls_psk == NULL)
       return -1;
+  }
+  else if (strcmp (key, "grants") == 0) {
+    free (grants_path);
+    grants_path = nbdkit_realpath (value);
+    if (grants_path == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "control-insecure") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    control_insecure = r;
   }
   else if (strcmp (key, "control-tls-verify-peer") == 0) {
     int r = nbdkit_parse_bool (value);
@@ -506,7 +529,18 @@ cairn_config_complete (void)
                   "socket is always served");
     return -1;
   }
-  return control_tls_complete ();
+  if (control_tls_complete () == -1)
+    return -1;
+  if (grants_path && grants_store_open (grants_path, &grants) < 0) {
+    nbdkit_error ("grants=%s: %s", grants_path, cairn_errmsg ());
+    return -1;
+  }
+  if (control_tcp_addr && control_tls.mode == TLS_OFF && !control_insecure) {
+    nbdkit_error ("control-tcp=%s:%u: %s", control_tcp_addr, control_tcp_port,
+                  CONTROL_INSECURE_ADVICE);
+    return -1;
+  }
+  return 0;
 }
 
 #define cairn_config_help \
@@ -521,7 +555,11 @@ cairn_config_complete (void)
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
   "control-group=<GROUP>   Group that may use the control socket.\n" \
   "control-tcp=[ADDR:]PORT Also serve the control protocol on TCP\n" \
-  "                        (ADDR defaults to 127.0.0.1).\n" \
+  "                        (ADDR defaults to 127.0.0.1); needs TLS\n" \
+  "                        keys or control-insecure=true.\n" \
+  "grants=<FILE>           Who may do what (cairn-grants(5)).\n" \
+  "control-insecure=<BOOL> Allow control-tcp= without TLS (trusted\n" \
+  "                        networks only).\n" \
   "control-tls=off|on|require  TLS on the control TCP port.\n" \
   "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
   "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
@@ -632,6 +670,15 @@ control_log (void *opaque, const char *msg)
   nbdkit_debug ("cairn control: %s", msg);
 }
 
+/* Changes made through control go to nbdkit's log whatever its debug
+ * setting (the audit trail, cairn-grants(5) AUDIT).
+ */
+static void
+control_audit (void *opaque, const char *line)
+{
+  nbdkit_error ("cairn audit: %s", line);
+}
+
 /* Refused and failed TLS clients are errors in nbdkit's log. */
 static void
 control_warn (void *opaque, const char *msg)
@@ -668,6 +715,8 @@ cairn_after_fork (void)
       .unix_group = control_group,
       .tcp_address = control_tcp_addr,
       .tcp_port = control_tcp_port,
+      .tcp_insecure = control_insecure,
+      .grants = grants,
       .tls_mode = control_tls.mode,
       .tls = control_tls_ctx,
       .tables = tables,
@@ -675,6 +724,7 @@ cairn_after_fork (void)
       .opaque = &methods_ctx,
       .log = control_log,
       .warn = control_warn,
+      .audit = control_audit,
       .background_jobs = cairn_background_jobs,
       .handshake_timeout_ms = handshake_timeout_s * 1000,
     };
@@ -803,6 +853,7 @@ want_snapshot (const struct vol_info *info)
 struct list_ctx {
   struct nbdkit_exports *exports;
   bool readonly;
+  struct grant_peer peer;       /* the client, for grants= */
   bool (*want) (const struct vol_info *info);   /* this section's filter */
   unsigned listed;              /* entries added, the held one included */
   uint64_t left_out;            /* states past the bound */
@@ -865,11 +916,15 @@ add_export (void *opaque, const struct vol_info *info)
 
   if (!ctx->want (info))
     return 0;
+  if (grants_store_nbd (grants, &ctx->peer, info->name) == GRANT_NBD_NONE)
+    return 0;                   /* not this client's: not listed */
   if (list_checkpoints && ctx->want == want_volume &&
       keep_volume_name (ctx, info->name) < 0)
     return -ENOMEM;
   export_name (info, name, sizeof name);
-  describe (info, ctx->readonly, desc, sizeof desc);
+  describe (info, ctx->readonly ||
+            grants_store_nbd (grants, &ctx->peer, info->name) == GRANT_NBD_RO,
+            desc, sizeof desc);
   return add_entry (ctx, name, desc);
 }
 
@@ -967,6 +1022,49 @@ list_checkpoint_section (struct list_ctx *ctx)
   return 0;
 }
 
+/* What grants= know of this NBD connection's client: its uid and gid on
+ * a Unix socket, its address on TCP, whether it uses TLS, and, where
+ * nbdkit tells plugins (nbdkit_peer_tls_dn, not in 1.32), its
+ * certificate's name.
+ */
+static void
+nbd_peer (int is_tls, struct grant_peer *p)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+
+  memset (p, 0, sizeof *p);
+  p->tls = is_tls > 0;
+  if (grants == NULL || nbdkit_peer_name ((struct sockaddr *) &ss, &len) == -1)
+    return;
+  if (ss.ss_family == AF_UNIX) {
+    int64_t uid = nbdkit_peer_uid (), gid = nbdkit_peer_gid ();
+
+    if (uid >= 0 && gid >= 0) {
+      p->has_cred = true;
+      p->uid = (uid_t) uid;
+      p->gid = (gid_t) gid;
+      p->owner = uid == 0 || (uid_t) uid == geteuid ();
+    }
+  }
+  else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+    p->has_addr = true;
+    p->addr = ss;
+  }
+#if HAVE_DECL_NBDKIT_PEER_TLS_DN
+  if (p->tls) {
+    static __thread char dn[256];
+    char *s = nbdkit_peer_tls_dn ();
+
+    if (s) {
+      snprintf (dn, sizeof dn, "%s", s);
+      free (s);
+      p->x509_name = dn;
+    }
+  }
+#endif
+}
+
 /* List the live volumes, then the snapshots, then with list-checkpoints
  * the checkpoints, up to list_max exports (see struct list_ctx), asking
  * the engine each time; one damaged record leaves out only what it
@@ -981,6 +1079,7 @@ cairn_list_exports (int readonly, int is_tls, struct nbdkit_exports *exports)
   };
   int r;
 
+  nbd_peer (is_tls, &ctx.peer);
   cairn_error_clear ();
   r = list_section (&ctx, want_volume, false);
   if (r == 0)
@@ -1061,16 +1160,36 @@ cairn_default_export (int readonly, int is_tls)
   return NULL;
 }
 
-/* Open a connection: the volume or snapshot named by the export name. */
+/* Open a connection: the volume or snapshot named by the export name,
+ * if the client's grants give it access (a name they do not is unknown,
+ * in the words used for a missing one; a read-only grant opens it
+ * read-only).  The access is decided here, once: a reload of the grants
+ * changes what later connections get (cairn-grants(5), RELOADING).
+ */
 static void *
 cairn_open (int readonly)
 {
   const char *name = nbdkit_export_name ();
+  struct grant_peer peer;
+  enum grant_nbd access;
   struct handle *h;
   int r;
 
   if (name == NULL)
     return NULL;
+  nbd_peer (nbdkit_is_tls (), &peer);
+  access = grants_store_nbd (grants, &peer, name);
+  if (access == GRANT_NBD_NONE) {
+    char who[300];
+
+    grants_peer_name (&peer, who, sizeof who);
+    nbdkit_debug ("cairn: grants give %s no access to '%s'", who, name);
+    nbdkit_error ("unknown export '%s': no volume named '%.*s'", name,
+                  (int) strcspn (name, "@"), name);
+    return NULL;
+  }
+  if (access == GRANT_NBD_RO)
+    readonly = 1;
   h = calloc (1, sizeof *h);
   if (h == NULL || (h->name = strdup (name)) == NULL) {
     nbdkit_error ("calloc: %m");

@@ -9,10 +9,12 @@
 #define CAIRN_SERVER_CONTROL_INT_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 
 #include "chan.h"
 #include "control.h"
+#include "grants.h"
 #include "rpc.h"
 
 /* A long request that job.list shows and job.cancel stops (jobs.c). */
@@ -54,6 +56,24 @@ struct control_registry {
  * blocking method (uv_queue_work orders the two), and answered and freed
  * back on the loop thread.
  */
+/* The audit trail (audit.c): the newest CONTROL_AUDIT_RING records. */
+#define CONTROL_AUDIT_RING 1024
+struct control_audit_entry {
+  time_t time;
+  char principal[300];
+  char method[48];
+  char target[520];
+  char outcome[600];
+};
+struct control_audit {
+  pthread_mutex_t lock;
+  struct control_audit_entry ring[CONTROL_AUDIT_RING];
+  size_t head, n;               /* oldest record, how many */
+  uint64_t dropped;             /* overwritten since start */
+  void (*log) (void *opaque, const char *line);   /* may be NULL */
+  void *opaque;
+};
+
 struct control_ctx {
   const struct control_registry *reg;
   const struct control_method *method;
@@ -64,6 +84,14 @@ struct control_ctx {
   int code;                     /* error code forced by the handler, or 0 */
   char message[1024];           /* the handler's error message */
   const atomic_bool *cancel[3]; /* set: stop early (may be NULL) */
+  /* Who asked (a copy of its connection's), and the grants in force:
+   * gate.c checks and filters with them.  grants NULL: no grants file, or
+   * an in-process call (the administrator).
+   */
+  struct grants_store *grants;
+  struct grant_peer peer;
+  char peer_ident[256];         /* peer.psk_identity / x509_name point here */
+  struct control_audit *audit;  /* the server's, or NULL (in-process) */
   json_t *error_data;           /* more "data" for the error reply */
   /* Set by control-request.c for a blocking request on a connection: */
   struct control_jobs *jobs;    /* the server's jobs (job.*) */
@@ -109,6 +137,8 @@ struct control_server {
   enum tls_mode tls_mode;          /* of the TCP port (tls.c) */
   unsigned handshake_timeout_ms;   /* control_config's (not 0) */
   struct tls_ctx *tls;             /* its credentials (borrowed), or NULL */
+  struct grants_store *grants;     /* control_config's (borrowed), or NULL */
+  struct control_audit audit;      /* changes made through control */
 
   struct conn *conns;              /* open connections */
   unsigned nconns;
@@ -165,6 +195,8 @@ struct conn {
   struct tls_session *tls;         /* a TLS client's session, or NULL */
   char *pbuf;                      /* TLS: plaintext of one read */
   char peer[64];                   /* TCP: "ADDR:PORT", for messages */
+  struct grant_peer who;           /* what grants know of it (gate.c) */
+  char who_ident[256];             /* TLS: who.psk_identity / x509_name */
   enum chan_mode smode;            /* stream mode, as the loop sees it */
   bool discarding;                 /* reading a stream nobody takes */
   bool in_paused;                  /* stopped reading: the worker is behind */
@@ -264,6 +296,29 @@ extern const struct control_method_table control_job_methods;
  * registry.
  */
 void control_ctx_end (struct control_ctx *ctx);
+
+/* The grants gate (gate.c): give a request its caller, check it before
+ * its handler runs, filter its result after; grants.reload.
+ */
+void control_ctx_set_peer (struct control_ctx *ctx,
+                           struct grants_store *grants,
+                           const struct grant_peer *who);
+bool control_ctx_is_admin (struct control_ctx *ctx);
+int control_gate_check (struct control_ctx *ctx) CAIRN_WUR;
+int control_gate_filter (struct control_ctx *ctx, json_t *result) CAIRN_WUR;
+extern const struct control_method_table control_grants_methods;
+
+/* The audit trail (audit.c). */
+void control_audit_init (struct control_audit *a);
+void control_audit_destroy (struct control_audit *a);
+void control_audit_record (struct control_ctx *ctx, const char *target,
+                           int err, const char *message);
+extern const struct control_method_table control_audit_methods;
+/* gate.c: record the request in the audit trail if its method changes
+ * something (after it ran, refused or not).
+ */
+void control_gate_audit (struct control_ctx *ctx, int err,
+                         const char *message);
 
 /* The built-in "server.*" methods (methods.c). */
 extern const struct control_method_table control_builtin_methods;

@@ -306,6 +306,8 @@ conn_dispatch (struct conn *conn, const char *line, size_t len)
   ctx->cancel[0] = &srv->stopping;
   ctx->cancel[1] = &conn->cancel;
   ctx->jobs = &srv->jobs;
+  control_ctx_set_peer (ctx, srv->grants, &conn->who);
+  ctx->audit = &srv->audit;
   if (!ctx->method->blocking) {
     control_ctx_run (ctx);
     conn_finish (conn, ctx);

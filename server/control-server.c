@@ -96,6 +96,7 @@ server_destroy (struct control_server *srv)
   }
   control_registry_free (srv->reg);
   control_jobs_destroy (&srv->jobs);
+  control_audit_destroy (&srv->audit);
   free (srv);
 }
 
@@ -131,11 +132,16 @@ control_server_start (const struct control_config *cfg,
     return cairn_fail (-EINVAL, "control-tls=%s needs credentials "
                        "(control-tls-certificates= or control-tls-psk=)",
                        tls_mode_name (cfg->tls_mode));
+  if (cfg->tcp_address && cfg->tls_mode == TLS_OFF && !cfg->tcp_insecure)
+    return cairn_fail (-EPERM, "%s", CONTROL_INSECURE_ADVICE);
   srv = calloc (1, sizeof *srv);
   if (srv == NULL)
     return cairn_fail (-ENOMEM, "out of memory");
   atomic_init (&srv->stopping, false);
   control_jobs_init (&srv->jobs);
+  control_audit_init (&srv->audit);
+  srv->audit.log = cfg->audit;
+  srv->audit.opaque = cfg->opaque;
   srv->jobs.background = cfg->background_jobs;
   srv->jobs.opaque = cfg->opaque;
   srv->opaque = cfg->opaque;
@@ -147,6 +153,7 @@ control_server_start (const struct control_config *cfg,
                                       : CONTROL_DEFAULT_MAX_CLIENTS;
   srv->tls_mode = cfg->tls_mode;
   srv->tls = cfg->tls_mode == TLS_OFF ? NULL : cfg->tls;
+  srv->grants = cfg->grants;
   srv->handshake_timeout_ms = cfg->handshake_timeout_ms
     ? cfg->handshake_timeout_ms : CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S * 1000;
   r = control_registry_new (cfg->tables, cfg->n_tables, &srv->reg);

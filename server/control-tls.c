@@ -18,6 +18,26 @@
 
 #include "control-int.h"
 
+/* Once its handshake is done, note who the client authenticated as, for
+ * the grants (gate.c); before any of its requests is dispatched.
+ */
+static void
+conn_tls_identify (struct conn *conn)
+{
+  bool psk;
+
+  if (conn->who.tls || !tls_session_ready (conn->tls))
+    return;
+  conn->who.tls = true;
+  if (tls_session_identity (conn->tls, &psk, conn->who_ident,
+                            sizeof conn->who_ident)) {
+    if (psk)
+      conn->who.psk_identity = conn->who_ident;
+    else
+      conn->who.x509_name = conn->who_ident;
+  }
+}
+
 /* Ciphertext from a TLS client: decrypt every whole record (tls.c
  * invariant 2) and hand the plaintext on, a buffer at a time.
  */
@@ -35,6 +55,7 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
       snprintf (why, sizeof why, "%s", cairn_errmsg ());
     if (r != TLS_DATA)
       break;
+    conn_tls_identify (conn);
     got += k;
     if (conn->busy)             /* refused: its requests are dropped */
       got = 0;
@@ -50,6 +71,7 @@ conn_tls_input (struct conn *conn, const char *data, size_t n)
   conn_tls_flush (conn);
   if (r >= 0 && conn->setup_deadline && tls_session_ready (conn->tls))
     conn->setup_deadline = 0;   /* set up in time (invariant 10) */
+
   if (conn->busy && r >= 0 && tls_session_ready (conn->tls) &&
       !conn->shutting) {
     conn_refuse_busy (conn);

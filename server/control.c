@@ -568,6 +568,8 @@ conn_name_peer (struct conn *conn)
   unsigned port = 0;
 
   if (uv_tcp_getpeername (&conn->h.tcp, (struct sockaddr *) &ss, &len) == 0) {
+    conn->who.has_addr = true;
+    conn->who.addr = ss;
     if (ss.ss_family == AF_INET6) {
       struct sockaddr_in6 *sa = (struct sockaddr_in6 *) &ss;
 
@@ -583,6 +585,25 @@ conn_name_peer (struct conn *conn)
   }
   snprintf (conn->peer, sizeof conn->peer, strchr (addr, ':') ? "[%s]:%u"
             : "%s:%u", addr, port);
+}
+
+/* Who a Unix socket client is: its uid and gid (SO_PEERCRED).  The
+ * server's own user and root are its owners (cairn-grants(5)).
+ */
+static void
+conn_unix_cred (struct conn *conn)
+{
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  uv_os_fd_t fd;
+
+  if (uv_fileno (&conn->h.handle, &fd) != 0 ||
+      getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return;                     /* knows nothing: grants give nothing */
+  conn->who.has_cred = true;
+  conn->who.uid = cred.uid;
+  conn->who.gid = cred.gid;
+  conn->who.owner = cred.uid == 0 || cred.uid == geteuid ();
 }
 
 /* A client connected: set up its conn and start reading. */
@@ -640,6 +661,8 @@ control_on_connection (uv_stream_t *listener, int status)
                         srv->handshake_timeout_ms, 0);
     }
   }
+  else
+    conn_unix_cred (conn);
   conn->busy = srv->nconns > srv->max_clients;
   /* A TCP client may speak TLS: it hears why once its first byte has
    * said which (conn_sniff), and then in its own language.

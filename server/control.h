@@ -29,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "grants.h"
 #include "tls.h"
 #include "util.h"
 
@@ -42,6 +43,15 @@
 #define CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S 10
 /* Longest delay "server.ping" accepts, in milliseconds. */
 #define CONTROL_PING_MAX_DELAY_MS 10000
+
+/* Why a control port on TCP without TLS does not start, and what to do. */
+#define CONTROL_INSECURE_ADVICE                                            \
+  "the control port on TCP has no TLS keys, so anyone who reaches it "     \
+  "could manage the pool: give it keys (control-tls-psk=FILE or "          \
+  "control-tls-certificates=DIR; cairnd --tls-psk FILE or --tls-certs "    \
+  "DIR), or, on a trusted host or network only, say so with "              \
+  "control-insecure=true (cairnd --control-insecure), which listens on "   \
+  "127.0.0.1 unless control-tcp= names another address"
 
 /* What a handler sees of its request: opaque, see the accessors below. */
 struct control_ctx;
@@ -86,6 +96,11 @@ struct control_config {
   const char *unix_group;    /* if set, the socket's group (by name) */
   const char *tcp_address;   /* if set, also listen on TCP here */
   unsigned tcp_port;         /* with tcp_address; 0 picks a free port */
+  /* TCP with tls_mode TLS_OFF has no authentication at all: the server
+   * refuses to start it unless this says the operator asked for exactly
+   * that (control-insecure=true).
+   */
+  bool tcp_insecure;
   /* TLS on the TCP port (tls.c): off, on (each client chooses) or require;
    * with on or require, tls holds the server's credentials (borrowed: it
    * must outlive the server).  The Unix socket is always plain.
@@ -100,6 +115,11 @@ struct control_config {
    * connected.  0: CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S.
    */
   unsigned handshake_timeout_ms;
+  /* If set, every request is checked against these grants (borrowed:
+   * must outlive the server; cairn-grants(5)).  NULL: no grants file,
+   * every client is the administrator.
+   */
+  struct grants_store *grants;
   size_t max_output;         /* 0: CONTROL_DEFAULT_MAX_OUTPUT */
   unsigned max_clients;      /* 0: CONTROL_DEFAULT_MAX_CLIENTS */
   const struct control_method_table *tables;   /* besides "server.*" */
@@ -113,6 +133,10 @@ struct control_config {
    * debugging on: TCP clients refused or failing TLS.  Loop thread.
    */
   void (*warn) (void *opaque, const char *msg);
+  /* If set, given each audit record (audit.c) as a line for the server
+   * log: "TIME PRINCIPAL METHOD TARGET: OUTCOME".  Any thread.
+   */
+  void (*audit) (void *opaque, const char *line);
   /* If set, lists the work done by itself (control_bg_job) for job.*:
    * *jobs malloc'd (NULL when *n is 0), or a negative errno with a
    * message.  Called on the loop thread: it must be quick (memory only).

@@ -49,7 +49,8 @@ control_registry_new (const struct control_method_table *tables,
                       size_t n_tables, struct control_registry **out)
 {
   struct control_registry *reg;
-  size_t total = control_builtin_methods.n + control_job_methods.n;
+  size_t total = control_builtin_methods.n + control_job_methods.n +
+    control_grants_methods.n + control_audit_methods.n;
   int r;
 
   for (size_t i = 0; i < n_tables; i++)
@@ -66,6 +67,10 @@ control_registry_new (const struct control_method_table *tables,
   r = registry_add (reg, &control_builtin_methods);
   if (r == 0)
     r = registry_add (reg, &control_job_methods);
+  if (r == 0)
+    r = registry_add (reg, &control_grants_methods);
+  if (r == 0)
+    r = registry_add (reg, &control_audit_methods);
   for (size_t i = 0; r == 0 && i < n_tables; i++)
     r = registry_add (reg, &tables[i]);
   if (r == 0) {
@@ -177,7 +182,12 @@ control_ctx_run (struct control_ctx *ctx)
   int r;
 
   cairn_error_clear ();
-  r = ctx->method->handler (ctx, ctx->req.params, &result);
+  r = control_gate_check (ctx);
+  if (r == 0)
+    r = ctx->method->handler (ctx, ctx->req.params, &result);
+  if (r == 0)
+    r = control_gate_filter (ctx, result);
+  control_gate_audit (ctx, r, r < 0 ? cairn_errmsg () : NULL);
   control_ctx_end (ctx);
   if (r < 0) {
     json_decref (result);

@@ -108,6 +108,26 @@ for params in "control-tls=require" "control-tls=maybe" \
     fail "nbdkit started with $params"
   grep -qE "control-tls|PSK|TLS" <<<"$msg" || fail "$params: unclear error: $msg"
 done
+# Secure by default: control-tcp= without keys starts only with
+# control-insecure=true, and nothing listens meanwhile.
+for params in "" "control-tls=off"; do
+  # shellcheck disable=SC2086
+  msg=$(nbdkit_env timeout -s KILL 20 "$NBDKIT" --foreground \
+        --unix "$TMPDIR_TEST/x.nbd" "$PLUGIN" pool="$POOL_A" control="$CTL_A" \
+        control-tcp="127.0.0.1:$PORT_A" $params 2>&1) &&
+    fail "nbdkit started a control port without TLS and without control-insecure ($params)"
+  grep -q "has no TLS keys.*control-tls-psk=FILE.*control-insecure=true" <<<"$msg" ||
+    fail "control-tcp= without keys: unclear error: $msg"
+done
+[ -e "$CTL_A" ] && fail "a refused server left its control socket"
+msg=$("$CAIRND" --pool "$POOL_A" --control-tcp "$PORT_A" -n 2>&1) &&
+  fail "cairnd --control-tcp without keys was accepted"
+grep -q -- "--tls-psk FILE.*--control-insecure" <<<"$msg" ||
+  fail "cairnd --control-tcp without keys: unclear error: $msg"
+"$CAIRND" --pool "$POOL_A" --control-tcp "$PORT_A" --control-insecure -n |
+  grep -q " control-tcp=$PORT_A control-insecure=true\$" || fail "cairnd --control-insecure"
+"$CAIRND" --pool "$POOL_A" --tls-psk "$PSK" --control-tcp "$PORT_A" --control-insecure -n |
+  grep -q "control-insecure" && fail "cairnd passes control-insecure to a port with TLS"
 # cairnd gives the control port the NBD keys and mode, or --control-tls's.
 "$CAIRND" --pool "$POOL_A" --tls-psk "$PSK" --control-tcp "$PORT_A" -n |
   grep -q " control-tcp=$PORT_A control-tls=require control-tls-psk=$PSK\$" ||
@@ -278,8 +298,11 @@ expect 0 "no volumes"
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$CAONLY" volume list
 expect 0 "no volumes"
 stop_server "$PID_C"
-# A plain port: a TLS client is told the handshake failed, not left hanging.
-start C "$POOL_C" "$NBD_C" "$CTL_C" control-tcp="127.0.0.1:$PORT_C"
+# A plain port (asked for; on loopback when no address is given): a TLS
+# client is told the handshake failed, not left hanging.
+start C "$POOL_C" "$NBD_C" "$CTL_C" control-tcp="$PORT_C" control-insecure=true
+ss -ltnH "sport = :$PORT_C" | grep -q "127.0.0.1:$PORT_C" ||
+  fail "control-insecure without an address does not listen on 127.0.0.1: $(ss -ltnH "sport = :$PORT_C")"
 run --connect "127.0.0.1:$PORT_C" --tls-certificates "$CAONLY" volume list
 expect 1 "TLS handshake with 127.0.0.1:$PORT_C failed: the connection was closed"
 logged "started a TLS handshake, but this server's control port has control-tls=off"

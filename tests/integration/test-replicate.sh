@@ -41,7 +41,8 @@ start_server () {
   else pool=$POOL_B nbd=$NBD_B ctl=$CTL_B port=$PORT_B; fi
   rm -f "$nbd" "$ctl"
   nbdkit_exec "$NBDKIT" --foreground --unix "$nbd" "$PLUGIN" pool="$pool" \
-    control="$ctl" control-tcp="127.0.0.1:$port" >>"$NBDKIT_LOG" 2>&1 &
+    control="$ctl" control-tcp="127.0.0.1:$port" control-insecure=true \
+    >>"$NBDKIT_LOG" 2>&1 &
   pid=$!
   if [ "$1" = a ]; then PID_A=$pid; else PID_B=$pid; fi
   wait_for_sockets "$pid" "nbdkit on pool $1" "" "$nbd" "$ctl"
@@ -141,15 +142,19 @@ pace_until () {
 "$CAIRN" mkpool "$POOL_B" --size 768M >/dev/null || fail "mkpool B"
 
 # cairnd passes --control-tcp (or the config key) to the plugin.
-"$CAIRND" --pool "$POOL_A" --control-tcp "127.0.0.1:$PORT_A" --dry-run |
-  grep -q " control-tcp=127.0.0.1:$PORT_A" || fail "cairnd --control-tcp"
-printf 'pool = %s\ncontrol-tcp = %s\n' "$POOL_A" "$PORT_A" >"$TMPDIR_TEST/cairnd.conf"
+"$CAIRND" --pool "$POOL_A" --control-tcp "127.0.0.1:$PORT_A" --control-insecure \
+  --dry-run | grep -q " control-tcp=127.0.0.1:$PORT_A control-insecure=true" ||
+  fail "cairnd --control-tcp"
+printf 'pool = %s\ncontrol-tcp = %s\ncontrol-insecure = yes\n' "$POOL_A" "$PORT_A" \
+  >"$TMPDIR_TEST/cairnd.conf"
 "$CAIRND" --config "$TMPDIR_TEST/cairnd.conf" --dry-run |
-  grep -q " control-tcp=$PORT_A\$" || fail "cairnd: control-tcp in the config file"
+  grep -q " control-tcp=$PORT_A control-insecure=true\$" ||
+  fail "cairnd: control-tcp in the config file"
 
 # control-tcp= needs control=, and a port that is one.  (timeout: a
 # sanitizer build of nbdkit can hang in its exit handlers.)
-for params in "control-tcp=$PORT_A" "control=$CTL_A control-tcp=127.0.0.1:70000"; do
+for params in "control-tcp=$PORT_A control-insecure=true" \
+              "control=$CTL_A control-tcp=127.0.0.1:70000 control-insecure=true"; do
   # shellcheck disable=SC2086
   msg=$(nbdkit_env timeout -s KILL 20 "$NBDKIT" --foreground \
         --unix "$NBD_A" "$PLUGIN" pool="$POOL_A" $params 2>&1) &&

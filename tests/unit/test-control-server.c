@@ -925,7 +925,13 @@ Test (server_start, tcp_listener, .init = make_dir, .fini = remove_dir)
   struct raw rc;
   unsigned port;
 
+  /* Plain TCP is refused unless asked for, with what to do. */
   cfg.tcp_address = "127.0.0.1";
+  cr_assert_eq (control_server_start (&cfg, &srv), -EPERM);
+  cr_assert_null (srv);
+  cr_assert_not_null (strstr (cairn_errmsg (), "control-insecure=true"));
+  cr_assert_eq (access (sock_path, F_OK), -1);
+  cfg.tcp_insecure = true;
   cr_assert_eq (control_server_start (&cfg, &srv), 0, "%s", cairn_errmsg ());
   port = control_server_tcp_port (srv);
   cr_assert_neq (port, 0);
@@ -1082,8 +1088,10 @@ Test (extensions, module_tables, .init = make_dir, .fini = remove_dir)
              "a blocking method ran on the loop thread");
 
   cr_assert_eq (control_client_call (c, "server.methods", NULL, &res), 0);
-  /* 3 server.*, 3 job.* and the 3 of the test table. */
-  cr_assert_eq (json_array_size (json_object_get (res, "methods")), 9);
+  /* 3 server.*, 3 job.*, grants.reload, audit.list and the 3 of the
+   * test table.
+   */
+  cr_assert_eq (json_array_size (json_object_get (res, "methods")), 11);
   json_decref (res);
   control_client_close (c);
   control_server_stop (srv);

@@ -383,6 +383,7 @@ start_server_max (enum tls_mode mode, struct tls_ctx *tls, unsigned *port,
     .unix_path = path, .tcp_address = "127.0.0.1", .tls_mode = mode,
     .tls = tls, .tables = &table, .n_tables = 1, .warn = count_warning,
     .max_clients = max_clients, .handshake_timeout_ms = handshake_ms,
+    .tcp_insecure = mode == TLS_OFF,
   };
   struct control_server *srv;
 
