@@ -146,6 +146,11 @@ expect 3 "no volume named 'tenant-a/v'"
 as bob volume list
 expect 0 "tenant-b/v"
 
+# A scrub is the pool's, so the administrator's; its commands are changes.
+as alice scrub start
+expect 1 "administrator"
+admin scrub start --wait >/dev/null || fail "the administrator's scrub"
+
 # The audit trail: the changes, refused or not, with principal and outcome,
 # in audit.list (the administrator's) and in the server log.
 as alice audit
@@ -166,6 +171,8 @@ has("psk:alice", "volume.create", "tenant-b/new", "failed (permission)")
 has("psk:alice", "grants.reload", "", "failed (permission)")
 has("uid:0/gid:0", "volume.create", "tenant-a/v", "ok")
 has("uid:0/gid:0", "grants.reload", "", "ok")
+has("psk:alice", "scrub.start", "", "failed (permission)")
+has("uid:0/gid:0", "scrub.start", "", "ok")
 assert any(x[1] == "grants.reload" and x[3] == "failed (invalid)" for x in e), e
 assert all(x["time"].endswith("Z") for x in a["entries"]), a
 assert a["dropped"] == 0, a
