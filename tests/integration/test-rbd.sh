@@ -23,6 +23,18 @@
 [ "$HAVE_RBD" = yes ] || skip "this build has no RBD support (librbd-dev, librados-dev)"
 [ "$ENABLE_SANITIZERS" != yes ] && [ "$ENABLE_TSAN" != yes ] ||
   skip "RBD tests run in the normal build only"
+# scripts/test installs Ceph's daemons while the builds and the first
+# tests run, and names the file where it leaves apt's exit status: wait
+# for it (20 minutes at most), and fail, not skip, when the install did.
+if [ -n "${CAIRN_CEPH_INSTALL:-}" ]; then
+  for _ in $(seq 1200); do
+    [ -e "$CAIRN_CEPH_INSTALL" ] && break
+    sleep 1
+  done
+  [ -e "$CAIRN_CEPH_INSTALL" ] || fail "Ceph's install did not end within 20 minutes"
+  [ "$(cat "$CAIRN_CEPH_INSTALL")" = 0 ] ||
+    fail "installing Ceph failed: $(tail -n 20 "$CAIRN_CEPH_INSTALL.log" 2>/dev/null)"
+fi
 for b in ceph-mon ceph-osd ceph-mgr ceph rbd; do
   command -v "$b" >/dev/null || skip "$b is not installed (Ceph: ceph-mon ceph-osd ceph-mgr ceph-common)"
 done
