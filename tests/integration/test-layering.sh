@@ -29,34 +29,32 @@ check_tree () {
   declare -A where=()
   for layer in $layers; do
     for file in "$root/$layer"/*.h; do
-      [ -e "$file" ] && where[$(basename "$file")]=$layer
+      [ -e "$file" ] && where[${file##*/}]=$layer
     done
   done
-  for layer in $layers; do
-    for file in "$root/$layer"/*.[ch]; do
-      [ -e "$file" ] || continue
-      while IFS=: read -r line hdr; do
-        hdr=${hdr#*\"}; hdr=${hdr%%\"*}
-        if [ -e "$root/$layer/$hdr" ]; then
-          continue
-        fi
-        home=${where[$(basename "$hdr")]:-}
-        if [ -z "$home" ] || [ "$hdr" != "$(basename "$hdr")" ]; then
-          echo "${file#"$root"/}:$line: \"$hdr\" is no header of a layer (include a layer's header by its name)"
-          bad=1
-          continue
-        fi
-        ok=no
-        for dep in ${allowed[$layer]}; do
-          [ "$dep" = "$home" ] && ok=yes
-        done
-        if [ $ok = no ]; then
-          echo "${file#"$root"/}:$line: $layer/ includes $home/$hdr, but $layer/ may use only: ${allowed[$layer]:-nothing below it}"
-          bad=1
-        fi
-      done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" || true)
+  # One grep over the whole tree: FILE:LINE:#include "HEADER".
+  while IFS=: read -r file line hdr; do
+    layer=${file#"$root"/}; layer=${layer%%/*}
+    hdr=${hdr#*\"}; hdr=${hdr%%\"*}
+    if [ -e "$root/$layer/$hdr" ]; then
+      continue
+    fi
+    home=${where[${hdr##*/}]:-}
+    if [ -z "$home" ] || [ "$hdr" != "${hdr##*/}" ]; then
+      echo "${file#"$root"/}:$line: \"$hdr\" is no header of a layer (include a layer's header by its name)"
+      bad=1
+      continue
+    fi
+    ok=no
+    for dep in ${allowed[$layer]}; do
+      [ "$dep" = "$home" ] && ok=yes
     done
-  done
+    if [ $ok = no ]; then
+      echo "${file#"$root"/}:$line: $layer/ includes $home/$hdr, but $layer/ may use only: ${allowed[$layer]:-nothing below it}"
+      bad=1
+    fi
+  done < <(for layer in $layers; do printf '%s\n' "$root/$layer"/*.[ch]; done |
+           xargs grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' || true)
   return $bad
 }
 
