@@ -55,6 +55,7 @@ struct cairnd_opts {
   bool list_checkpoints;  /* the plugin's list-checkpoints=true */
   bool degraded;          /* the plugin's degraded=true */
   bool control_insecure;  /* the plugin's control-insecure=true */
+  bool standby;           /* the plugin's standby=true */
   char *plugin;       /* path of the plugin .so */
   char *create;       /* size of the pool to create when it is missing */
   char *preallocate;  /* how to preallocate a pool file it creates */
@@ -85,6 +86,9 @@ usage (int status)
 "                        the devices of a pool of several\n"
 "      --degraded        serve a pool of several devices with some\n"
 "                        missing, read-only\n"
+"      --standby         for rbd:POOL/IMAGE pools: wait while another\n"
+"                        server holds the pool, take it over when that\n"
+"                        one is gone\n"
 "      --ceph-conf FILE  for rbd:POOL/IMAGE pools: the Ceph configuration\n"
 "                        (default: $CEPH_CONF, else /etc/ceph/ceph.conf)\n"
 "      --ceph-id ID      ... the Ceph client id (default admin)\n"
@@ -229,6 +233,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "degraded") == 0) {
     o->degraded = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "standby") == 0) {
+    o->standby = is_yes (value);
     return 0;
   }
   return -1;
@@ -598,7 +606,8 @@ main (int argc, char **argv)
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_CEPH_CONF, OPT_CEPH_ID,
          OPT_CEPH_KEYRING, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS };
+         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS,
+         OPT_STANDBY };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -615,6 +624,7 @@ main (int argc, char **argv)
     { "verify", required_argument, NULL, OPT_VERIFY },
     { "list-checkpoints", no_argument, NULL, OPT_LIST_CKPT },
     { "degraded", no_argument, NULL, OPT_DEGRADED },
+    { "standby", no_argument, NULL, OPT_STANDBY },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
     { "create", required_argument, NULL, OPT_CREATE },
     { "preallocate", required_argument, NULL, OPT_PREALLOC },
@@ -662,6 +672,7 @@ main (int argc, char **argv)
     case OPT_VERIFY: set_opt (&o.verify, optarg); break;
     case OPT_LIST_CKPT: o.list_checkpoints = true; break;
     case OPT_DEGRADED: o.degraded = true; break;
+    case OPT_STANDBY: o.standby = true; break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
     case OPT_CREATE: set_opt (&o.create, optarg); break;
     case OPT_PREALLOC: set_opt (&o.preallocate, optarg); break;
@@ -782,6 +793,8 @@ main (int argc, char **argv)
   }
   if (o.degraded)
     add_arg (nargv, &nargc, "degraded=true");
+  if (o.standby)
+    add_arg (nargv, &nargc, "standby=true");
   if (o.ceph_conf)
     add_arg (nargv, &nargc, kv ("ceph-conf", o.ceph_conf));
   if (o.ceph_id)

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "dev.h"
+#include "dev-rbd.h"
 
 bool
 dev_is_rbd_name (const char *name)
@@ -502,7 +503,84 @@ dev_rbd_remove (const char *name)
   return r;
 }
 
+/* Whether the holder of the lock that a standby waits for is gone (dev.h):
+ * its lock is held but its watch on the image has expired.  Every client
+ * that has the image open keeps a watch on its header, which the OSD
+ * drops when the client has not renewed it for the watch timeout (30 s
+ * by default): a killed holder, or one cut off or frozen that long.
+ */
+static bool
+rbdev_owner_watching (struct rbd_dev *d, const char *owner)
+{
+  rbd_image_watcher_t w[32];
+  size_t n = ARRAY_SIZE (w);
+  bool seen = false;
+
+  if (rbd_watchers_list (d->image, w, &n) < 0)
+    return true;                /* cannot tell: take it as alive */
+  for (size_t i = 0; i < n && !seen; i++)
+    seen = strcmp (w[i].addr, owner) == 0 || strstr (w[i].addr, owner) ||
+           strstr (owner, w[i].addr);
+  rbd_watchers_list_cleanup (w, n);
+  return seen;
+}
+
+int
+dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
+{
+  struct rbd_spec spec;
+  struct rbd_dev *d;
+  char *owners[4];
+  size_t nowners = ARRAY_SIZE (owners);
+  rbd_lock_mode_t mode;
+  int r;
+
+  who[0] = '\0';
+  r = rbdev_new (name, &spec, &d);
+  if (r < 0)
+    return r;
+  r = rbdev_connect (d, &spec);
+  if (r == 0) {
+    r = rbd_open (d->ioctx, spec.image, &d->image, NULL);
+    if (r < 0) {
+      d->image = NULL;
+      r = cairn_fail (r, "%s: opening the image: %s", d->dev.name,
+                      strerror (-r));
+    }
+  }
+  if (r == 0) {
+    r = rbd_lock_get_owners (d->image, &mode, owners, &nowners);
+    if (r == -ENOENT || (r == 0 && nowners == 0))
+      r = 1;                    /* nobody holds it now */
+    else if (r < 0)
+      r = cairn_fail (r, "%s: asking for the image's lock owner: %s",
+                      d->dev.name, strerror (-r));
+    else {
+      rbdev_describe_owner (d, who, len);
+      r = 0;
+      if (!rbdev_owner_watching (d, owners[0])) {
+        r = rbd_lock_break (d->image, RBD_LOCK_MODE_EXCLUSIVE, owners[0]);
+        if (r == -ENOENT || r == -EBUSY)
+          r = 0;                /* the lock changed hands meanwhile: ask again */
+        else
+          r = r < 0 ? cairn_fail (r, "%s: breaking the lock of %s: %s",
+                                  d->dev.name, who, strerror (-r)) : 1;
+      }
+      rbd_lock_get_owners_cleanup (owners, nowners);
+    }
+  }
+  rbdev_dev_close (&d->dev);
+  return r;
+}
+
 #else /* !HAVE_LIBRBD */
+
+int
+dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
+{
+  who[0] = '\0';
+  return dev_rbd_remove (name);
+}
 
 int
 dev_rbd_remove (const char *name)

@@ -58,6 +58,7 @@
 #include <nbdkit-plugin.h>
 
 #include "dev.h"
+#include "dev-rbd.h"
 #include "pool.h"
 #include "sha256.h"
 #include "volume.h"
@@ -94,6 +95,10 @@ static char *ceph_conf, *ceph_id, *ceph_keyring;
  * librados's threads do not survive nbdkit's fork (see cairn_get_ready).
  */
 static bool pool_on_rbd;
+/* standby=true: wait for the pool's RBD lock, taking it over from a
+ * holder that is gone (open_standby).
+ */
+static bool standby;
 static char *control_path;
 static char *control_group;
 static char *control_tcp_addr;  /* control-tcp=[ADDR:]PORT */
@@ -296,6 +301,12 @@ cairn_config (const char *key, const char *value)
       nbdkit_error ("strdup: %m");
       return -1;
     }
+  }
+  else if (strcmp (key, "standby") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    standby = r;
   }
   else if (strcmp (key, "degraded") == 0) {
     int r = nbdkit_parse_bool (value);
@@ -524,6 +535,12 @@ cairn_config_complete (void)
     free (pool_paths[i]);
     pool_paths[i] = named;
   }
+  if (standby && (!pool_on_rbd || readonly_pool)) {
+    nbdkit_error ("standby=true takes over a pool on RBD images "
+                  "(pool=rbd:POOL/IMAGE) from a server that is gone, to "
+                  "serve it read-write");
+    return -1;
+  }
   if (control_tcp_addr && control_path == NULL) {
     nbdkit_error ("control-tcp= needs control=SOCKET too: the local control "
                   "socket is always served");
@@ -550,6 +567,8 @@ cairn_config_complete (void)
   "ceph-conf=<FILE>        For rbd: pools: the Ceph configuration file.\n" \
   "ceph-id=<ID>            ... the Ceph client id (default admin).\n" \
   "ceph-keyring=<FILE>     ... the keyring.\n" \
+  "standby=<BOOL>          For rbd: pools: wait for the pool's lock and\n" \
+  "                        take it over from a server that is gone.\n" \
   "degraded=<BOOL>         Open a pool of several devices with some\n" \
   "                        missing, read-only (default false).\n" \
   "control=<SOCKET>        Serve the control protocol on this socket.\n" \
@@ -590,9 +609,11 @@ cairn_dump_plugin (void)
   printf ("cairn_metrics=%s\n", metrics_supported () ? "yes" : "no");
 }
 
-/* Open the device and the pool. */
+/* Open the device and the pool; with quiet_busy, a device in use
+ * returns -EBUSY without an error logged (open_standby).
+ */
 static int
-open_pool (void)
+open_pool (bool quiet_busy)
 {
   struct pool_open_opts opts = {
     .cache_bytes = (uint64_t) cache_bytes,
@@ -604,6 +625,8 @@ open_pool (void)
   r = dev_pool_open ((const char *const *) pool_paths, npool_paths,
                      (readonly_pool ? DEV_CHUNK_RDONLY : 0) |
                      (degraded ? DEV_CHUNK_DEGRADED : 0), &dev);
+  if (r == -EBUSY && quiet_busy)
+    return r;
   if (r < 0) {
     nbdkit_error ("%s", cairn_errmsg ());
     return -1;
@@ -638,6 +661,64 @@ open_pool (void)
   return 0;
 }
 
+/* standby=true: open the pool once its lock is free, breaking the lock of
+ * a holder that is gone (dev_rbd_break_dead_owner: its watch on the image
+ * expired, so it was killed or cut off for the watch timeout; the cluster
+ * blocklists it, so nothing it still sends lands).  The pool opens at its
+ * last durable commit, as after a crash.  Says what it waits for, on
+ * stderr (nbdkit's log when it runs in the foreground); stops waiting
+ * when nbdkit is told to quit.
+ */
+static int
+open_standby (void)
+{
+  char who[512], said[512] = "";
+  struct timespec t0, t1;
+  int r;
+
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    bool freed = false;         /* a lock was broken: open again at once */
+
+    r = open_pool (true);
+    if (r != -EBUSY)
+      break;
+    for (unsigned i = 0; i < npool_paths; i++) {
+      if (!dev_is_rbd_name (pool_paths[i]))
+        continue;
+      r = dev_rbd_break_dead_owner (pool_paths[i], who, sizeof who);
+      if (r < 0) {
+        nbdkit_error ("standby: %s", cairn_errmsg ());
+        return -1;
+      }
+      if (r == 1 && who[0])
+        fprintf (stderr, "nbdkit: cairn standby: broke the lock of %s, which "
+                 "is gone (the cluster blocklists it): taking the pool "
+                 "over\n", who);
+      if (r == 1)
+        freed = true;
+      else if (r == 0 && strcmp (who, said) != 0) {
+        fprintf (stderr, "nbdkit: cairn standby: pool %s is served by %s: "
+                 "waiting for it to stop or go\n", pool_path, who);
+        snprintf (said, sizeof said, "%s", who);
+      }
+    }
+    if (!freed && nbdkit_nanosleep (0, 200 * 1000 * 1000) == -1)
+      return -1;                /* nbdkit is quitting */
+  }
+  if (r < 0)
+    return -1;
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  /* Not always after "broke the lock" above: librbd's own acquire in
+   * open_pool breaks the lock too once the holder's watch is gone
+   * (blocklisting it the same way), and a holder that stopped frees it.
+   */
+  fprintf (stderr, "nbdkit: cairn standby: serving pool %s after %.1f s of "
+           "waiting%s%s\n", pool_path, (double) (t1.tv_sec - t0.tv_sec) +
+           (t1.tv_nsec - t0.tv_nsec) / 1e9, said[0] ? " for " : "", said);
+  return 0;
+}
+
 /* Open the pool before nbdkit forks (see the top).  A pool on RBD images
  * is only tried here: librados runs threads of its own, which a fork
  * leaves behind, so the device is opened (its lock taken, so that a pool
@@ -650,7 +731,9 @@ cairn_get_ready (void)
   int r;
 
   if (!pool_on_rbd)
-    return open_pool ();
+    return open_pool (false);
+  if (standby)
+    return 0;                   /* the lock is expected to be held */
   r = dev_pool_open ((const char *const *) pool_paths, npool_paths,
                      (readonly_pool ? DEV_CHUNK_RDONLY : 0) |
                      (degraded ? DEV_CHUNK_DEGRADED : 0), &dev);
@@ -695,7 +778,7 @@ cairn_after_fork (void)
   /* First: nbdkit's listeners are the only sockets open now. */
   if (stop_watch_start () < 0)
     return -1;
-  if (pool_on_rbd && open_pool () < 0)
+  if (pool_on_rbd && (standby ? open_standby () : open_pool (false)) < 0)
     return -1;
   /* Before any background thread can read it. */
   if (reclaim_step)
