@@ -891,7 +891,8 @@ check_batch (struct batch *b)
   struct cairn_dev *dev = pool_dev (s->cat->pool);
   size_t i = 0;
 
-  qsort (b->e, b->n, sizeof *b->e, entry_cmp);
+  if (b->n > 1)                 /* b->e is NULL in an empty batch */
+    qsort (b->e, b->n, sizeof *b->e, entry_cmp);
   while (i < b->n) {
     struct run run = { &b->e[i], 1 };
     uint64_t len = b->e[i].len;
