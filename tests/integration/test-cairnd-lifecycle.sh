@@ -27,6 +27,21 @@ start_cairnd () {
     >>"$NBDKIT_LOG" 2>&1 &
   NBDKIT_PID=$!
   wait_for_sockets "$NBDKIT_PID" cairnd "$NBDKIT_LOG" "$SOCK" "$CTL"
+  # The stale sockets of the server before pass that at once, before
+  # cairnd removes them: wait until both accept a connection, which only
+  # the new server's do.
+  for _ in $(seq 300); do
+    python3 - "$SOCK" "$CTL" <<'PY' 2>/dev/null && return 0
+import socket, sys
+for p in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(p)
+    s.close()
+PY
+    kill -0 "$NBDKIT_PID" 2>/dev/null || fail "cairnd exited during start-up: $(tail -n 20 "$NBDKIT_LOG")"
+    sleep 0.1
+  done
+  fail "cairnd's sockets accept no connection after 30 s"
 }
 
 make_pool 256M
