@@ -658,8 +658,13 @@ buf_sink (void *opaque, const void *data, size_t len)
   struct buf *b = opaque;
 
   if (b->len + len > b->cap) {
-    b->cap = MAX (b->cap * 2, b->len + len + 65536);
-    b->p = realloc (b->p, b->cap);
+    size_t cap = MAX (b->cap * 2, b->len + len + 65536);
+    uint8_t *p = realloc (b->p, cap);
+
+    if (p == NULL)
+      return -ENOMEM;         /* the stream's writer reports it */
+    b->p = p;
+    b->cap = cap;
   }
   memcpy (b->p + b->len, data, len);
   b->len += len;
