@@ -7,6 +7,8 @@
 # --recursive, 'cairn pull --rollback'), never a JSON parameter, and
 # count in proper plurals.  Runs in-process on a stopped pool (--pool),
 # where the same method tables as a server's answer.
+# The CLI under LeakSanitizer too (functions.sh says why others are not).
+CAIRN_TEST_LEAKS=yes
 . "$top_srcdir/tests/integration/functions.sh"
 
 POOL="$TMPDIR_TEST/pool"

@@ -3,6 +3,8 @@
 # what exists, info describes a pool (as text and as JSON), fsck finds
 # damage, and every mistake gets a clear message and the documented exit
 # code (0 ok, 1 failure, 2 usage, 3 not found).
+# The CLI under LeakSanitizer too (functions.sh says why others are not).
+CAIRN_TEST_LEAKS=yes
 . "$top_srcdir/tests/integration/functions.sh"
 require python3
 
