@@ -93,8 +93,22 @@ expect_fail "exists: use --force" "$CAIRN" mkpool "$POOL" --size 256M
 testctl create vol1 64M
 
 # --- one writer: a second server and an offline command fail, naming the first
-start_plugin
+CTL="$TMPDIR_TEST/ctl.sock"
+start_plugin control="$CTL"
 PRIMARY_PID=$NBDKIT_PID
+# cairn status names the cluster, the image and the lock's holder: us.
+fsid=$(ceph fsid 2>/dev/null) || fail "ceph fsid"
+FSID=$fsid PID=$NBDKIT_PID jcheck_rc '[(r["device"], r["pool"], r["image"],
+  r["fsid"], "127.0.0.1" in r["mon_host"], r["lock_ours"], r["lock_owner_alive"],
+  "(pid %s on " % os.environ["PID"] in r["lock_owner_name"],
+  r["lock_owner"] in r["client"] or r["client"] in r["lock_owner"])
+  for r in j["rbd"]] == [("rbd:rbd/main", "rbd", "main", os.environ["FSID"],
+  True, True, True, True, True)]' 0 --socket "$CTL" status
+out=$("$CAIRN" --socket "$CTL" status) || fail "cairn status: $out"
+grep -q "^rbd image *rbd:rbd/main$" <<<"$out" &&
+  grep -q "^  cluster *fsid $fsid, monitors .*127.0.0.1" <<<"$out" &&
+  grep -q "^  lock *held by this server (" <<<"$out" ||
+  fail "cairn status does not show the image, cluster and lock: $out"
 export TMPDIR_TEST
 nbdsh -u "$(uri vol1)" -c '
 import os
@@ -157,10 +171,11 @@ make_pool 128M
 testctl create vol1 16M
 start_plugin
 PRIMARY_PID=$NBDKIT_PID
+CTL2="$TMPDIR_TEST/standby.ctl"
 start_standby () {
   rm -f "$SOCK2"
   nbdkit_exec "$NBDKIT" --foreground --unix "$SOCK2" "$PLUGIN" pool="$POOL" \
-    standby=true >"$TMPDIR_TEST/standby.log" 2>&1 &
+    standby=true control="$CTL2" >"$TMPDIR_TEST/standby.log" 2>&1 &
   STANDBY_PID=$!
   for _ in $(seq 600); do
     grep -q "waiting for it to stop or go" "$TMPDIR_TEST/standby.log" && return 0
@@ -190,6 +205,18 @@ start_standby
 grep "standby" "$TMPDIR_TEST/standby.log"
 grep -q "is served by nbdkit (pid $PRIMARY_PID on " "$TMPDIR_TEST/standby.log" ||
   fail "the standby does not name the primary: $(cat "$TMPDIR_TEST/standby.log")"
+# Its status says what it waits for: the live primary's lock.
+PID=$PRIMARY_PID FSID=$fsid jcheck_rc '(j["standby"]["state"] == "waiting" and
+  j["standby"]["pool"] == "rbd:rbd/ha" and j["standby"]["polls"] >= 1 and
+  "served by nbdkit (pid %s on " % os.environ["PID"] in j["standby"]["waiting_for"] and
+  [(r["image"], r["fsid"], r["lock_ours"], r["lock_owner_alive"]) for r in
+   j["standby"]["rbd"]] == [("ha", os.environ["FSID"], False, True)])' 0 \
+  --socket "$CTL2" status
+out=$("$CAIRN" --socket "$CTL2" status) || fail "cairn status of the standby: $out"
+grep -q "^standby *waiting$" <<<"$out" &&
+  grep -q "^  lock *held by nbdkit (pid $PRIMARY_PID on " <<<"$out" ||
+  fail "the standby's status does not say what it waits for: $out"
+echo "$out"
 seed=${CAIRN_TEST_SEED:-$RANDOM}
 echo "writer seed $seed"
 # The writer: 64 KiB at a random place, then a flush, and only then the
@@ -216,6 +243,9 @@ PRIMARY_PID= NBDKIT_PID=
 wait "$writer" 2>/dev/null || true
 wait_standby_serves "$killed"
 echo "standby serves (a read succeeds) $took s after the primary was killed; $(flushed) flushed writes to check"
+# Serving now: the full control server, and the lock is its own.
+jcheck_rc '([(r["image"], r["lock_ours"]) for r in j["rbd"]] == [("ha", True)]
+  and "standby" not in j)' 0 --socket "$CTL2" status
 SEED=$seed nbdsh -u "nbd+unix:///vol1?socket=$SOCK2" -c '
 import os, random
 last, n = {}, 0
