@@ -52,6 +52,7 @@ t0=$SECONDS
 cleanup_rbd () {
   local rc=$?
   [ -z "${OSD_PID:-}" ] || kill -CONT "$OSD_PID" 2>/dev/null || true
+  [ -z "${orphan_daemon:-}" ] || kill -9 "$orphan_daemon" 2>/dev/null || true
   [ -z "${PRIMARY_PID:-}" ] || kill -9 "$PRIMARY_PID" 2>/dev/null || true
   [ -z "${STANDBY_PID:-}" ] || kill -9 "$STANDBY_PID" 2>/dev/null || true
   "$CLUSTER" stop "$CEPH_DIR" || true
@@ -60,8 +61,26 @@ cleanup_rbd () {
   cleanup                     # exits with $rc
 }
 trap 'cleanup_rbd' EXIT
+# An orphaned cluster (its starter was SIGKILLed): a registered directory
+# whose owner is gone, with a "daemon" (a sleep) in its pid files.  The
+# next start stops it.
+ORPHAN="$TMPDIR_TEST/orphan"
+mkdir -p "$ORPHAN/run"
+: >"$ORPHAN/ceph.conf"
+# (in a subshell: not this shell's child, which would stay a zombie)
+( sleep 600 >/dev/null 2>&1 & echo $! >"$ORPHAN/run/osd.0.pid" )
+orphan_daemon=$(cat "$ORPHAN/run/osd.0.pid")
+sh -c 'exit 0' &
+dead_owner=$!
+wait "$dead_owner"
+registry=${CEPH_CLUSTER_REGISTRY:-${TMPDIR:-/tmp}/cairn-ceph-clusters}
+mkdir -p "$registry"
+echo "$dead_owner $ORPHAN" >"$registry/test-rbd-orphan-$$"
 CEPH_CLUSTER_WAIT_MGR=no "$CLUSTER" start "$CEPH_DIR" ||
   fail "the test cluster did not start (logs were in $CEPH_DIR/log)"
+wait_gone "$orphan_daemon" 100 "the orphaned cluster's daemon"
+[ ! -e "$ORPHAN" ] && [ ! -e "$registry/test-rbd-orphan-$$" ] ||
+  fail "the orphaned cluster was not swept at the next start"
 eval "$("$CLUSTER" env "$CEPH_DIR")"
 echo "cluster ready in $(( SECONDS - t0 )) s"
 
