@@ -490,6 +490,56 @@ print_devices (json_t *res)
   return json_is_true (json_object_get (devs, "degraded"));
 }
 
+/* The RBD images of a pool on Ceph (pool.status's and a standby's
+ * "rbd"): where each lives and who holds its lock.
+ */
+static void
+print_rbd (json_t *res)
+{
+  json_t *v;
+  size_t i;
+  char buf[640];
+
+  json_array_foreach (json_object_get (res, "rbd"), i, v) {
+    const char *fsid = json_string_value (json_object_get (v, "fsid"));
+    const char *mon = json_string_value (json_object_get (v, "mon_host"));
+    const char *owner = json_string_value (json_object_get (v, "lock_owner"));
+    const char *who = json_string_value (json_object_get (v,
+                                                          "lock_owner_name"));
+
+    field ("rbd image", jstr (v, "device"));
+    snprintf (buf, sizeof buf, "fsid %s, monitors %s", fsid ? fsid : "?",
+              mon ? mon : "?");
+    field ("  cluster", buf);
+    if (owner == NULL)
+      snprintf (buf, sizeof buf, "not held");
+    else if (json_is_true (json_object_get (v, "lock_ours")))
+      snprintf (buf, sizeof buf, "held by this server (%s)", owner);
+    else
+      snprintf (buf, sizeof buf, "held by %s%s", who ? who : owner,
+                json_is_true (json_object_get (v, "lock_owner_alive"))
+                ? "" : ", whose watch on the image has expired");
+    field ("  lock", buf);
+  }
+}
+
+/* A standby's status: what it waits for. */
+static void
+print_standby (json_t *sb)
+{
+  char buf[320];
+
+  field ("standby", jstr (sb, "state"));
+  field ("pool", jstr (sb, "pool"));
+  field ("waiting for", jstr (sb, "waiting_for"));
+  snprintf (buf, sizeof buf, "%.0f s, %" PRIu64 " polls of the lock, one "
+            "every %" PRIu64 " ms",
+            json_number_value (json_object_get (sb, "waited_s")),
+            jnum (sb, "polls"), jnum (sb, "poll_interval_ms"));
+  field ("waited", buf);
+  print_rbd (sb);
+}
+
 /* cairn status */
 int
 cmd_status (const struct cli *cli, int argc, char **argv)
@@ -518,6 +568,11 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     r = print_json (cli, res);
     json_decref (res);
     return r == EXIT_OK && (ndamaged || failed || degraded) ? EXIT_FAIL : r;
+  }
+  if (json_object_get (res, "standby")) {
+    print_standby (json_object_get (res, "standby"));
+    json_decref (res);
+    return EXIT_OK;
   }
   cache = json_object_get (res, "cache");
   field ("uuid", jstr (res, "uuid"));
@@ -609,6 +664,7 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     field ("io", buf);
   }
   print_devices (res);
+  print_rbd (res);
   field_damaged (res);
   if (failed) {
     field ("state", "FAILED: writes fail until the pool is reopened (restart "

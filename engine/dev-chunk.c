@@ -967,6 +967,13 @@ dev_chunk_member (struct cairn_dev *dev, unsigned i,
   info->repaired = __atomic_load_n (&m->repaired, __ATOMIC_RELAXED);
 }
 
+/* Member i's device (NULL when missing). */
+struct cairn_dev *
+dev_chunk_member_dev (struct cairn_dev *dev, unsigned i)
+{
+  return to_chunk_dev (dev)->member[i].dev;
+}
+
 /* Where copy k of logical byte off lies. */
 int
 dev_chunk_locate (struct cairn_dev *dev, uint64_t off, unsigned k,

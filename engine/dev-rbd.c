@@ -525,22 +525,87 @@ rbdev_owner_watching (struct rbd_dev *d, const char *owner)
   return seen;
 }
 
-int
-dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
+/* The parts of info that the cluster's handle and the name tell. */
+static void
+rbdev_info_cluster (struct rbd_dev *d, const struct rbd_spec *spec,
+                    struct dev_rbd_info *info)
 {
-  struct rbd_spec spec;
-  struct rbd_dev *d;
+  char *addrs = NULL;
+
+  memset (info, 0, sizeof *info);
+  snprintf (info->name, sizeof info->name, "%s", d->dev.name);
+  snprintf (info->pool, sizeof info->pool, "%s", spec->pool);
+  snprintf (info->image, sizeof info->image, "%s", spec->image);
+  if (rados_cluster_fsid (d->cluster, info->fsid, sizeof info->fsid) < 0)
+    info->fsid[0] = '\0';
+  if (rados_conf_get (d->cluster, "mon_host", info->mon_host,
+                      sizeof info->mon_host) < 0)
+    info->mon_host[0] = '\0';
+  if (rados_getaddrs (d->cluster, &addrs) == 0 && addrs) {
+    snprintf (info->client, sizeof info->client, "%s", addrs);
+    free (addrs);
+  }
+}
+
+/* The lock's holder into info: -errno when the cluster cannot say. */
+static int
+rbdev_info_owner (struct rbd_dev *d, struct dev_rbd_info *info)
+{
   char *owners[4];
   size_t nowners = ARRAY_SIZE (owners);
   rbd_lock_mode_t mode;
+  int is_owner = 0, r;
+
+  r = rbd_lock_get_owners (d->image, &mode, owners, &nowners);
+  if (r == -ENOENT || (r == 0 && nowners == 0))
+    return 0;                   /* nobody holds it */
+  if (r < 0)
+    return cairn_fail (r, "%s: asking for the image's lock owner: %s",
+                       d->dev.name, strerror (-r));
+  snprintf (info->owner, sizeof info->owner, "%s", owners[0]);
+  info->owner_alive = rbdev_owner_watching (d, owners[0]);
+  rbd_lock_get_owners_cleanup (owners, nowners);
+  rbdev_describe_owner (d, info->owner_who, sizeof info->owner_who);
+  if (rbd_is_exclusive_lock_owner (d->image, &is_owner) == 0)
+    info->ours = is_owner;
+  return 0;
+}
+
+bool
+dev_is_rbd (const struct cairn_dev *dev)
+{
+  return dev->ops == &rbd_ops;
+}
+
+int
+dev_rbd_info (struct cairn_dev *dev, struct dev_rbd_info *info)
+{
+  struct rbd_spec spec;
   int r;
 
-  who[0] = '\0';
+  if (!dev_is_rbd (dev))
+    return cairn_fail (-EINVAL, "%s is not an RBD image", dev->name);
+  r = rbdev_parse (dev->name, &spec);
+  if (r < 0)
+    return r;
+  rbdev_info_cluster (to_rbd_dev (dev), &spec, info);
+  return rbdev_info_owner (to_rbd_dev (dev), info);
+}
+
+int
+dev_rbd_break_dead_owner (const char *name, struct dev_rbd_info *info)
+{
+  struct rbd_spec spec;
+  struct rbd_dev *d;
+  int r;
+
+  memset (info, 0, sizeof *info);
   r = rbdev_new (name, &spec, &d);
   if (r < 0)
     return r;
   r = rbdev_connect (d, &spec);
   if (r == 0) {
+    rbdev_info_cluster (d, &spec, info);
     r = rbd_open (d->ioctx, spec.image, &d->image, NULL);
     if (r < 0) {
       d->image = NULL;
@@ -548,26 +613,17 @@ dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
                       strerror (-r));
     }
   }
-  if (r == 0) {
-    r = rbd_lock_get_owners (d->image, &mode, owners, &nowners);
-    if (r == -ENOENT || (r == 0 && nowners == 0))
-      r = 1;                    /* nobody holds it now */
-    else if (r < 0)
-      r = cairn_fail (r, "%s: asking for the image's lock owner: %s",
-                      d->dev.name, strerror (-r));
-    else {
-      rbdev_describe_owner (d, who, len);
-      r = 0;
-      if (!rbdev_owner_watching (d, owners[0])) {
-        r = rbd_lock_break (d->image, RBD_LOCK_MODE_EXCLUSIVE, owners[0]);
-        if (r == -ENOENT || r == -EBUSY)
-          r = 0;                /* the lock changed hands meanwhile: ask again */
-        else
-          r = r < 0 ? cairn_fail (r, "%s: breaking the lock of %s: %s",
-                                  d->dev.name, who, strerror (-r)) : 1;
-      }
-      rbd_lock_get_owners_cleanup (owners, nowners);
-    }
+  if (r == 0)
+    r = rbdev_info_owner (d, info);
+  if (r == 0 && info->owner[0] == '\0')
+    r = 1;                      /* nobody holds it now */
+  else if (r == 0 && !info->owner_alive) {
+    r = rbd_lock_break (d->image, RBD_LOCK_MODE_EXCLUSIVE, info->owner);
+    if (r == -ENOENT || r == -EBUSY)
+      r = 0;                    /* the lock changed hands meanwhile: ask again */
+    else
+      r = r < 0 ? cairn_fail (r, "%s: breaking the lock of %s: %s",
+                              d->dev.name, info->owner_who, strerror (-r)) : 1;
   }
   rbdev_dev_close (&d->dev);
   return r;
@@ -575,10 +631,23 @@ dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
 
 #else /* !HAVE_LIBRBD */
 
-int
-dev_rbd_break_dead_owner (const char *name, char *who, size_t len)
+bool
+dev_is_rbd (const struct cairn_dev *dev)
 {
-  who[0] = '\0';
+  return false;
+}
+
+int
+dev_rbd_info (struct cairn_dev *dev, struct dev_rbd_info *info)
+{
+  memset (info, 0, sizeof *info);
+  return cairn_fail (-EINVAL, "%s is not an RBD image", dev->name);
+}
+
+int
+dev_rbd_break_dead_owner (const char *name, struct dev_rbd_info *info)
+{
+  memset (info, 0, sizeof *info);
   return dev_rbd_remove (name);
 }
 

@@ -601,6 +601,8 @@ void dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info);
 /* Member i's state and counters (i < info.nmembers). */
 void dev_chunk_member (struct cairn_dev *dev, unsigned i,
                        struct dev_member_info *info);
+/* Member i's own device, or NULL when it is missing. */
+struct cairn_dev *dev_chunk_member_dev (struct cairn_dev *dev, unsigned i);
 /* Where copy k of the byte at logical offset off lies: the member's index
  * and the offset on it, and how many bytes from there stay contiguous on
  * it (to the end of the stripe unit, or of the chunk when unstriped).

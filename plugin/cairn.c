@@ -66,6 +66,7 @@
 #include "methods.h"
 #include "units.h"
 #include "metrics.h"
+#include "standby.h"
 #include "stop.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -96,7 +97,7 @@ static char *ceph_conf, *ceph_id, *ceph_keyring;
  */
 static bool pool_on_rbd;
 /* standby=true: wait for the pool's RBD lock, taking it over from a
- * holder that is gone (open_standby).
+ * holder that is gone (standby.c).
  */
 static bool standby;
 static char *control_path;
@@ -610,7 +611,7 @@ cairn_dump_plugin (void)
 }
 
 /* Open the device and the pool; with quiet_busy, a device in use
- * returns -EBUSY without an error logged (open_standby).
+ * returns -EBUSY without an error logged (standby.c).
  */
 static int
 open_pool (bool quiet_busy)
@@ -661,62 +662,11 @@ open_pool (bool quiet_busy)
   return 0;
 }
 
-/* standby=true: open the pool once its lock is free, breaking the lock of
- * a holder that is gone (dev_rbd_break_dead_owner: its watch on the image
- * expired, so it was killed or cut off for the watch timeout; the cluster
- * blocklists it, so nothing it still sends lands).  The pool opens at its
- * last durable commit, as after a crash.  Says what it waits for, on
- * stderr (nbdkit's log when it runs in the foreground); stops waiting
- * when nbdkit is told to quit.
- */
+/* standby=true's try_open (standby.c): the pool, or -EBUSY quietly. */
 static int
-open_standby (void)
+open_standby_pool (void)
 {
-  char who[512], said[512] = "";
-  struct timespec t0, t1;
-  int r;
-
-  clock_gettime (CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    bool freed = false;         /* a lock was broken: open again at once */
-
-    r = open_pool (true);
-    if (r != -EBUSY)
-      break;
-    for (unsigned i = 0; i < npool_paths; i++) {
-      if (!dev_is_rbd_name (pool_paths[i]))
-        continue;
-      r = dev_rbd_break_dead_owner (pool_paths[i], who, sizeof who);
-      if (r < 0) {
-        nbdkit_error ("standby: %s", cairn_errmsg ());
-        return -1;
-      }
-      if (r == 1 && who[0])
-        fprintf (stderr, "nbdkit: cairn standby: broke the lock of %s, which "
-                 "is gone (the cluster blocklists it): taking the pool "
-                 "over\n", who);
-      if (r == 1)
-        freed = true;
-      else if (r == 0 && strcmp (who, said) != 0) {
-        fprintf (stderr, "nbdkit: cairn standby: pool %s is served by %s: "
-                 "waiting for it to stop or go\n", pool_path, who);
-        snprintf (said, sizeof said, "%s", who);
-      }
-    }
-    if (!freed && nbdkit_nanosleep (0, 200 * 1000 * 1000) == -1)
-      return -1;                /* nbdkit is quitting */
-  }
-  if (r < 0)
-    return -1;
-  clock_gettime (CLOCK_MONOTONIC, &t1);
-  /* Not always after "broke the lock" above: librbd's own acquire in
-   * open_pool breaks the lock too once the holder's watch is gone
-   * (blocklisting it the same way), and a holder that stopped frees it.
-   */
-  fprintf (stderr, "nbdkit: cairn standby: serving pool %s after %.1f s of "
-           "waiting%s%s\n", pool_path, (double) (t1.tv_sec - t0.tv_sec) +
-           (t1.tv_nsec - t0.tv_nsec) / 1e9, said[0] ? " for " : "", said);
-  return 0;
+  return open_pool (true);
 }
 
 /* Open the pool before nbdkit forks (see the top).  A pool on RBD images
@@ -769,6 +719,75 @@ control_warn (void *opaque, const char *msg)
   nbdkit_error ("cairn %s", msg);
 }
 
+/* Start the control server: for a standby that waits, with the one
+ * method it answers then (pool.status: what it waits for); else with
+ * every method, on the open pool.
+ */
+static int
+start_control (bool waiting)
+{
+  static struct control_method_table tables[3];
+  struct control_config cfg = {
+    .unix_path = control_path,
+    .unix_group = control_group,
+    .tcp_address = control_tcp_addr,
+    .tcp_port = control_tcp_port,
+    .tcp_insecure = control_insecure,
+    .grants = grants,
+    .tls_mode = control_tls.mode,
+    .tls = control_tls_ctx,
+    .tables = tables,
+    .n_tables = waiting ? 1 : ARRAY_SIZE (tables),
+    .opaque = &methods_ctx,
+    .log = control_log,
+    .warn = control_warn,
+    .audit = control_audit,
+    .background_jobs = waiting ? NULL : cairn_background_jobs,
+    .handshake_timeout_ms = handshake_timeout_s * 1000,
+  };
+  int r;
+
+  if (waiting)
+    tables[0] = cairn_standby_methods;
+  else {
+    tables[0] = cairn_catalog_methods;
+    tables[1] = cairn_stream_methods;
+    tables[2] = cairn_replicate_methods;
+  }
+  methods_ctx.pool = pool;
+  methods_ctx.tls = &control_tls;
+  methods_ctx.standby_status = standby_status;
+  r = control_server_start (&cfg, &control);
+  if (r < 0) {
+    nbdkit_error ("control socket %s: %s", control_path, cairn_errmsg ());
+    return -1;
+  }
+  nbdkit_debug ("cairn: control server on %s%s", control_path,
+                waiting ? " (a standby's: pool.status only)" : "");
+  if (control_tcp_addr)
+    nbdkit_debug ("cairn: control server on TCP %s port %u (TLS %s)",
+                  control_tcp_addr, control_server_tcp_port (control),
+                  tls_mode_name (control_tls.mode));
+  return 0;
+}
+
+/* standby=true: answer pool.status on the control socket while waiting
+ * for the pool (standby.c), then open it; the waiting control server
+ * stops, and start_control starts the full one after.
+ */
+static int
+open_standby (void)
+{
+  int r;
+
+  if (control_path && start_control (true) < 0)
+    return -1;
+  r = standby_wait (pool_paths, npool_paths, pool_path, open_standby_pool);
+  control_server_stop (control);
+  control = NULL;
+  return r;
+}
+
 /* Start the threads: nbdkit has forked by now (see the top). */
 static int
 cairn_after_fork (void)
@@ -791,43 +810,8 @@ cairn_after_fork (void)
       return -1;
     }
   }
-  if (control_path) {
-    static struct control_method_table tables[3];
-    struct control_config cfg = {
-      .unix_path = control_path,
-      .unix_group = control_group,
-      .tcp_address = control_tcp_addr,
-      .tcp_port = control_tcp_port,
-      .tcp_insecure = control_insecure,
-      .grants = grants,
-      .tls_mode = control_tls.mode,
-      .tls = control_tls_ctx,
-      .tables = tables,
-      .n_tables = ARRAY_SIZE (tables),
-      .opaque = &methods_ctx,
-      .log = control_log,
-      .warn = control_warn,
-      .audit = control_audit,
-      .background_jobs = cairn_background_jobs,
-      .handshake_timeout_ms = handshake_timeout_s * 1000,
-    };
-
-    tables[0] = cairn_catalog_methods;
-    tables[1] = cairn_stream_methods;
-    tables[2] = cairn_replicate_methods;
-    methods_ctx.pool = pool;
-    methods_ctx.tls = &control_tls;
-    r = control_server_start (&cfg, &control);
-    if (r < 0) {
-      nbdkit_error ("control socket %s: %s", control_path, cairn_errmsg ());
-      return -1;
-    }
-    nbdkit_debug ("cairn: control server on %s", control_path);
-    if (control_tcp_addr)
-      nbdkit_debug ("cairn: control server on TCP %s port %u (TLS %s)",
-                    control_tcp_addr, control_server_tcp_port (control),
-                    tls_mode_name (control_tls.mode));
-  }
+  if (control_path && start_control (false) < 0)
+    return -1;
   if (metrics_addr) {
     metrics_src = (struct metrics_source) {
       .pool = pool, .control = control,

@@ -717,7 +717,8 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "damaged", damaged);
   if (*result && ((r = reclaim_status (pool, *result)) < 0 ||
                   (r = checkpoint_status (pool, *result)) < 0 ||
-                  (r = devices_status (pool, *result)) < 0)) {
+                  (r = devices_status (pool, *result)) < 0 ||
+                  (r = rbd_status (pool, *result)) < 0)) {
     json_decref (*result);
     *result = NULL;
     return r;

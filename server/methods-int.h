@@ -47,6 +47,9 @@ int oom (void);
  */
 int check_volume_name (const char *what, const char *name) CAIRN_WUR;
 
+/* methods-rbd.c: add pool.status's "rbd" array for a pool on RBD images. */
+int rbd_status (struct cairn_pool *pool, json_t *status) CAIRN_WUR;
+
 /* "VOL@SNAP" with its NUL. */
 #define FULL_NAME_MAX (2 * VOL_NAME_MAX + 2)
 

@@ -29,6 +29,11 @@ struct cairn_methods_ctx {
    * none.
    */
   const struct tls_config *tls;
+  /* A standby server (cairn_standby_methods): what it waits for, as a new
+   * JSON object (NULL: out of memory), called on the control thread.
+   */
+  json_t *(*standby_status) (void *opaque);
+  void *standby_opaque;
 };
 
 extern const struct control_method_table cairn_catalog_methods;
@@ -40,6 +45,14 @@ extern const struct control_method_table cairn_stream_methods;
  * (methods-replicate.c).
  */
 extern const struct control_method_table cairn_replicate_methods;
+/* What a standby server answers while it has no pool (methods-rbd.c):
+ * pool.status, with {"standby": standby_status ()}.
+ */
+extern const struct control_method_table cairn_standby_methods;
+
+struct dev_rbd_info;
+/* One RBD device as pool.status shows it (methods-rbd.c). */
+json_t *rbd_info_json (const struct dev_rbd_info *ri);
 
 /* The engine's background reclaims as jobs (methods-jobs.c): for
  * control_config.background_jobs, with opaque a struct cairn_methods_ctx.

@@ -122,7 +122,7 @@ jcheck_rc () {
   shift 2
   json=$("$CAIRN" "$@" --json) || rc=$?
   [ $rc -eq "$want" ] || fail "cairn $* --json: exit $rc, expected $want: $json"
-  python3 -c 'import json, sys
+  python3 -c 'import json, os, sys
 j = json.loads(sys.argv[1])
 assert eval(sys.argv[2]), j' "$json" "$expr" || fail "cairn $* --json: not ($expr): $json"
 }
