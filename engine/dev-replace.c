@@ -575,6 +575,10 @@ dev_chunk_replace_status (struct cairn_dev *dev, struct dev_replace_status *st)
   memcpy (st->uuid, rp->uuid, 16);
   if (rp->target)
     snprintf (st->target, sizeof st->target, "%s", rp->target->name);
+  else if (!rp->active && c->member[rp->index].dev &&
+           memcmp (c->member[rp->index].uuid, rp->uuid, 16) == 0)
+    snprintf (st->target, sizeof st->target, "%s",
+              c->member[rp->index].dev->name);      /* it ended */
   st->source_missing = rp->active && member_dev (c, rp->index) == NULL;
   st->done = __atomic_load_n (&rp->cursor, __ATOMIC_RELAXED);
   st->total = dev->size;
