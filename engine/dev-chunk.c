@@ -1190,6 +1190,8 @@ dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
 
+  /* A replace's start and end change missing and readonly. */
+  pthread_rwlock_rdlock (&c->io_lock);
   *info = (struct dev_chunk_info) {
     .profile = c->profile, .ncopies = c->ncopies, .width = c->width,
     .nmembers = c->nmembers, .nchunks = c->nchunks, .missing = c->missing,
@@ -1197,6 +1199,7 @@ dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info)
     .logical_size = dev->size, .degraded = c->missing > 0,
     .readonly = c->readonly,
   };
+  pthread_rwlock_unlock (&c->io_lock);
 }
 
 /* Member i's state and counters. */
@@ -1206,9 +1209,12 @@ dev_chunk_member (struct cairn_dev *dev, unsigned i,
 {
   struct chunk_dev *c = to_chunk_dev (dev);
   struct member *m = &c->member[i];
-  struct cairn_dev *d = member_dev (c, i);
+  struct cairn_dev *d;
 
   memset (info, 0, sizeof *info);
+  /* A replace's end changes the member's UUID, size and device. */
+  pthread_rwlock_rdlock (&c->io_lock);
+  d = member_dev (c, i);
   info->index = i;
 
   info->state = c->rep.active && i == c->rep.index ? DEV_MEMBER_REPLACING
@@ -1224,6 +1230,7 @@ dev_chunk_member (struct cairn_dev *dev, unsigned i,
   info->write_errors = __atomic_load_n (&m->write_errors, __ATOMIC_RELAXED);
   info->cksum_errors = __atomic_load_n (&m->cksum_errors, __ATOMIC_RELAXED);
   info->repaired = __atomic_load_n (&m->repaired, __ATOMIC_RELAXED);
+  pthread_rwlock_unlock (&c->io_lock);
 }
 
 /* Where copy k of logical byte off lies. */

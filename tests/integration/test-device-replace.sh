@@ -8,7 +8,8 @@
 # server; the pool then opens whole from C and D (writable, status 0),
 # fio's data verifies, a scrub finds nothing and fsck is clean.  Bad
 # requests (a device too small, no such device, no such file, nothing to
-# cancel) are refused with their reason and change nothing.  About 10 s.
+# cancel) are refused with their reason and change nothing.  About 25 s
+# at a load average of 12.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require fio
 fio --enghelp=nbd >/dev/null 2>&1 || skip "this fio has no nbd ioengine"
