@@ -164,6 +164,8 @@ static const struct command commands[] = {
     CMD_ONLINE },
   { "scrub", "check every copy of every block online, and repair",
     "SUBCOMMAND [ARGS]", "", cli_run_group, cli_scrub_commands, CMD_ONLINE },
+  { "device", "replace a device of a pool of several",
+    "SUBCOMMAND [ARGS]", "", cli_run_group, cli_device_commands, CMD_ONLINE },
   { "clone", "make a writable volume from a volume or a snapshot",
     "SOURCE NAME [--json]",
 "Create volume NAME as a writable clone of SOURCE: a volume (its state\n"
@@ -186,8 +188,9 @@ static const struct command commands[] = {
 "Show the pool of the server (or of --pool PATH): UUID, generation,\n"
 "volumes, space and node cache, and whether it has failed; for a pool of\n"
 "several devices, each device's state and READ / WRITE / CKSUM errors.\n"
-"Exits 1 when the pool has failed, records are damaged or a device is\n"
-"missing.\n"
+"Exits 1 when the pool has failed, records are damaged, or a device is\n"
+"missing (also while it is being replaced: redundancy is lost until the\n"
+"replace ends).\n"
 "\n"
 "  -j, --json            print one JSON object\n",
     cmd_status, NULL, CMD_ONLINE },

@@ -163,6 +163,7 @@ extern const struct command cli_volume_commands[];
 extern const struct command cli_snapshot_commands[];
 extern const struct command cli_checkpoint_commands[];
 extern const struct command cli_scrub_commands[];
+extern const struct command cli_device_commands[];
 /* online-checkpoint.c: is key (klen bytes) a checkpoint setting, which
  * `cairn volume set` passes to checkpoint.set; print what that returns.
  */

@@ -549,7 +549,9 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   json_t *res, *cache;
   uint64_t hits, misses;
   size_t ndamaged;
-  bool failed, degraded;
+  bool failed, degraded, replacing = false;
+  json_t *replace;
+  const char *state;
   int r = parse_opts (cli, argc, argv, "", 0, 0, NULL, &o);
 
   if (r >= 0)
@@ -562,8 +564,11 @@ cmd_status (const struct cli *cli, int argc, char **argv)
    */
   ndamaged = json_array_size (json_object_get (res, "damaged"));
   failed = json_is_true (json_object_get (res, "failed"));
-  degraded = json_is_true (json_object_get (json_object_get (res, "devices"),
-                                            "degraded"));
+  /* So does a pool of several devices that lost redundancy: a device
+   * missing, or being replaced while missing.
+   */
+  degraded = json_is_false (json_object_get (json_object_get (res, "devices"),
+                                             "redundant"));
   if (o.json) {
     r = print_json (cli, res);
     json_decref (res);
@@ -665,6 +670,24 @@ cmd_status (const struct cli *cli, int argc, char **argv)
   }
   print_devices (res);
   print_rbd (res);
+  replace = json_object_get (json_object_get (res, "devices"), "replace");
+  if (replace) {
+    uint64_t done = jnum (replace, "done"), total = jnum (replace, "total");
+
+    state = jstr (replace, "state");
+    replacing = strcmp (state, "running") == 0 ||
+                strcmp (state, "stopped") == 0 ||
+                strcmp (state, "failed") == 0;
+    snprintf (buf, sizeof buf, "device %" PRIu64 " by %s: %s, %.1f%% "
+              "copied%s%s", jnum (replace, "index"),
+              json_is_string (json_object_get (replace, "target"))
+              ? jstr (replace, "target") : "(not named)", state,
+              total ? 100.0 * (double) MIN (done, total) / (double) total : 0,
+              json_is_string (json_object_get (replace, "error")) ? ": " : "",
+              json_is_string (json_object_get (replace, "error"))
+              ? jstr (replace, "error") : "");
+    field ("replace", buf);
+  }
   field_damaged (res);
   if (failed) {
     field ("state", "FAILED: writes fail until the pool is reopened (restart "
@@ -678,13 +701,25 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     field ("state", buf);
     field ("", DAMAGE_HINT);
   }
+  else if (degraded && replacing) {
+    snprintf (buf, sizeof buf, "DEGRADED: device %" PRIu64 " is missing and "
+              "being replaced (%s): redundancy comes back when the replace "
+              "ends", jnum (replace, "index"), jstr (replace, "state"));
+    field ("state", buf);
+  }
   else if (degraded) {
     snprintf (buf, sizeof buf, "DEGRADED: %" PRIu64 " device%s missing "
               "(above): redundancy is lost and the pool is read-only; bring "
-              "the device back and reopen the pool",
+              "the device back and reopen the pool, or replace it ('cairn "
+              "device replace')",
               jnum (json_object_get (res, "devices"), "missing"),
               jnum (json_object_get (res, "devices"), "missing") == 1 ? ""
               : "s");
+    field ("state", buf);
+  }
+  else if (replacing) {
+    snprintf (buf, sizeof buf, "ok, device %" PRIu64 " being replaced (%s)",
+              jnum (replace, "index"), jstr (replace, "state"));
     field ("state", buf);
   }
   /* With --pool this command itself opened the pool read-only. */

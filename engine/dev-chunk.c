@@ -25,21 +25,23 @@
  *
  *     0  magic "CAIRNDEV"
  *     8  u32 label format version (1)
- *    12  u32 reserved, zero
+ *    12  u32 replace flags: 1 a replace is in progress, 2 the member
+ *        replaced missed writes (dev-replace.c, C7); 0 otherwise
  *    16  pool UUID (the pool's superblocks carry the same)
  *    32  this member's UUID
  *    48  u32 this member's index in the member table
  *    52  u32 number of members
- *    56  u64 label generation (1: written by format; for later updates)
+ *    56  u64 label generation (1: written by format; + 1 a label update)
  *    64  u32 profile (enum dev_profile)
  *    68  u32 copies of each byte (ncopies)
  *    72  u32 columns a chunk is striped over (width)
  *    76  u32 stripe unit in bytes (stripe_len)
  *    80  u64 bytes of one stripe (stripe_size)
  *    88  u32 number of chunks
- *    92  u32 reserved, zero
+ *    92  u32 during a replace: the index of the member replaced
  *    96  u64 logical size in bytes (the sum of the chunks' lengths)
- *   104  24 bytes reserved, zero
+ *   104  during a replace: the new member's UUID (16 bytes), then u64 the
+ *        logical bytes below which its copy is durable (the cursor)
  *   128  member table, 32 bytes a member: UUID, u64 size in bytes (as
  *        labelled), u64 reserved zero
  *   128 + 32 * members: chunk table, a chunk each: u64 logical start, u64
@@ -52,12 +54,28 @@
  * by its UUID and index.  This first step fixes the chunk map at format
  * time, mapping the members whole, with one profile for data and
  * metadata alike: no copy-on-write chunk tree, no conversion, no device
- * add or remove yet (the label generation is there for them).  Chunks are
+ * add or remove yet; a member can be replaced (dev-replace.c).  Chunks are
  * placed while enough members have room for one more (every member, for a
  * stripe); what is left on the others stays unused.  The logical device
  * cannot tell a cached read (no pread_cached), so a pool on it checks
  * every read (dev.h, "Blocks whose copy..."): the members' caches are not
  * trusted.
+ *
+ * Label generations.  A label update (labels_update: a replace's start,
+ * cursor saves, end or cancel) writes generation g + 1 to every member
+ * that is read, and to a replace's target first; on each device both
+ * copies, one after the other, each flushed before the next, so a cut
+ * leaves at least one copy whole.  A device's label is its valid copy of
+ * the higher generation.  The open takes the newest label among the
+ * devices named (highest generation that validates) as the truth, and
+ * places every other device by it: its UUID at its index in the member
+ * table, a member; the UUID of a replace's target at the index replaced,
+ * the target; a UUID the table no longer has, a device that left the pool
+ * (replaced), not used; anything else, an error.  A cut between two
+ * label writes so leaves a set that opens: the generations differ in the
+ * replace fields and at most one member table entry, and each device is
+ * placed the same whichever label wins.  The layout (shape and chunk
+ * table) never changes between generations and must agree bytewise.
  *
  * Invariants:
  *  C1. Copies of a column are on distinct members (mirror, mirror3,
@@ -70,7 +88,9 @@
  *      that check retry the others (dev.c, dev_pread_checked).
  *  C4. A device opened degraded (members missing) is read-only: writes
  *      that skipped the missing copies would leave them stale, and a stale
- *      superblock slot on a returning member validates by itself.
+ *      superblock slot on a returning member validates by itself.  A
+ *      missing member that a replace's target stands in for is not
+ *      missing (dev-replace.c, C5-C8 for the replace's own invariants).
  */
 #include <config.h>
 
@@ -81,48 +101,8 @@
 #include <string.h>
 
 #include "dev.h"
+#include "dev-chunk-int.h"
 #include "sha256.h"
-
-#define LABEL_SIZE (128u * 1024)
-#define LABEL_VERSION 1u
-#define LABEL_MAGIC "CAIRNDEV"
-#define MEMBER_DATA_START (1024u * 1024)     /* both labels fit before */
-#define LABEL_MEMBERS_OFF 128u
-#define LABEL_MEMBER_SIZE 32u
-#define LABEL_CSUM_OFF (LABEL_SIZE - 32)
-#define STRIPE_LEN (64u * 1024)
-#define STRIPES_MAX 16u                      /* ncopies * width */
-
-/* One stripe of a chunk: where it lies on which member. */
-struct stripe {
-  uint32_t member;
-  uint64_t phys;
-};
-
-struct chunk {
-  uint64_t logical, length;
-  struct stripe *stripe;      /* ncopies * width, column-major */
-};
-
-/* A member and what it has counted. */
-struct member {
-  struct cairn_dev *dev;      /* NULL: missing */
-  uint8_t uuid[16];
-  uint64_t size;
-  uint64_t read_errors, write_errors, cksum_errors, repaired;   /* atomic */
-};
-
-struct chunk_dev {
-  struct cairn_dev dev;       /* must be first */
-  uint8_t pool_uuid[16];
-  enum dev_profile profile;
-  unsigned ncopies, width, nmembers, nchunks, missing;
-  uint64_t stripe_size, stripe_len;
-  bool readonly, own_members;
-  struct member member[DEV_CHUNK_MAX_MEMBERS];
-  struct chunk *chunk;
-  struct stripe *stripes;     /* every chunk's, one allocation */
-};
 
 static const char *const profile_names[DEV_PROFILE_COUNT] = {
   [DEV_PROFILE_SINGLE] = "single",
@@ -134,12 +114,6 @@ static const char *const profile_names[DEV_PROFILE_COUNT] = {
 };
 
 static const struct cairn_dev_ops chunk_ops;
-
-static inline struct chunk_dev *
-to_chunk_dev (struct cairn_dev *dev)
-{
-  return (struct chunk_dev *) dev;
-}
 
 /* The profile a word names. */
 int
@@ -199,7 +173,7 @@ chunk_table_off (unsigned nmembers)
 /* ---------------------------------------------------------------- mapping */
 
 /* The chunk holding logical byte off (off < dev.size). */
-static const struct chunk *
+const struct chunk *
 chunk_find (const struct chunk_dev *c, uint64_t off)
 {
   unsigned lo = 0, hi = c->nchunks;
@@ -218,7 +192,7 @@ chunk_find (const struct chunk_dev *c, uint64_t off)
 /* Where copy k of logical byte off lies, and how many bytes stay on that
  * stripe from there.
  */
-static void
+void
 chunk_map (const struct chunk_dev *c, uint64_t off, unsigned k,
            const struct stripe **sp, uint64_t *physp, uint64_t *runp)
 {
@@ -233,9 +207,47 @@ chunk_map (const struct chunk_dev *c, uint64_t off, unsigned k,
   *runp = c->width == 1 ? ch->length - o : c->stripe_len - in;
 }
 
+/* The device that member i's copies are read from: NULL when it is
+ * missing, or when it is a replace's source that missed writes (C5).
+ */
+struct cairn_dev *
+member_dev (struct chunk_dev *c, unsigned i)
+{
+  if (__atomic_load_n (&c->rep.active, __ATOMIC_ACQUIRE) &&
+      i == c->rep.index &&
+      __atomic_load_n (&c->rep.source_stale, __ATOMIC_RELAXED))
+    return NULL;
+  return __atomic_load_n (&c->member[i].dev, __ATOMIC_ACQUIRE);
+}
+
+/* Write a run of member i at phys: on the member, and on a replace's
+ * target when i is being replaced (C5; io_lock held for reading).
+ */
+static int
+member_write (struct chunk_dev *c, unsigned i, const void *p, size_t run,
+              uint64_t phys, uint64_t off, unsigned k)
+{
+  struct member *m = &c->member[i];
+  struct cairn_dev *d = member_dev (c, i);
+  struct cairn_dev *t = c->rep.active && i == c->rep.index ? c->rep.target
+                                                            : NULL;
+  int r = 0;
+
+  if (d == NULL && t == NULL)
+    return cairn_fail (-ENXIO, "%s: copy %u of byte %" PRIu64 " is on "
+                       "missing device %u", c->dev.name, k, off, i);
+  if (t)
+    r = dev_pwrite (t, p, run, phys);
+  if (r == 0 && d)
+    r = dev_pwrite (d, p, run, phys);
+  if (r < 0)
+    __atomic_add_fetch (&m->write_errors, 1, __ATOMIC_RELAXED);
+  return r;
+}
+
 /* Read (write) copy k of [off, off + len), a run on one member at a time:
  * -ENXIO when a piece of it is on a missing member; a member's failure
- * counts READ (WRITE) on it.
+ * counts READ (WRITE) on it.  Writes hold io_lock for reading.
  */
 static int
 chunk_io_copy (struct chunk_dev *c, uint8_t *p, size_t len, uint64_t off,
@@ -244,28 +256,35 @@ chunk_io_copy (struct chunk_dev *c, uint8_t *p, size_t len, uint64_t off,
   while (len > 0) {
     const struct stripe *s;
     uint64_t phys, run;
-    struct member *m;
+    struct cairn_dev *d;
     int r;
 
     chunk_map (c, off, k, &s, &phys, &run);
     run = MIN (run, len);
-    m = &c->member[s->member];
-    if (m->dev == NULL)
+    if (write)
+      r = member_write (c, s->member, p, run, phys, off, k);
+    else if ((d = member_dev (c, s->member)) == NULL)
       return cairn_fail (-ENXIO, "%s: copy %u of byte %" PRIu64 " is on "
                          "missing device %" PRIu32, c->dev.name, k, off,
                          s->member);
-    r = write ? dev_pwrite (m->dev, p, run, phys)
-              : dev_pread (m->dev, p, run, phys);
-    if (r < 0) {
-      __atomic_add_fetch (write ? &m->write_errors : &m->read_errors, 1,
+    else if ((r = dev_pread (d, p, run, phys)) < 0)
+      __atomic_add_fetch (&c->member[s->member].read_errors, 1,
                           __ATOMIC_RELAXED);
+    if (r < 0)
       return r;
-    }
     p += run;
     off += run;
     len -= run;
   }
   return 0;
+}
+
+/* Read copy k of [off, off + len) (dev-replace.c reads so too). */
+int
+chunk_read_copy (struct chunk_dev *c, void *buf, size_t len, uint64_t off,
+                 unsigned k)
+{
+  return chunk_io_copy (c, buf, len, off, k, false);
 }
 
 /* Read copy k of [off, off + len). */
@@ -276,18 +295,32 @@ chunk_pread_copy (struct cairn_dev *dev, void *buf, size_t len, uint64_t off,
   return chunk_io_copy (to_chunk_dev (dev), buf, len, off, k, false);
 }
 
-/* Write copy k of [off, off + len) (never on a read-only device: C4). */
+/* Write copies [k0, k1) of [off, off + len) (never on a read-only device:
+ * C4), with io_lock held for reading.
+ */
+static int
+chunk_write_copies (struct chunk_dev *c, const void *buf, size_t len,
+                    uint64_t off, unsigned k0, unsigned k1)
+{
+  int r = 0;
+
+  pthread_rwlock_rdlock (&c->io_lock);
+  if (c->readonly)
+    r = cairn_fail (-EROFS, "%s is read-only%s", c->dev.name,
+                    c->missing ? " (opened without all its devices)" : "");
+  /* The buffer is only read: chunk_io_copy takes one pointer for both. */
+  for (unsigned k = k0; k < k1 && r == 0; k++)
+    r = chunk_io_copy (c, (uint8_t *) buf, len, off, k, true);
+  pthread_rwlock_unlock (&c->io_lock);
+  return r;
+}
+
+/* Write copy k of [off, off + len). */
 static int
 chunk_pwrite_copy (struct cairn_dev *dev, const void *buf, size_t len,
                    uint64_t off, unsigned k)
 {
-  struct chunk_dev *c = to_chunk_dev (dev);
-
-  if (c->readonly)
-    return cairn_fail (-EROFS, "%s is read-only%s", dev->name,
-                       c->missing ? " (opened without all its devices)" : "");
-  /* The buffer is only read: chunk_io_copy takes one pointer for both. */
-  return chunk_io_copy (c, (uint8_t *) buf, len, off, k, true);
+  return chunk_write_copies (to_chunk_dev (dev), buf, len, off, k, k + 1);
 }
 
 /* Read the first copy that is on present members (C3). */
@@ -302,65 +335,70 @@ chunk_pread (struct cairn_dev *dev, void *buf, size_t len, uint64_t off)
   return r;
 }
 
-/* Write every copy (C2). */
+/* Write every copy (C2), under one hold of io_lock: a replace's copy
+ * step never sees some copies written and others not (C5).
+ */
 static int
 chunk_pwrite (struct cairn_dev *dev, const void *buf, size_t len, uint64_t off)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
-  int r = 0;
 
-  for (unsigned k = 0; k < c->ncopies && r == 0; k++)
-    r = chunk_pwrite_copy (dev, buf, len, off, k);
-  return r;
+  return chunk_write_copies (c, buf, len, off, 0, c->ncopies);
 }
 
-/* Flush every present member. */
+/* Flush every present member, and a replace's target. */
 static int
 chunk_flush (struct cairn_dev *dev)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
+  int r = 0;
 
-  for (unsigned i = 0; i < c->nmembers; i++) {
+  pthread_rwlock_rdlock (&c->io_lock);
+  for (unsigned i = 0; i < c->nmembers && r == 0; i++) {
     struct member *m = &c->member[i];
-    int r;
+    struct cairn_dev *d = member_dev (c, i);
 
-    if (m->dev == NULL)
-      continue;
-    r = dev_flush (m->dev);
-    if (r < 0) {
+    if (c->rep.active && i == c->rep.index && c->rep.target &&
+        (r = dev_flush (c->rep.target)) < 0)
       __atomic_add_fetch (&m->write_errors, 1, __ATOMIC_RELAXED);
-      return r;
-    }
+    if (r == 0 && d && (r = dev_flush (d)) < 0)
+      __atomic_add_fetch (&m->write_errors, 1, __ATOMIC_RELAXED);
   }
-  return 0;
+  pthread_rwlock_unlock (&c->io_lock);
+  return r;
 }
 
-/* Discard every copy of a range (advice to the members). */
+/* Discard every copy of a range (advice to the members, and to a
+ * replace's target).
+ */
 static int
 chunk_discard (struct cairn_dev *dev, uint64_t off, uint64_t len)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
+  int r = 0;
 
-  if (c->readonly)
-    return 0;
-  while (len > 0) {
+  pthread_rwlock_rdlock (&c->io_lock);
+  while (len > 0 && !c->readonly && r == 0) {
     uint64_t run = len;
 
-    for (unsigned k = 0; k < c->ncopies; k++) {
+    for (unsigned k = 0; k < c->ncopies && r == 0; k++) {
       const struct stripe *s;
       uint64_t phys;
-      int r;
+      struct cairn_dev *d;
 
       chunk_map (c, off, k, &s, &phys, &run);
       run = MIN (run, len);
-      r = dev_discard (c->member[s->member].dev, phys, run);
-      if (r < 0)
-        return r;
+      if ((d = member_dev (c, s->member)) != NULL)
+        r = dev_discard (d, phys, run);
+      if (r == 0 && c->rep.active && s->member == c->rep.index &&
+          c->rep.target)
+        r = dev_discard (c->rep.target, phys, run);
     }
     off += run;
     len -= run;
   }
-  return 0;
+  pthread_rwlock_unlock (&c->io_lock);
+  return r;
 }
 
 /* How many copies each range has. */
@@ -397,18 +435,41 @@ chunk_note_damage (struct cairn_dev *dev, uint64_t off, uint64_t len,
   }
 }
 
-/* Free the logical device, and its members if it opened them. */
+/* Free the logical device (stopping a replace's thread first), and its
+ * members if it opened them.
+ */
 static void
 chunk_close (struct cairn_dev *dev)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
 
-  if (c->own_members)
-    for (unsigned i = 0; i < c->nmembers; i++)
+  replace_fini (c);
+  for (unsigned i = 0; i < c->nmembers; i++)
+    if (c->own_members || c->member[i].own)
       dev_close (c->member[i].dev);
+  if (c->rep.own_target)
+    dev_close (c->rep.target);
+  for (unsigned i = 0; i < c->nothers; i++)
+    if (c->own_members || c->others_own[i])
+      dev_close (c->others[i]);
+  pthread_rwlock_destroy (&c->io_lock);
   free (c->stripes);
   free (c->chunk);
   free (c);
+}
+
+/* A new logical device, its locks ready; NULL when out of memory. */
+static struct chunk_dev *
+chunk_alloc (void)
+{
+  struct chunk_dev *c = calloc (1, sizeof *c);
+
+  if (c == NULL)
+    return NULL;
+  c->dev.ops = &chunk_ops;
+  pthread_rwlock_init (&c->io_lock, NULL);
+  replace_init (c);
+  return c;
 }
 
 static const struct cairn_dev_ops chunk_ops = {
@@ -493,9 +554,12 @@ place_chunks (struct chunk_dev *c, const uint64_t *sizes, size_t max_chunks)
   return 0;
 }
 
-/* Encode the label of member i. */
+/* Encode the label at generation gen of member i, whose UUID is uuid
+ * (member i's, or a replace's target's).
+ */
 static void
-label_encode (const struct chunk_dev *c, unsigned i, uint8_t *p)
+label_encode (const struct chunk_dev *c, unsigned i, const uint8_t *uuid,
+              uint64_t gen, uint8_t *p)
 {
   unsigned nstripes = c->ncopies * c->width;
   size_t at = chunk_table_off (c->nmembers);
@@ -504,10 +568,10 @@ label_encode (const struct chunk_dev *c, unsigned i, uint8_t *p)
   memcpy (p, LABEL_MAGIC, 8);
   put_le32 (p + 8, LABEL_VERSION);
   memcpy (p + 16, c->pool_uuid, 16);
-  memcpy (p + 32, c->member[i].uuid, 16);
+  memcpy (p + 32, uuid, 16);
   put_le32 (p + 48, i);
   put_le32 (p + 52, c->nmembers);
-  put_le64 (p + 56, 1);
+  put_le64 (p + 56, gen);
   put_le32 (p + 64, c->profile);
   put_le32 (p + 68, c->ncopies);
   put_le32 (p + 72, c->width);
@@ -515,6 +579,13 @@ label_encode (const struct chunk_dev *c, unsigned i, uint8_t *p)
   put_le64 (p + 80, c->stripe_size);
   put_le32 (p + 88, c->nchunks);
   put_le64 (p + 96, c->dev.size);
+  if (c->rep.active) {
+    put_le32 (p + 12, LABEL_REPLACING |
+                      (c->rep.source_stale ? LABEL_SOURCE_STALE : 0));
+    put_le32 (p + 92, c->rep.index);
+    memcpy (p + 104, c->rep.uuid, 16);
+    put_le64 (p + 120, c->rep.cursor);
+  }
   for (unsigned m = 0; m < c->nmembers; m++) {
     uint8_t *e = p + LABEL_MEMBERS_OFF + LABEL_MEMBER_SIZE * m;
 
@@ -534,6 +605,91 @@ label_encode (const struct chunk_dev *c, unsigned i, uint8_t *p)
   sha256 (p, LABEL_CSUM_OFF, p + LABEL_CSUM_OFF);
 }
 
+/* Write both copies of a label on dev, one after the other, each
+ * flushed before the next: a cut leaves at least one of them whole.
+ */
+static int
+label_write (struct cairn_dev *dev, const uint8_t *label)
+{
+  int r = 0;
+
+  for (unsigned copy = 0; copy < 2 && r == 0; copy++) {
+    r = dev_pwrite (dev, label, LABEL_SIZE, (uint64_t) copy * LABEL_SIZE);
+    if (r == 0)
+      r = dev_flush (dev);
+  }
+  return r;
+}
+
+/* Label updates: see "Label generations" above.  A replace's target is
+ * flushed and labelled first (what the cursor says is copied is then
+ * durable on it), then every member that is read, in index order.
+ */
+int
+labels_update (struct chunk_dev *c)
+{
+  CLEANUP_FREE uint8_t *label = malloc (LABEL_SIZE);
+  struct cairn_dev *t = c->rep.active ? c->rep.target : NULL;
+  uint64_t gen = c->gen + 1;
+  int r = 0;
+
+  if (label == NULL)
+    return cairn_fail (-ENOMEM, "out of memory writing device labels");
+  c->gen = gen;
+  if (t) {
+    label_encode (c, c->rep.index, c->rep.uuid, gen, label);
+    r = dev_flush (t);
+    if (r == 0)
+      r = label_write (t, label);
+    if (r < 0)
+      return cairn_fail (r, "%s: writing the label of the replacing device "
+                         "%s: %s", c->dev.name, t->name, cairn_errmsg ());
+  }
+  for (unsigned i = 0; i < c->nmembers; i++) {
+    struct cairn_dev *d = member_dev (c, i);
+
+    if (d == NULL)
+      continue;
+    label_encode (c, i, c->member[i].uuid, gen, label);
+    r = label_write (d, label);
+    if (r < 0) {
+      __atomic_add_fetch (&c->member[i].write_errors, 1, __ATOMIC_RELAXED);
+      return cairn_fail (r, "%s: writing the label of device %u (%s): %s",
+                         c->dev.name, i, d->name, cairn_errmsg ());
+    }
+  }
+  c->rep.saved = c->rep.cursor;
+  return 0;
+}
+
+/* Zero the magic of both of dev's labels. */
+int
+label_wipe (struct cairn_dev *dev)
+{
+  static const uint8_t zero[8];
+  int r = 0;
+
+  for (unsigned copy = 0; copy < 2 && r == 0; copy++)
+    r = dev_pwrite (dev, zero, sizeof zero, (uint64_t) copy * LABEL_SIZE);
+  if (r == 0)
+    r = dev_flush (dev);
+  return r;
+}
+
+/* The bytes a device must have to hold member i's stripes where they lie. */
+uint64_t
+member_bytes_needed (const struct chunk_dev *c, unsigned i)
+{
+  uint64_t need = MEMBER_DATA_START + STRIPE_LEN * 16;
+
+  for (unsigned k = 0; k < c->nchunks; k++)
+    for (unsigned s = 0; s < c->ncopies * c->width; s++)
+      if (c->chunk[k].stripe[s].member == i)
+        need = c->chunk[k].stripe[s].phys + c->stripe_size > need
+               ? c->chunk[k].stripe[s].phys + c->stripe_size : need;
+  return need;
+}
+
 /* Write labels that make members one logical device. */
 int
 dev_chunk_format (struct cairn_dev *const *members, unsigned n,
@@ -550,10 +706,9 @@ dev_chunk_format (struct cairn_dev *const *members, unsigned n,
   if (n == 0 || n > DEV_CHUNK_MAX_MEMBERS)
     return cairn_fail (-EINVAL, "a pool takes 1 to %u devices, not %u",
                        DEV_CHUNK_MAX_MEMBERS, n);
-  c = calloc (1, sizeof *c);
+  c = chunk_alloc ();
   if (c == NULL)
     return cairn_fail (-ENOMEM, "out of memory formatting devices");
-  c->dev.ops = &chunk_ops;
   c->nmembers = n;
   c->profile = o.profile;
   c->stripe_len = STRIPE_LEN;
@@ -607,12 +762,8 @@ dev_chunk_format (struct cairn_dev *const *members, unsigned n,
     goto out;
   }
   for (unsigned i = 0; i < n && r == 0; i++) {
-    label_encode (c, i, label);
-    r = dev_pwrite (members[i], label, LABEL_SIZE, 0);
-    if (r == 0)
-      r = dev_pwrite (members[i], label, LABEL_SIZE, LABEL_SIZE);
-    if (r == 0)
-      r = dev_flush (members[i]);
+    label_encode (c, i, c->member[i].uuid, 1, label);
+    r = label_write (members[i], label);
   }
   if (r == 0 && pool_uuid_out)
     memcpy (pool_uuid_out, c->pool_uuid, 16);
@@ -627,49 +778,61 @@ dev_chunk_format (struct cairn_dev *const *members, unsigned n,
 struct label {
   uint8_t pool_uuid[16], uuid[16];
   unsigned index, nmembers;
+  uint64_t gen;
   uint8_t *raw;               /* LABEL_SIZE bytes */
 };
 
-/* Read and check the label of dev (the first copy that is valid). */
+/* Read and check the label of dev: of its two copies, the valid one with
+ * the higher generation.
+ */
 static int
 label_read (struct cairn_dev *dev, struct label *l)
 {
   const char *why = "no Cairn device label";
   uint8_t sha[SHA256_LEN];
+  CLEANUP_FREE uint8_t *raw = malloc (LABEL_SIZE);
+  bool found = false;
 
   l->raw = malloc (LABEL_SIZE);
-  if (l->raw == NULL)
+  if (l->raw == NULL || raw == NULL)
     return cairn_fail (-ENOMEM, "out of memory reading a device label");
   for (unsigned copy = 0; copy < 2; copy++) {
     int r;
 
     if (dev->size < MEMBER_DATA_START)
       break;
-    r = dev_pread (dev, l->raw, LABEL_SIZE, (uint64_t) copy * LABEL_SIZE);
+    r = dev_pread (dev, raw, LABEL_SIZE, (uint64_t) copy * LABEL_SIZE);
     if (r < 0)
       return r;
-    if (memcmp (l->raw, LABEL_MAGIC, 8) != 0)
+    if (memcmp (raw, LABEL_MAGIC, 8) != 0)
       continue;
-    sha256 (l->raw, LABEL_CSUM_OFF, sha);
-    if (memcmp (sha, l->raw + LABEL_CSUM_OFF, SHA256_LEN) != 0) {
+    sha256 (raw, LABEL_CSUM_OFF, sha);
+    if (memcmp (sha, raw + LABEL_CSUM_OFF, SHA256_LEN) != 0) {
       why = "its label fails its checksum";
       continue;
     }
-    if (get_le32 (l->raw + 8) != LABEL_VERSION) {
+    if (get_le32 (raw + 8) != LABEL_VERSION) {
       why = "its label has an unknown version";
       continue;
     }
-    memcpy (l->pool_uuid, l->raw + 16, 16);
-    memcpy (l->uuid, l->raw + 32, 16);
-    l->index = get_le32 (l->raw + 48);
-    l->nmembers = get_le32 (l->raw + 52);
-    if (l->nmembers == 0 || l->nmembers > DEV_CHUNK_MAX_MEMBERS ||
-        l->index >= l->nmembers) {
+    if (get_le32 (raw + 52) == 0 ||
+        get_le32 (raw + 52) > DEV_CHUNK_MAX_MEMBERS ||
+        get_le32 (raw + 48) >= get_le32 (raw + 52)) {
       why = "its label has a bad member count or index";
       continue;
     }
-    return 0;
+    if (found && get_le64 (raw + 56) <= l->gen)
+      continue;
+    found = true;
+    memcpy (l->raw, raw, LABEL_SIZE);
+    memcpy (l->pool_uuid, raw + 16, 16);
+    memcpy (l->uuid, raw + 32, 16);
+    l->index = get_le32 (raw + 48);
+    l->nmembers = get_le32 (raw + 52);
+    l->gen = get_le64 (raw + 56);
   }
+  if (found)
+    return 0;
   return cairn_fail (-EINVAL, "%s is not a device of a Cairn pool: %s",
                      dev->name, why);
 }
@@ -693,6 +856,7 @@ layout_decode (struct chunk_dev *c, const uint8_t *p, const char *name)
   c->stripe_size = get_le64 (p + 80);
   c->nchunks = get_le32 (p + 88);
   c->dev.size = get_le64 (p + 96);
+  c->gen = get_le64 (p + 56);
   r = profile_shape (c->profile, c->nmembers, &ncopies, &width);
   if (r < 0)
     return cairn_fail (-EIO, "%s: label: %s", name, cairn_errmsg ());
@@ -704,6 +868,15 @@ layout_decode (struct chunk_dev *c, const uint8_t *p, const char *name)
       chunk_entry_size (nstripes) > LABEL_CSUM_OFF ||
       c->dev.size != (uint64_t) c->nchunks * c->stripe_size * c->width)
     return cairn_fail (-EIO, "%s: label: bad layout fields", name);
+  if (get_le32 (p + 12) & LABEL_REPLACING) {
+    c->rep.active = true;
+    c->rep.source_stale = (get_le32 (p + 12) & LABEL_SOURCE_STALE) != 0;
+    c->rep.index = get_le32 (p + 92);
+    memcpy (c->rep.uuid, p + 104, 16);
+    c->rep.cursor = c->rep.saved = get_le64 (p + 120);
+    if (c->rep.index >= c->nmembers || c->rep.cursor > c->dev.size)
+      return cairn_fail (-EIO, "%s: label: bad replace fields", name);
+  }
   for (unsigned m = 0; m < c->nmembers; m++) {
     const uint8_t *e = p + LABEL_MEMBERS_OFF + LABEL_MEMBER_SIZE * m;
 
@@ -740,32 +913,102 @@ layout_decode (struct chunk_dev *c, const uint8_t *p, const char *name)
   return 0;
 }
 
+/* Does member i's data have a current copy: on the member, or on a
+ * replace's target?
+ */
+static bool
+member_covered (struct chunk_dev *c, unsigned i)
+{
+  return member_dev (c, i) != NULL ||
+         (c->rep.active && i == c->rep.index && c->rep.target != NULL);
+}
+
+/* Count the members whose data has no current copy. */
+void
+count_missing (struct chunk_dev *c)
+{
+  c->missing = 0;
+  for (unsigned i = 0; i < c->nmembers; i++)
+    c->missing += !member_covered (c, i);
+}
+
 /* Is every column of every chunk left with a copy on a present member? */
 static bool
-all_data_present (const struct chunk_dev *c)
+all_data_present (struct chunk_dev *c)
 {
   for (unsigned k = 0; k < c->nchunks; k++)
     for (unsigned col = 0; col < c->width; col++) {
       bool any = false;
 
       for (unsigned j = 0; j < c->ncopies; j++)
-        any |= c->member[c->chunk[k].stripe[col * c->ncopies + j].member].dev
-               != NULL;
+        any |= member_covered (c, c->chunk[k].stripe[col * c->ncopies + j].
+                                  member);
       if (!any)
         return false;
     }
   return true;
 }
 
-/* The fields a member's label holds that every label of a pool shares:
- * from the pool UUID (16) with the member's own (32-56) left out, then
- * all from 56 on.  Compared bytewise.
+/* Do two labels describe one layout of one pool?  The pool UUID, the
+ * member count, the shape and the chunk table must match; generation,
+ * member table and replace fields may differ between generations.
  */
 static bool
 labels_agree (const uint8_t *a, const uint8_t *b)
 {
+  size_t table = chunk_table_off (get_le32 (a + 52));
+
   return memcmp (a + 16, b + 16, 16) == 0 && memcmp (a + 52, b + 52, 4) == 0 &&
-         memcmp (a + 56, b + 56, LABEL_CSUM_OFF - 56) == 0;
+         memcmp (a + 64, b + 64, 28) == 0 && memcmp (a + 96, b + 96, 8) == 0 &&
+         memcmp (a + table, b + table, LABEL_CSUM_OFF - table) == 0;
+}
+
+/* Which member's UUID is uuid in the newest label: its index, or -1. */
+static int
+member_by_uuid (const struct chunk_dev *c, const uint8_t *uuid)
+{
+  for (unsigned i = 0; i < c->nmembers; i++)
+    if (memcmp (c->member[i].uuid, uuid, 16) == 0)
+      return (int) i;
+  return -1;
+}
+
+/* Place the device whose label is l: as a member, as a replace's target,
+ * or among the devices no longer in the pool (see "Label generations").
+ */
+static int
+place_member (struct chunk_dev *c, struct cairn_dev *d, const struct label *l)
+{
+  struct member *m = &c->member[l->index];
+
+  if (memcmp (m->uuid, l->uuid, 16) == 0) {
+    if (m->dev)
+      return cairn_fail (-EINVAL, "%s and %s are both device %u of the pool",
+                         m->dev->name, d->name, l->index);
+    if (d->size < m->size)
+      return cairn_fail (-EIO, "%s is %" PRIu64 " bytes, smaller than the %"
+                         PRIu64 " its label says", d->name, d->size, m->size);
+    m->dev = d;
+    return 0;
+  }
+  if (c->rep.active && l->index == c->rep.index &&
+      memcmp (c->rep.uuid, l->uuid, 16) == 0) {
+    if (c->rep.target)
+      return cairn_fail (-EINVAL, "%s and %s are both the device replacing "
+                         "device %u", c->rep.target->name, d->name, l->index);
+    if (d->size < member_bytes_needed (c, l->index))
+      return cairn_fail (-EIO, "%s is %" PRIu64 " bytes, too small to replace "
+                         "device %u", d->name, d->size, l->index);
+    c->rep.target = d;
+    return 0;
+  }
+  if (member_by_uuid (c, l->uuid) < 0) {
+    /* Replaced, or the target of a cancelled replace: not used. */
+    c->others[c->nothers++] = d;
+    return 0;
+  }
+  return cairn_fail (-EIO, "%s: its label's UUID is not the pool's device %u",
+                     d->name, l->index);
 }
 
 /* Open the logical device from its members (dev.h). */
@@ -775,6 +1018,7 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
 {
   struct label l[DEV_CHUNK_MAX_MEMBERS] = { 0 };
   struct chunk_dev *c;
+  unsigned newest = 0;
   char uuid[37];
   int r = 0;
 
@@ -782,46 +1026,42 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
   if (n == 0 || n > DEV_CHUNK_MAX_MEMBERS)
     return cairn_fail (-EINVAL, "a pool is opened from 1 to %u devices, not "
                        "%u", DEV_CHUNK_MAX_MEMBERS, n);
-  c = calloc (1, sizeof *c);
+  c = chunk_alloc ();
   if (c == NULL)
     return cairn_fail (-ENOMEM, "out of memory opening devices");
-  c->dev.ops = &chunk_ops;
-  for (unsigned i = 0; i < n && r == 0; i++)
+  for (unsigned i = 0; i < n && r == 0; i++) {
     r = label_read (members[i], &l[i]);
-  if (r < 0)
-    goto out;
-  r = layout_decode (c, l[0].raw, members[0]->name);
-  if (r < 0)
-    goto out;
-  for (unsigned i = 0; i < n; i++) {
-    struct member *m = &c->member[l[i].index];
-
-    if (!labels_agree (l[0].raw, l[i].raw)) {
-      r = cairn_fail (-EINVAL, "%s and %s are not devices of one pool (their "
-                      "labels differ)", members[0]->name, members[i]->name);
-      goto out;
-    }
-    if (memcmp (m->uuid, l[i].uuid, 16) != 0) {
-      r = cairn_fail (-EIO, "%s: its label's UUID is not the pool's device %u",
-                      members[i]->name, l[i].index);
-      goto out;
-    }
-    if (m->dev) {
-      r = cairn_fail (-EINVAL, "%s and %s are both device %u of the pool",
-                      m->dev->name, members[i]->name, l[i].index);
-      goto out;
-    }
-    if (members[i]->size < m->size) {
-      r = cairn_fail (-EIO, "%s is %" PRIu64 " bytes, smaller than the %"
-                      PRIu64 " its label says", members[i]->name,
-                      members[i]->size, m->size);
-      goto out;
-    }
-    m->dev = members[i];
+    if (r == 0 && l[i].gen > l[newest].gen)
+      newest = i;
   }
+  if (r < 0)
+    goto out;
+  r = layout_decode (c, l[newest].raw, members[newest]->name);
+  for (unsigned i = 0; i < n && r == 0; i++) {
+    if (!labels_agree (l[newest].raw, l[i].raw)) {
+      r = cairn_fail (-EINVAL, "%s and %s are not devices of one pool (their "
+                      "labels differ)", members[newest]->name,
+                      members[i]->name);
+      goto out;
+    }
+    r = place_member (c, members[i], &l[i]);
+  }
+  if (r < 0)
+    goto out;
   uuid_format (c->pool_uuid, uuid);
+  if (c->rep.active && c->rep.target == NULL && !(flags & DEV_CHUNK_DEGRADED)) {
+    char new_uuid[37];
+
+    uuid_format (c->rep.uuid, new_uuid);
+    r = cairn_fail (-ENODEV, "pool %s: device %u is being replaced by the "
+                    "device with UUID %s, which is not named: name it with "
+                    "the others, or open the pool degraded (read-only) to "
+                    "start the replace again onto another device", uuid,
+                    c->rep.index, new_uuid);
+    goto out;
+  }
   for (unsigned i = 0; i < c->nmembers; i++)
-    if (c->member[i].dev == NULL) {
+    if (!member_covered (c, i)) {
       char dev_uuid[37];
 
       uuid_format (c->member[i].uuid, dev_uuid);
@@ -829,11 +1069,12 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
         r = cairn_fail (-ENODEV, "pool %s: device %u (UUID %s) is missing: "
                         "found %u of its %u devices; name every device, or "
                         "open it degraded (read-only) to read what the others "
-                        "hold", uuid, i, dev_uuid, n, c->nmembers);
+                        "hold", uuid, i, dev_uuid, n - c->nothers,
+                        c->nmembers);
         goto out;
       }
-      c->missing++;
     }
+  count_missing (c);
   if (c->missing && !all_data_present (c)) {
     r = cairn_fail (-ENODEV, "pool %s: %u of its %u devices are missing and "
                     "profile %s keeps no other copy of what they hold: it "
@@ -841,10 +1082,23 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
                     c->nmembers, profile_names[c->profile]);
     goto out;
   }
-  c->readonly = (flags & DEV_CHUNK_RDONLY) || c->missing > 0;   /* C4 */
+  c->members_rdonly = (flags & DEV_CHUNK_RDONLY) != 0;
+  c->readonly = c->members_rdonly || c->missing > 0;   /* C4 */
+  /* A replace whose source is gone writes to its target alone from now
+   * on: the labels must say so before any write (C5).
+   */
+  if (c->rep.active && c->rep.target && !c->rep.source_stale &&
+      c->member[c->rep.index].dev == NULL && !c->readonly) {
+    c->rep.source_stale = true;
+    r = labels_update (c);
+    if (r < 0)
+      goto out;
+  }
   snprintf (c->dev.name, sizeof c->dev.name, "pool %s (%u devices, %s%s)",
             uuid, c->nmembers, profile_names[c->profile],
             c->missing ? ", degraded" : "");
+  if (c->rep.active)
+    c->rep.state = DEV_REPLACE_STOPPED;
   *devp = &c->dev;
   c = NULL;
  out:
@@ -852,6 +1106,7 @@ dev_chunk_open (struct cairn_dev *const *members, unsigned n, unsigned flags,
     free (l[i].raw);
   if (c) {
     c->own_members = false;
+    c->rep.target = NULL;
     chunk_close (&c->dev);
   }
   return r;
@@ -882,6 +1137,7 @@ dev_chunk_open_paths (const char *const *paths, unsigned n, unsigned flags,
     return r;
   }
   to_chunk_dev (*devp)->own_members = true;
+  to_chunk_dev (*devp)->rep.own_target = true;
   return 0;
 }
 
@@ -934,6 +1190,8 @@ dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info)
 {
   struct chunk_dev *c = to_chunk_dev (dev);
 
+  /* A replace's start and end change missing and readonly. */
+  pthread_rwlock_rdlock (&c->io_lock);
   *info = (struct dev_chunk_info) {
     .profile = c->profile, .ncopies = c->ncopies, .width = c->width,
     .nmembers = c->nmembers, .nchunks = c->nchunks, .missing = c->missing,
@@ -941,6 +1199,7 @@ dev_chunk_info (struct cairn_dev *dev, struct dev_chunk_info *info)
     .logical_size = dev->size, .degraded = c->missing > 0,
     .readonly = c->readonly,
   };
+  pthread_rwlock_unlock (&c->io_lock);
 }
 
 /* Member i's state and counters. */
@@ -950,13 +1209,19 @@ dev_chunk_member (struct cairn_dev *dev, unsigned i,
 {
   struct chunk_dev *c = to_chunk_dev (dev);
   struct member *m = &c->member[i];
+  struct cairn_dev *d;
 
   memset (info, 0, sizeof *info);
+  /* A replace's end changes the member's UUID, size and device. */
+  pthread_rwlock_rdlock (&c->io_lock);
+  d = member_dev (c, i);
   info->index = i;
-  info->state = m->dev ? DEV_MEMBER_ONLINE : DEV_MEMBER_MISSING;
+
+  info->state = c->rep.active && i == c->rep.index ? DEV_MEMBER_REPLACING
+              : d ? DEV_MEMBER_ONLINE : DEV_MEMBER_MISSING;
   memcpy (info->uuid, m->uuid, 16);
-  if (m->dev)
-    snprintf (info->name, sizeof info->name, "%s", m->dev->name);
+  if (d)
+    snprintf (info->name, sizeof info->name, "%s", d->name);
   info->size = m->size;
   for (unsigned k = 0; k < c->nchunks; k++)
     for (unsigned s = 0; s < c->ncopies * c->width; s++)
@@ -965,6 +1230,7 @@ dev_chunk_member (struct cairn_dev *dev, unsigned i,
   info->write_errors = __atomic_load_n (&m->write_errors, __ATOMIC_RELAXED);
   info->cksum_errors = __atomic_load_n (&m->cksum_errors, __ATOMIC_RELAXED);
   info->repaired = __atomic_load_n (&m->repaired, __ATOMIC_RELAXED);
+  pthread_rwlock_unlock (&c->io_lock);
 }
 
 /* Member i's device (NULL when missing). */

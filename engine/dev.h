@@ -581,7 +581,12 @@ void dev_chunk_pool_uuid (const struct cairn_dev *dev, uint8_t uuid[16]);
 /* What a member device is and has counted since the logical device was
  * opened (ZFS's READ / WRITE / CKSUM columns).
  */
-enum dev_member_state { DEV_MEMBER_ONLINE, DEV_MEMBER_MISSING };
+enum dev_member_state {
+  DEV_MEMBER_ONLINE,
+  DEV_MEMBER_MISSING,
+  DEV_MEMBER_REPLACING,       /* being replaced (present or not): see
+                                 dev_chunk_replace_status */
+};
 struct dev_member_info {
   unsigned index;
   enum dev_member_state state;
@@ -612,5 +617,81 @@ struct cairn_dev *dev_chunk_member_dev (struct cairn_dev *dev, unsigned i);
 int dev_chunk_locate (struct cairn_dev *dev, uint64_t off, unsigned k,
                       unsigned *memberp, uint64_t *physp, uint64_t *runp)
   CAIRN_WUR;
+
+/* Replacing a member (dev-replace.c has the design note): every stripe of
+ * member `old` is copied onto target, read from another member's copy
+ * where there is one and from old only where there is none, on a thread
+ * of the device's, while writes reach target too; at the end target is
+ * member `old` in every label.  The state is in the labels, so a device
+ * opened with target among its members (dev_chunk_open) carries on from
+ * the saved cursor once dev_chunk_replace_resume is called.
+ */
+enum dev_replace_state {
+  DEV_REPLACE_NONE,           /* none since the device was opened */
+  DEV_REPLACE_RUNNING,
+  DEV_REPLACE_STOPPED,        /* in progress, no thread copying: opened so
+                                 (resume it), or stopped by a close */
+  DEV_REPLACE_FAILED,         /* in progress, the copy met an error */
+  DEV_REPLACE_FINISHED,
+  DEV_REPLACE_CANCELLED,
+};
+struct dev_replace_status {
+  enum dev_replace_state state;
+  unsigned index;             /* the member replaced */
+  uint8_t uuid[16];           /* the new member's UUID */
+  char target[256];           /* its name; "" when not named at open */
+  bool source_missing;        /* the member replaced is not read */
+  uint64_t done, total;       /* logical bytes the copy has passed */
+  int64_t started;            /* wall clock, seconds since 1970 (0: before
+                                 this open) */
+  char error[512];            /* what stopped a FAILED replace */
+};
+/* Start replacing member old by target (owned by dev when own_target, on
+ * success).  -EBUSY when a replace is in progress, -ENOSPC when target is
+ * smaller than old's stripes, -EROFS when the members were opened
+ * read-only, -EINVAL for a bad index or a target that is a member.
+ */
+int dev_chunk_replace_start (struct cairn_dev *dev, unsigned old,
+                             struct cairn_dev *target, bool own_target)
+  CAIRN_WUR;
+/* dev_chunk_replace_start without the thread: the replace is in progress
+ * (STOPPED) for dev_chunk_replace_step or dev_chunk_replace_resume.
+ */
+int dev_chunk_replace_begin (struct cairn_dev *dev, unsigned old,
+                             struct cairn_dev *target, bool own_target)
+  CAIRN_WUR;
+/* Start the thread of a replace the labels say is in progress (after an
+ * open, a failure or a stop): 0 when it runs or there is none; -ENODEV
+ * when its target was not named at open.
+ */
+int dev_chunk_replace_resume (struct cairn_dev *dev) CAIRN_WUR;
+/* Copy at most max_bytes further (the thread's step; tests call it with
+ * no thread running), ending the replace when the copy is complete;
+ * *donep says whether it has ended.
+ */
+int dev_chunk_replace_step (struct cairn_dev *dev, uint64_t max_bytes,
+                            bool *donep) CAIRN_WUR;
+/* Cancel the replace in progress: the labels forget target.  -ENOENT
+ * when there is none; -EBUSY when the member replaced missed writes and
+ * target is the only current copy of its data.
+ */
+int dev_chunk_replace_cancel (struct cairn_dev *dev) CAIRN_WUR;
+/* Wait until the thread stops (the replace ended, failed or was
+ * cancelled): 0, or -ECANCELED when stop (called every 200 ms; may be
+ * NULL) said to stop waiting.
+ */
+int dev_chunk_replace_wait (struct cairn_dev *dev,
+                            bool (*stop) (void *opaque), void *opaque)
+  CAIRN_WUR;
+void dev_chunk_replace_status (struct cairn_dev *dev,
+                               struct dev_replace_status *st);
+/* Save the cursor in the labels after this many bytes copied (default
+ * 64 MiB; tests use less).
+ */
+void dev_chunk_replace_set_save (struct cairn_dev *dev, uint64_t bytes);
+/* The word for a state: "none", "running", "stopped", "failed",
+ * "finished", "cancelled".
+ */
+const char *dev_replace_state_name (enum dev_replace_state s);
 
 #endif /* CAIRN_DEV_H */

@@ -810,6 +810,12 @@ cairn_after_fork (void)
       return -1;
     }
   }
+  /* A device replace that the labels say is in progress goes on (its
+   * thread could not have outlived the fork).
+   */
+  if (dev_is_chunked (dev) && !readonly_pool &&
+      dev_chunk_replace_resume (dev) < 0)
+    nbdkit_error ("%s", cairn_errmsg ());
   if (control_path && start_control (false) < 0)
     return -1;
   if (metrics_addr) {

@@ -612,8 +612,10 @@ devices_status (struct cairn_pool *pool, json_t *status)
     if (json_array_append_new (members, json_pack (
           "{s:I, s:s, s:s, s:s?, s:I, s:I, s:I, s:I, s:I, s:I}",
           "index", (json_int_t) i, "uuid", uuid,
-          "state", mi.state == DEV_MEMBER_ONLINE ? "online" : "missing",
-          "path", mi.state == DEV_MEMBER_ONLINE ? mi.name : NULL,
+          "state", mi.state == DEV_MEMBER_ONLINE ? "online"
+                   : mi.state == DEV_MEMBER_REPLACING ? "replacing"
+                   : "missing",
+          "path", mi.name[0] ? mi.name : NULL,
           "size", (json_int_t) mi.size, "used", (json_int_t) mi.used,
           "read_errors", (json_int_t) mi.read_errors,
           "write_errors", (json_int_t) mi.write_errors,
@@ -632,7 +634,7 @@ devices_status (struct cairn_pool *pool, json_t *status)
                  "members", members);
   if (o == NULL || json_object_set_new (status, "devices", o) < 0)
     return oom ();
-  return 0;
+  return device_replace_status_json (pool, o);
 }
 
 /* pool.status {} → the pool's identity, space, cache, I/O totals, state
@@ -734,6 +736,12 @@ static const struct control_method catalog_methods[] = {
     .blocking = true },
   { .name = "checkpoint.prune", .handler = checkpoint_prune, .blocking = true },
   { .name = "checkpoint.set", .handler = checkpoint_set, .blocking = true },
+  { .name = "device.replace", .handler = device_replace_method,
+    .blocking = true },
+  { .name = "device.replace_cancel", .handler = device_replace_cancel_method,
+    .blocking = true },
+  { .name = "device.replace_status", .handler = device_replace_status_method,
+    .blocking = true },
   { .name = "pool.status", .handler = pool_status, .blocking = true },
   { .name = "scrub.cancel", .handler = scrub_cancel_method, .blocking = true },
   { .name = "scrub.pause", .handler = scrub_pause_method, .blocking = true },

@@ -88,6 +88,22 @@ int describe (struct cairn_pool *pool, const char *name, bool related,
 /* Seconds since 1970 as ISO 8601 in UTC ("2026-12-02T10:00:00Z"). */
 void iso_time (uint64_t t, char buf[32]);
 
+/* methods-device.c: the "device.*" methods (cairn-protocol(7)). */
+int device_replace_method (struct control_ctx *ctx, json_t *params,
+                           json_t **result) CAIRN_WUR;
+int device_replace_cancel_method (struct control_ctx *ctx, json_t *params,
+                                  json_t **result) CAIRN_WUR;
+int device_replace_status_method (struct control_ctx *ctx, json_t *params,
+                                  json_t **result) CAIRN_WUR;
+/* pool.status's devices.replace (methods-catalog.c). */
+int device_replace_status_json (struct cairn_pool *pool, json_t *devices)
+  CAIRN_WUR;
+/* A replace in progress as a background job (methods-jobs.c): 1 when
+ * there is one, filled in job.
+ */
+int device_replace_bg_job (struct cairn_pool *pool,
+                           struct control_bg_job *job);
+
 /* methods-scrub.c: the "scrub.*" methods (cairn-protocol(7)). */
 int scrub_start_method (struct control_ctx *ctx, json_t *params,
                         json_t **result) CAIRN_WUR;

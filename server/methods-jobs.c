@@ -9,7 +9,8 @@
  * bytes freed so far and in all (0 when the engine does not know, e.g.
  * for a volume whose delete began before a restart).  A scrub that runs or
  * is paused is a "scrub" job too (methods-scrub.c), which job.cancel
- * leaves to scrub.cancel.
+ * leaves to scrub.cancel; so is a device replace in progress
+ * (methods-device.c), left to device.replace_cancel.
  *
  * job.cancel refuses them: the delete is committed, its name is gone, and
  * the steps already taken are durable; stopping would not give anything
@@ -51,8 +52,8 @@ cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
   r = vol_reclaim_jobs (m->pool, &rj, &n);
   if (r < 0)
     return r;
-  /* Room for the scrub, as the last entry. */
-  bg = calloc (n + 1, sizeof *bg);
+  /* Room for the scrub and a device replace, as the last entries. */
+  bg = calloc (n + 2, sizeof *bg);
   if (bg == NULL) {
     free (rj);
     return cairn_fail (-ENOMEM, "out of memory");
@@ -69,6 +70,7 @@ cairn_background_jobs (void *opaque, struct control_bg_job **jobsp,
   }
   free (rj);
   n += scrub_bg_job (m->pool, &bg[n]);
+  n += device_replace_bg_job (m->pool, &bg[n]);
   if (n == 0) {
     free (bg);
     bg = NULL;

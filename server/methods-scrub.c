@@ -43,7 +43,7 @@ devices_json (struct cairn_pool *pool, const struct scrub_status *st)
     dev_chunk_member (dev, i, &mi);
     if (json_array_append_new (arr, json_pack (
           "{s:I, s:s?, s:I, s:I}", "index", (json_int_t) i,
-          "path", mi.state == DEV_MEMBER_ONLINE ? mi.name : NULL,
+          "path", mi.name[0] ? mi.name : NULL,
           "errors", (json_int_t) st->member_bad[i],
           "repaired", (json_int_t) st->member_repaired[i])) < 0) {
       json_decref (arr);

@@ -448,7 +448,7 @@ render_devices (FILE *f, struct cairn_pool *pool)
     fprintf (f, "cairn_device_online{device=\"%u\",uuid=\"%s\",path=\"",
              i, uuid);
     put_label (f, mi[i].name);
-    fprintf (f, "\"} %d\n", mi[i].state == DEV_MEMBER_ONLINE);
+    fprintf (f, "\"} %d\n", mi[i].name[0] != '\0');
   }
   for (size_t c = 0; c < ARRAY_SIZE (counters); c++) {
     bool total = strstr (counters[c].name, "_total") != NULL;

@@ -237,7 +237,8 @@ write_data (const char *name, uint64_t off, uint32_t len, int fill)
 
 static const char *const all_methods[] = {
   "checkpoint.list", "checkpoint.promote", "checkpoint.prune",
-  "checkpoint.set", "pool.status", "scrub.cancel", "scrub.pause",
+  "checkpoint.set", "device.replace", "device.replace_cancel",
+  "device.replace_status", "pool.status", "scrub.cancel", "scrub.pause",
   "scrub.resume", "scrub.start", "scrub.status",
   "snapshot.create", "snapshot.delete", "snapshot.list",
   "snapshot.rename", "snapshot.space", "stats.list", "stats.show",
@@ -265,6 +266,20 @@ Test (methods, listed_and_blocking)
                "%s is not blocking: engine work belongs on the threadpool",
                cairn_catalog_methods.methods[i].name);
   cr_assert_eq (cairn_catalog_methods.n, ARRAY_SIZE (all_methods));
+}
+
+/* The device.* methods on a pool of one device: nothing to replace, said
+ * so (test-device-replace.sh drives them on a pool of several).
+ */
+Test (methods, device_replace_needs_several_devices)
+{
+  fails ("device.replace", "{'old':'0','new':'/nonexistent'}",
+         CAIRN_E_INVALID, "the pool is on one device");
+  fails ("device.replace_status", NULL, CAIRN_E_INVALID,
+         "no device to replace");
+  fails ("device.replace_cancel", NULL, CAIRN_E_INVALID,
+         "the pool is on one device");
+  fails ("device.replace", "{'new':'/x'}", CONTROL_E_INVALID_PARAMS, "old");
 }
 
 /* The checkpoint.* methods: settings for the pool and a volume, a list
