@@ -151,6 +151,20 @@ class MemCgroup:
         """The most bytes ever charged to the group (v2: since 5.19)."""
         return self._number("memory.max_usage_in_bytes", "memory.peak")
 
+    def oom_kills(self):
+        """How many processes the kernel killed for want of memory in the
+        group (None where it does not say)."""
+        name = self._file("memory.oom_control", "memory.events")
+        try:
+            with open(name) as f:
+                for line in f:
+                    k, v = line.split()[:2]
+                    if k == "oom_kill":
+                        return int(v)
+        except OSError:
+            pass
+        return None
+
     def drop_cache(self):
         """Reclaim the group's page cache (its dirty pages are written back
         first); return the bytes of cache left."""
