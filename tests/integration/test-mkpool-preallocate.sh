@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cairn mkpool --preallocate: "space" reserves a pool file's whole size in
 # its filesystem, "full" also writes it (no unwritten extents left), "off"
-# stays sparse; the pools work, and cairnd --create makes them so too; a
-# filesystem without the room fails mkpool at once with a clear message and
-# leaves no file behind.
+# stays sparse; the pools work, and cairnd --create makes them so too, with
+# "space" as its default (the pool a user gets is not sparse:
+# bench/README.md, "The default pool"); a filesystem without the room fails mkpool and
+# cairnd --create at once with a clear message and leaves no file behind.
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 
 uuid_re='[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
@@ -80,21 +81,49 @@ run_cairnd --foreground --pool "$dpool" --create 64M --preallocate most \
   --socket "$TMPDIR_TEST/nbd.sock" --control "$TMPDIR_TEST/ctl.sock" --plugin "$PLUGIN"
 expect 1 "cairnd: --preallocate most: say off, space or full"
 [ ! -e "$dpool" ] || fail "cairnd made a pool with a bad --preallocate"
-nbdkit_exec "$CAIRND" --foreground --pool "$dpool" --create 64M --preallocate full \
-  --socket "$TMPDIR_TEST/nbd.sock" --control "$TMPDIR_TEST/ctl.sock" \
-  --plugin "$PLUGIN" >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
-NBDKIT_PID=$!
-wait_for_sockets "$NBDKIT_PID" cairnd "$TMPDIR_TEST/nbdkit.log" \
-  "$TMPDIR_TEST/nbd.sock" "$TMPDIR_TEST/ctl.sock"
+
+# Serve pool $1 with cairnd --create 64M and the options after it, check
+# that the pool takes a volume, stop it and check the pool; the log is in
+# $TMPDIR_TEST/nbdkit.log.
+serve_created () {
+  local p=$1
+  shift
+  nbdkit_exec "$CAIRND" --foreground --pool "$p" --create 64M "$@" \
+    --socket "$TMPDIR_TEST/nbd.sock" --control "$TMPDIR_TEST/ctl.sock" \
+    --plugin "$PLUGIN" >"$TMPDIR_TEST/nbdkit.log" 2>&1 &
+  NBDKIT_PID=$!
+  wait_for_sockets "$NBDKIT_PID" cairnd "$TMPDIR_TEST/nbdkit.log" \
+    "$TMPDIR_TEST/nbd.sock" "$TMPDIR_TEST/ctl.sock"
+  "$CAIRN" --socket "$TMPDIR_TEST/ctl.sock" volume create w 16M >/dev/null ||
+    fail "the pool cairnd --create $* serves does not take a volume"
+  stop_server "$NBDKIT_PID"
+  NBDKIT_PID=
+  run fsck "$p"
+  expect 0 "^$p: clean$"
+}
+serve_created "$dpool" --preallocate full
 grep -qE "^cairnd: created pool $dpool \(64M, $uuid_re, space written\)$" "$TMPDIR_TEST/nbdkit.log" ||
   fail "cairnd did not say it wrote the pool's space: $(cat "$TMPDIR_TEST/nbdkit.log")"
 [ "$(allocated_kib "$dpool")" -ge $((64 * 1024)) ] || fail "cairnd --preallocate full allocated only $(allocated_kib "$dpool")K"
-"$CAIRN" --socket "$TMPDIR_TEST/ctl.sock" volume create w 16M >/dev/null ||
-  fail "the preallocated pool cairnd serves does not take a volume"
-stop_server "$NBDKIT_PID"
-NBDKIT_PID=
-run fsck "$dpool"
-expect 0 "^$dpool: clean$"
+
+# The pool cairnd --create makes when nothing says how (what scripts/start
+# and the systemd unit's config get) has its whole size reserved, not
+# sparse: on a sparse one, writes after a snapshot ran at a fraction of the
+# speed.  (A filesystem that cannot reserve gets it written: "space
+# written".)
+dpool="$TMPDIR_TEST/d/default.pool"
+serve_created "$dpool"
+grep -qE "^cairnd: created pool $dpool \(64M, $uuid_re, space (reserved|written)\)$" "$TMPDIR_TEST/nbdkit.log" ||
+  fail "cairnd --create without --preallocate did not reserve the pool's space: $(cat "$TMPDIR_TEST/nbdkit.log")"
+[ "$(allocated_kib "$dpool")" -ge $((64 * 1024)) ] ||
+  fail "the default pool of cairnd --create is sparse: $(allocated_kib "$dpool")K of 64M allocated"
+
+# --preallocate off still makes a sparse one, for whoever asks.
+spool="$TMPDIR_TEST/d/sparse.pool"
+serve_created "$spool" --preallocate off
+grep -qE "^cairnd: created pool $spool \(64M, $uuid_re\)$" "$TMPDIR_TEST/nbdkit.log" ||
+  fail "cairnd --preallocate off said: $(cat "$TMPDIR_TEST/nbdkit.log")"
+[ "$(allocated_kib "$spool")" -lt 1024 ] || fail "cairnd --preallocate off is not sparse: $(allocated_kib "$spool")K"
 
 # A filesystem without the room: mkpool fails at once, saying so, and
 # leaves nothing behind (a 16M tmpfs and a 64M pool; root only).
@@ -113,6 +142,12 @@ for mode in space full; do
   [ ! -e "$mnt/p.pool" ] || fail "--preallocate $mode left $mnt/p.pool behind on a full filesystem"
   [ "$(df -k --output=used "$mnt" | tail -n1 | tr -d ' ')" -lt 1024 ] || fail "space still used on $mnt after the failure"
 done
+# cairnd --create with its default fails the same way, names the way out,
+# and leaves nothing behind.
+run_cairnd --foreground --pool "$mnt/d.pool" --create 64M --socket "$TMPDIR_TEST/nbd.sock" \
+  --control "$TMPDIR_TEST/ctl.sock" --plugin "$PLUGIN"
+expect 1 "no room for 67108864 bytes: make the pool smaller or free space there \(--preallocate off makes a sparse pool file instead, whose writes are slower\)"
+[ ! -e "$mnt/d.pool" ] || fail "cairnd --create left $mnt/d.pool behind on a full filesystem"
 # Without preallocation the same pool is made (sparse): the choice is the
 # user's.
 run mkpool "$mnt/p.pool" --size 64M
