@@ -53,9 +53,13 @@
  *  IL-5  One device flush makes a flush durable: a record's data could
  *        reach the disk after its log block (both are written before the
  *        flush, in any order), so replay reads the data a record names
- *        and checks it against the record's SHA-256 before it applies it,
- *        and stops at the first record that does not check (its write had
- *        not been flushed).  Cost: replay reads what the live log names.
+ *        and checks it against the record's SHA-256 before it applies it.
+ *        The records one flush wrote are a batch (its last block carries
+ *        LOG_F_END), replayed all or none: replay ends before the first
+ *        batch with a record that does not check or a block that is
+ *        missing (that flush never returned), so a crash leaves the
+ *        writes of whole flushes.  Cost: replay reads what the live log
+ *        names.
  *  IL-6  Replay re-makes each record's change in the open generation R
  *        of the reopened pool, in log order, through the volume layer's
  *        own tree code (so overwrites free or keep what they took out as
@@ -100,8 +104,10 @@
  *   24     8    seq         this block's sequence number
  *   32     8    gen         the open generation when it was written
  *   40     4    nrec        records in the block
- *   44     4    used        bytes of records from offset 48
- *   48     ...  records
+ *   44     4    used        bytes of records from offset 56
+ *   48     4    flags       LOG_F_END: the last block of its batch
+ *   52     4    zero
+ *   56     ...  records
  *   4064   32   sha256      of bytes 0..4063
  * Record:
  *   0      1    type        POOL_LOG_WRITE or POOL_LOG_PUNCH
@@ -123,7 +129,8 @@
 #include "txn-int.h"
 
 #define LOG_MAGIC "CAIRNIL1"
-#define LOG_HDR 48u
+#define LOG_HDR 56u
+#define LOG_F_END 1u           /* the last block of a flush's batch */
 #define LOG_CSUM_OFF 4064u
 #define LOG_PAYLOAD (LOG_CSUM_OFF - LOG_HDR)
 #define REC_HDR 40u
@@ -364,8 +371,8 @@ log_create (struct cairn_pool *pool)
  * records), returning how many bytes it took.
  */
 static size_t
-block_encode (struct cairn_pool *pool, uint64_t seq, const uint8_t *recs,
-              size_t len, uint8_t *buf)
+block_encode (struct cairn_pool *pool, uint64_t seq, bool end,
+              const uint8_t *recs, size_t len, uint8_t *buf)
 {
   size_t used = 0, rlen;
   uint32_t nrec = 0;
@@ -384,6 +391,7 @@ block_encode (struct cairn_pool *pool, uint64_t seq, const uint8_t *recs,
   put_le64 (buf + 32, __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE));
   put_le32 (buf + 40, nrec);
   put_le32 (buf + 44, (uint32_t) used);
+  put_le32 (buf + 48, end ? LOG_F_END : 0);
   memcpy (buf + LOG_HDR, recs, used);
   sha256 (buf, LOG_CSUM_OFF, buf + LOG_CSUM_OFF);
   return used;
@@ -422,7 +430,7 @@ log_write (struct cairn_pool *pool, uint64_t seq, const uint8_t *recs,
   if (buf == NULL)
     return cairn_fail (-ENOMEM, "out of memory writing the intent log");
   for (uint64_t j = 0; j < k; j++)
-    off += block_encode (pool, seq + j, recs + off, len - off,
+    off += block_encode (pool, seq + j, j == k - 1, recs + off, len - off,
                          buf + j * BLOCK_SIZE);
   while (r == 0 && i < k) {
     uint64_t pos = (seq + i) % l->nblocks;
@@ -540,7 +548,8 @@ block_read (struct cairn_pool *pool, const struct superblock *sb,
   if (r < 0)
     return -ENOENT;
   if (memcmp (buf, LOG_MAGIC, 8) != 0 || memcmp (buf + 8, sb->uuid, 16) != 0 ||
-      get_le64 (buf + 24) != seq || get_le32 (buf + 44) > LOG_PAYLOAD)
+      get_le64 (buf + 24) != seq || get_le32 (buf + 44) > LOG_PAYLOAD ||
+      (get_le32 (buf + 48) & ~LOG_F_END) || get_le32 (buf + 52))
     return -ENOENT;
   sha256 (buf, LOG_CSUM_OFF, sha);
   return memcmp (sha, buf + LOG_CSUM_OFF, SHA256_LEN) == 0 ? 0 : -ENOENT;
@@ -570,20 +579,23 @@ data_checks (struct cairn_pool *pool, const struct pool_log_rec *rec)
 
 /* Walk the live log of the durable superblock: for each record newer than
  * its generation call fn (when not NULL), which returns 0 to go on, 1 to
- * stop (the rest of the log is not applied) or an error.  *blocks and
- * *records count the live blocks and their records; *end is the sequence
- * number after the last live block.
+ * stop (the rest of the log is not applied) or an error; call batch (when
+ * not NULL) at the end of every batch with whole true, and once more with
+ * whole false where the log ends inside a batch (its flush never
+ * returned).  *blocks and *records count the live blocks and their
+ * records; *end is the sequence number after the last live block.
  */
 static int
 walk (struct cairn_pool *pool,
       int (*fn) (struct cairn_pool *pool, const struct pool_log_rec *rec,
                  void *opaque),
+      void (*batch) (struct cairn_pool *pool, void *opaque, bool whole),
       void *opaque, uint64_t *blocks, uint64_t *records, uint64_t *end)
 {
   const struct superblock *sb = &pool->sb;
   uint8_t *buf = malloc (BLOCK_SIZE);
   uint64_t seq = sb->log_seq;
-  bool stop = false;
+  bool stop = false, in_batch = false;
   int r = 0;
 
   *blocks = *records = 0;
@@ -592,17 +604,24 @@ walk (struct cairn_pool *pool,
   for (uint64_t i = 0; r == 0 && i < sb->log_blocks; i++, seq++) {
     size_t used, off = 0;
 
-    if (block_read (pool, sb, seq, buf) < 0)
+    if (block_read (pool, sb, seq, buf) < 0) {
+      if (batch && in_batch && !stop)
+        batch (pool, opaque, false);
+      in_batch = false;
       break;
+    }
     (*blocks)++;
+    in_batch = true;
     used = get_le32 (buf + 44);
     for (uint32_t j = 0; r == 0 && j < get_le32 (buf + 40); j++) {
       struct pool_log_rec rec;
       uint64_t gen;
       size_t len = rec_decode (buf + LOG_HDR + off, used - off, &rec, &gen);
 
-      if (len == 0) {
-        stop = true;              /* checksummed, yet malformed */
+      if (len == 0) {             /* checksummed, yet malformed */
+        if (batch && !stop)
+          batch (pool, opaque, false);
+        stop = true;
         break;
       }
       off += len;
@@ -617,7 +636,14 @@ walk (struct cairn_pool *pool,
         }
       }
     }
+    if (get_le32 (buf + 48) & LOG_F_END) {
+      if (batch && !stop)
+        batch (pool, opaque, true);
+      in_batch = false;
+    }
   }
+  if (batch && in_batch && !stop && r == 0)
+    batch (pool, opaque, false);      /* the ring ended inside a batch */
   *end = seq;
   free (buf);
   return r;
@@ -626,16 +652,32 @@ walk (struct cairn_pool *pool,
 struct replay {
   int (*apply) (void *opaque, const struct pool_log_rec *rec);
   void *opaque;
-  uint64_t claimed;             /* records that passed the first pass */
+  uint64_t claimed;             /* records of whole batches the first pass
+                                   checked and claimed */
+  uint64_t pending;             /* records of the batch it is in */
+  struct { uint64_t addr, n; } *held;  /* their claimed blocks */
+  size_t nheld, held_cap;
   uint64_t seen;                /* records the second pass reached */
   uint64_t applied;
   bool stopped;                 /* apply ended the replay */
 };
 
+/* Give back what the first pass claimed in the batch it is in. */
+static void
+unclaim_batch (struct cairn_pool *pool, struct replay *rp)
+{
+  for (size_t i = 0; i < rp->nheld; i++)
+    space_free (pool->space, rp->held[i].addr, rp->held[i].n,
+                pool_open_gen (pool));
+  rp->nheld = 0;
+  rp->pending = 0;
+}
+
 /* The first pass (walk's fn): check a record's data (IL-5) and claim its
  * blocks, so that nothing the second pass allocates (the trees' nodes)
  * can take blocks a later record names.  A record that does not check,
- * or whose blocks are not free, ends the replay.
+ * or whose blocks are not free, ends the replay, and so does the batch
+ * it is in: the writes of one flush are replayed all or none.
  */
 static int
 replay_claim (struct cairn_pool *pool, const struct pool_log_rec *rec,
@@ -643,12 +685,42 @@ replay_claim (struct cairn_pool *pool, const struct pool_log_rec *rec,
 {
   struct replay *rp = opaque;
 
-  if (rec->type == POOL_LOG_WRITE &&
-      (!data_checks (pool, rec) ||
-       space_claim (pool->space, rec->addr, rec->n) < 0))
-    return 1;
-  rp->claimed++;
+  if (rec->type == POOL_LOG_WRITE) {
+    if (rp->nheld == rp->held_cap) {
+      size_t cap = rp->held_cap ? rp->held_cap * 2 : 64;
+      void *p = realloc (rp->held, cap * sizeof *rp->held);
+
+      if (p == NULL)
+        return cairn_fail (-ENOMEM, "out of memory replaying the intent log");
+      rp->held = p;
+      rp->held_cap = cap;
+    }
+    if (!data_checks (pool, rec) ||
+        space_claim (pool->space, rec->addr, rec->n) < 0) {
+      unclaim_batch (pool, rp);
+      return 1;
+    }
+    rp->held[rp->nheld].addr = rec->addr;
+    rp->held[rp->nheld].n = rec->n;
+    rp->nheld++;
+  }
+  rp->pending++;
   return 0;
+}
+
+/* The end of a batch in the first pass: a whole one is kept. */
+static void
+replay_batch (struct cairn_pool *pool, void *opaque, bool whole)
+{
+  struct replay *rp = opaque;
+
+  if (!whole) {
+    unclaim_batch (pool, rp);
+    return;
+  }
+  rp->claimed += rp->pending;
+  rp->pending = 0;
+  rp->nheld = 0;
 }
 
 /* The second pass: apply the records the first one claimed, each in a
@@ -695,11 +767,13 @@ pool_log_replay (struct cairn_pool *pool,
     __atomic_store_n (&l->replaying, true, __ATOMIC_RELEASE);
     r = txn_begin (pool);
     if (r == 0) {
-      r = walk (pool, replay_claim, &rp, &blocks, &records, &end);
+      r = walk (pool, replay_claim, replay_batch, &rp, &blocks, &records,
+                &end);
       txn_end (pool);
     }
+    free (rp.held);
     if (r == 0)
-      r = walk (pool, replay_apply, &rp, &blocks, &records, &end);
+      r = walk (pool, replay_apply, NULL, &rp, &blocks, &records, &end);
     __atomic_store_n (&l->replaying, false, __ATOMIC_RELEASE);
     if (r < 0) {
       char msg[512];
@@ -744,6 +818,7 @@ pool_log_info (struct cairn_pool *pool, struct pool_log_info *info)
   info->flushes = l->flushes;
   pthread_mutex_unlock (&l->lock);
   if (info->nblocks && !l->replay_done)
-    r = walk (pool, NULL, NULL, &info->live_blocks, &info->live_records, &end);
+    r = walk (pool, NULL, NULL, NULL, &info->live_blocks, &info->live_records,
+              &end);
   return r;
 }
