@@ -49,7 +49,9 @@
  *        with the log on, even a block born in the open generation
  *        (space_set_hold_young), which space.c would otherwise free at
  *        once.  h >= g, so once h is durable so is g, and the record is
- *        skipped (IL-1).
+ *        skipped (IL-1).  The same holds from a replay on: until the
+ *        commit after it is durable, a crash replays the same log again,
+ *        so the blocks replay frees wait too.
  *  IL-5  One device flush makes a flush durable: a record's data could
  *        reach the disk after its log block (both are written before the
  *        flush, in any order), so replay reads the data a record names
@@ -459,6 +461,8 @@ pool_log_flush (struct cairn_pool *pool)
 
   if (pool->readonly)
     return 0;
+  if (__atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE))
+    return pool_commit (pool);      /* the refusal, saying why (TX-4) */
   pthread_mutex_lock (&pool->commit_lock);
   durable = pool->durable_gen;
   pthread_mutex_unlock (&pool->commit_lock);
@@ -467,8 +471,7 @@ pool_log_flush (struct cairn_pool *pool)
   ticket = l->appended;
   if (!commit && l->logged >= ticket) {
     pthread_mutex_unlock (&l->lock);
-    return __atomic_load_n (&pool->failed, __ATOMIC_ACQUIRE)
-      ? pool_commit (pool) : 0;
+    return 0;
   }
   pthread_mutex_unlock (&l->lock);
   if (commit) {
@@ -764,6 +767,10 @@ pool_log_replay (struct cairn_pool *pool,
   if (!l->replay_done) {
     if ((r = pool_space_load (pool)) < 0)
       return r;
+    /* The live log stays live until the commit after replay is durable:
+     * what replay frees of the blocks it names waits for that (IL-4).
+     */
+    space_set_hold_young (pool->space, true);
     __atomic_store_n (&l->replaying, true, __ATOMIC_RELEASE);
     r = txn_begin (pool);
     if (r == 0) {

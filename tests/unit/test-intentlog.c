@@ -360,14 +360,16 @@ Test (intentlog, ring_is_incompat)
 
 /* Cut the power at every write and flush of a random workload of writes,
  * zeros, trims, flushes, FUA writes, commits and a snapshot, each time on
- * a fresh copy of the image and with the cut's policy varied: fsck is
- * clean before the replay and after it, and every block holds what its
- * last acknowledged flush made durable or a write after it.
+ * a fresh copy of the image and with the cut's policy varied (and every
+ * third time again within the first writes and flushes of the reopen that
+ * replays): fsck is clean before the replay and after it, and every block
+ * holds what its last acknowledged flush made durable or a write after
+ * it.
  */
 Test (intentlog, cut_everywhere, .timeout = 600)
 {
   uint64_t seed = test_seed ("intentlog.cut_everywhere", 4242);
-  unsigned rounds = test_work (1), cuts = 0, replays = 0;
+  unsigned rounds = test_work (1), cuts = 0, replays = 0, recuts = 0;
   struct cairn_dev *base = base_image ();
 
   for (unsigned k = 0; k < rounds; k++) {
@@ -412,6 +414,27 @@ Test (intentlog, cut_everywhere, .timeout = 600)
       rep = run_fsck (copy, &p);
       cr_assert_eq (rep.errors, 0, "%s, before the replay: %s", when, p.text);
       replays += rep.intentlog_records > 0;
+      /* Every third cut with a log to replay cuts again, in the replay or
+       * in the commit after it: the same log is replayed again (IL-4).
+       */
+      if (rep.intentlog_records > 0 && c % 3 == 0) {
+        struct cairn_dev *pc2;
+        uint64_t nth = 1 + (s * 7 + c) % 5;
+
+        cr_assert_eq (dev_powercut_create (copy, s * 7919 + c, &pc2), 0);
+        dev_powercut_arm (pc2, nth);
+        if (pool_open (pc2, NULL, &pool) == 0) {
+          struct cairn_volume *v;
+
+          if (vol_open (pool, "v", &v) == 0)
+            vol_close (v);
+          (void) pool_close (pool);
+        }
+        if (!dev_powercut_is_cut (pc2))
+          dev_powercut_cut (pc2, true);
+        dev_close (pc2);
+        recuts++;
+      }
       pool = pool_open_ok (copy);
       check_blocks (pool, &m, when);
       cr_assert_eq (pool_close (pool), 0, "%s: %s", when, cairn_errmsg ());
@@ -421,7 +444,8 @@ Test (intentlog, cut_everywhere, .timeout = 600)
     }
   }
   fprintf (stderr, "intentlog.cut_everywhere: %u workloads, %u cuts, %u of "
-           "them left a live log to replay\n", rounds, cuts, replays);
+           "them left a live log to replay, %u cut again in the replay\n",
+           rounds, cuts, replays, recuts);
   cr_assert_gt (replays, cuts / 4, "few cuts left a log to replay");
   dev_close (base);
 }
