@@ -303,6 +303,8 @@ pend_drop_upto (struct intentlog *l, uint64_t gen)
 
   while (off < l->pend_len && pend_rec (l->pend + off, &len) <= gen)
     off += len;
+  if (off == 0)
+    return;                       /* pend may be NULL */
   memmove (l->pend, l->pend + off, l->pend_len - off);
   l->pend_len -= off;
 }
