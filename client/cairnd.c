@@ -53,6 +53,7 @@ struct cairnd_opts {
   char *cache;
   char *verify;       /* disk or always: the plugin's verify= */
   bool list_checkpoints;  /* the plugin's list-checkpoints=true */
+  bool intent_log;        /* the plugin's intent-log=true */
   bool degraded;          /* the plugin's degraded=true */
   bool control_insecure;  /* the plugin's control-insecure=true */
   bool standby;           /* the plugin's standby=true */
@@ -122,6 +123,8 @@ usage (int status)
 "      --verify WHEN     check data as it comes from the disk (disk, the\n"
 "                        default) or on every read (always)\n"
 "      --list-checkpoints  list every volume's checkpoints as exports too\n"
+"      --intent-log      make a flush one write to the pool's intent log\n"
+"                        instead of a commit (off by default)\n"
 "      --metrics [ADDR:]PORT  serve Prometheus metrics over HTTP at\n"
 "                        /metrics (ADDR defaults to 127.0.0.1)\n"
 "      --plugin PATH     plugin to load (default: the installed one)\n"
@@ -222,6 +225,10 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
   }
   if (strcmp (key, "tls-verify-peer") == 0) {
     o->tls_verify_peer = is_yes (value);
+    return 0;
+  }
+  if (strcmp (key, "intent-log") == 0) {
+    o->intent_log = is_yes (value);
     return 0;
   }
   if (strcmp (key, "list-checkpoints") == 0) {
@@ -628,7 +635,7 @@ main (int argc, char **argv)
          OPT_PIDFILE, OPT_GROUP, OPT_TLS_MODE, OPT_TLS_PSK, OPT_TLS_VERIFY,
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_CEPH_CONF, OPT_CEPH_ID,
          OPT_CEPH_KEYRING, OPT_PREALLOC, OPT_VERIFY,
-         OPT_LIST_CKPT, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS,
+         OPT_LIST_CKPT, OPT_INTENT_LOG, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS,
          OPT_STANDBY };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
@@ -645,6 +652,7 @@ main (int argc, char **argv)
     { "cache", required_argument, NULL, OPT_CACHE },
     { "verify", required_argument, NULL, OPT_VERIFY },
     { "list-checkpoints", no_argument, NULL, OPT_LIST_CKPT },
+    { "intent-log", no_argument, NULL, OPT_INTENT_LOG },
     { "degraded", no_argument, NULL, OPT_DEGRADED },
     { "standby", no_argument, NULL, OPT_STANDBY },
     { "plugin", required_argument, NULL, OPT_PLUGIN },
@@ -693,6 +701,7 @@ main (int argc, char **argv)
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_VERIFY: set_opt (&o.verify, optarg); break;
     case OPT_LIST_CKPT: o.list_checkpoints = true; break;
+    case OPT_INTENT_LOG: o.intent_log = true; break;
     case OPT_DEGRADED: o.degraded = true; break;
     case OPT_STANDBY: o.standby = true; break;
     case OPT_PLUGIN: set_opt (&o.plugin, optarg); break;
@@ -847,6 +856,8 @@ main (int argc, char **argv)
     add_arg (nargv, &nargc, kv ("verify", o.verify));
   if (o.list_checkpoints)
     add_arg (nargv, &nargc, "list-checkpoints=true");
+  if (o.intent_log)
+    add_arg (nargv, &nargc, "intent-log=true");
   if (o.metrics)
     add_arg (nargv, &nargc, kv ("metrics", o.metrics));
 

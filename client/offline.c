@@ -493,6 +493,12 @@ fsck_summary (const struct fsck_report *rep)
   if (rep->blocks_free_but_used)
     printf (", %" PRIu64 " in use but marked free", rep->blocks_free_but_used);
   printf (" (of %" PRIu64 " data blocks)\n", rep->blocks_total);
+  if (rep->intentlog_records)
+    printf ("intent log: %" PRIu64 " %s in %" PRIu64 " %s, replayed at the "
+            "next read-write open\n", rep->intentlog_records,
+            plural (rep->intentlog_records, "record", "records"),
+            rep->intentlog_live_blocks,
+            plural (rep->intentlog_live_blocks, "block", "blocks"));
   if (rep->scrub.ranges)
     printf ("scrub: %" PRIu64 " superblocks, nodes and data blocks read in "
             "every copy, %" PRIu64 " damaged %s, %" PRIu64 " repaired, %"

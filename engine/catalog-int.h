@@ -623,6 +623,10 @@ int destrec_decode (const uint8_t *val, size_t vlen, struct destrec *d)
 /* Decode a free record: volume id, range = lo_d, hi_d, lo_b, hi_b. */
 int freerec_decode (const uint8_t *key, size_t klen, const uint8_t *val,
                     size_t vlen, uint64_t *id, uint64_t range[4]) CAIRN_WUR;
+/* Replay the pool's intent log into the volumes (volume.c): *applied
+ * records re-made in the open generation, which the caller commits.
+ */
+int vol_log_replay (struct catalog *cat, uint64_t *applied) CAIRN_WUR;
 /* Find a volume by id, hidden ones included (tlock held). */
 struct volstate *cat_find_id_locked (struct catalog *cat, uint64_t id);
 /* Submit a catalog change and wait until it is durable (catalog.c). */

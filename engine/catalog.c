@@ -330,6 +330,7 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
   struct btree_cursor *cur = NULL;
   struct catalog *cat;
   uint8_t key[9], val[8];
+  uint64_t replayed = 0;
   size_t vlen;
   int r;
 
@@ -423,9 +424,17 @@ catalog_get (struct cairn_pool *pool, struct catalog **catp)
     r = scrub_load (cat);
   if (r < 0)
     goto fail;
+  /* Flushed writes the last commit did not hold, before anyone else can
+   * write (txn-log.c, IL-6); committed once the catalog is attached.
+   */
+  r = vol_log_replay (cat, &replayed);
+  if (r < 0)
+    goto fail;
   pool_attach (pool, cat, catalog_destroy, catalog_freeze, catalog_quiesce);
   pool_attach_unlock (pool);
   *catp = cat;
+  if (replayed && (r = pool_commit (pool)) < 0)
+    return r;
   reaper_kick (cat);          /* deletes a restart interrupted go on */
   cat_settle_soon (cat);      /* nothing is open after a restart */
   return 0;

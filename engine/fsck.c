@@ -654,6 +654,22 @@ fsck_pool (struct cairn_dev *dev, const struct fsck_opts *opts,
     mark (&f, sm.log[i], 1, "the space map log");
   rep->spacemap_base_blocks = sm.nbase;
   rep->spacemap_log_blocks = sm.nlog;
+  /* The intent log's ring is allocated for good.  The records a crash
+   * left in it name data blocks that are free until a read-write open
+   * replays them (IL-6 in txn-log.c): free here, and checked then.
+   */
+  {
+    struct pool_log_info li;
+
+    if (pool_log_info (f.pool, &li) < 0)
+      problem (&f, "the intent log: %s", cairn_errmsg ());
+    else if (li.nblocks) {
+      mark (&f, li.start, li.nblocks, "the intent log");
+      rep->intentlog_blocks = li.nblocks;
+      rep->intentlog_live_blocks = li.live_blocks;
+      rep->intentlog_records = li.live_records;
+    }
+  }
 
   f.max_ext = (btree_max_value (pool_cache (f.pool), 8) - EXT_HDR) / SHA256_LEN;
   btree_get_root (pool_root_tree (f.pool), &root);

@@ -24,6 +24,10 @@ struct fsck_report {
   uint64_t blocks_free_but_used;  /* reachable, marked free */
   uint64_t spacemap_base_blocks;  /* the space map's compact base */
   uint64_t spacemap_log_blocks;   /* its log (0 after a condense) */
+  uint64_t intentlog_blocks;      /* the intent log's ring (0: none) */
+  uint64_t intentlog_live_blocks; /* log blocks a crash left, and ... */
+  uint64_t intentlog_records;     /* ... their records, which the next
+                                     read-write open replays (txn-log.c) */
   uint64_t errors;                /* problems found (0: clean) */
   struct dev_scrub_stats scrub;   /* with fsck_opts.scrub */
 };

@@ -155,6 +155,7 @@ pool_free (struct cairn_pool *pool)
   pthread_mutex_destroy (&pool->attach_lock);
   pthread_cond_destroy (&pool->space_cond);
   pthread_mutex_destroy (&pool->space_lock);
+  pool_log_free (pool);
   free (pool);
 }
 
@@ -259,6 +260,9 @@ pool_open (struct cairn_dev *dev, const struct pool_open_opts *opts,
   pool->frozen_sb = pool->sb;
   pool->next_tree_id = pool->sb.next_tree_id;
   pool->open_gen = pool->sb.generation + 1;
+  r = pool_log_init (pool, o.intent_log);
+  if (r < 0)
+    goto fail;
 
   r = space_create (pool->sb.data_start, pool->sb.total_blocks,
                     pool->sb.reserve_blocks, pool->open_gen, &pool->space);

@@ -46,10 +46,15 @@ struct cairn_pool;
                                                    a chunked device's over
                                                    several devices
                                                    (dev-chunk.c) */
+#define FEATURE_INCOMPAT_INTENTLOG (1ull << 5)  /* the pool has an intent
+                                                   log, which may hold
+                                                   flushed writes that only
+                                                   replaying it brings back
+                                                   (txn-log.c) */
 #define FEATURE_INCOMPAT_SUPPORTED \
   (FEATURE_INCOMPAT_SHA256 | FEATURE_INCOMPAT_SPACELOG | \
    FEATURE_INCOMPAT_VOLHELD | FEATURE_INCOMPAT_CKPT | \
-   FEATURE_INCOMPAT_MULTIDEV)
+   FEATURE_INCOMPAT_MULTIDEV | FEATURE_INCOMPAT_INTENTLOG)
 #define FEATURE_RO_COMPAT_SUPPORTED 0ull
 #define FEATURE_COMPAT_CKPT_NEW (1ull << 0)     /* made to take checkpoints:
                                                    the pool's default
@@ -87,6 +92,10 @@ struct pool_open_opts {
                                      what comes from the disk, unless
                                      readonly (other readers share the
                                      file then) */
+  bool intent_log;                /* make flushes log writes instead of
+                                     committing (txn-log.c); a pool whose
+                                     log holds records replays them either
+                                     way */
 };
 
 /* Write a new, empty pool on dev (every superblock slot is overwritten).
@@ -286,6 +295,62 @@ struct pool_spacemap_info {
   bool legacy;                    /* the version-1 chain, not converted yet */
 };
 void pool_spacemap (struct cairn_pool *pool, struct pool_spacemap_info *info);
+
+/* The intent log (txn-log.c).
+ *
+ * A record is one write or one punch (trim, zero) of a volume tree, as
+ * the volume layer made it in the open generation: the tree, the range of
+ * logical blocks, and for a write the data's address and the SHA-256 of
+ * every block.
+ */
+#define POOL_LOG_WRITE 1u
+#define POOL_LOG_PUNCH 2u
+struct pool_log_rec {
+  unsigned type;                  /* POOL_LOG_WRITE or POOL_LOG_PUNCH */
+  uint64_t tree;                  /* the volume tree's id */
+  uint64_t lbn, n;                /* logical blocks [lbn, lbn + n) */
+  uint64_t addr;                  /* WRITE: the data's first block */
+  const uint8_t *shas;            /* WRITE: n digests */
+};
+/* Does the pool log flushed writes now (so the volume layer must append
+ * its records)?
+ */
+bool pool_log_active (struct cairn_pool *pool);
+/* Append a record made in the open generation (inside txn_begin, under
+ * the tree's lock, so that records of one block are in the order their
+ * changes were made); nothing when the pool logs nothing.  Without memory
+ * for it, the next flush commits instead.
+ */
+void pool_log_append (struct cairn_pool *pool, const struct pool_log_rec *rec);
+/* Make every change acknowledged before the call durable: the records
+ * appended so far go to the log, then one device flush; a full commit
+ * instead when the pool logs nothing, has no room left in its ring or
+ * has no ring yet (the first such flush makes one).  -EIO once failed.
+ */
+int pool_log_flush (struct cairn_pool *pool) CAIRN_WUR;
+/* Replay the live log (the caller holds every other writer out): each
+ * record whose data is on the disk as it names it, in order, is claimed
+ * in the space map and handed to apply, which re-makes the change in the
+ * open generation; the first record that does not verify ends the replay
+ * (its write was never acknowledged as flushed).  *applied counts the
+ * records applied.  The caller commits next.  A read-only pool replays
+ * nothing.
+ */
+int pool_log_replay (struct cairn_pool *pool,
+                     int (*apply) (void *opaque, const struct pool_log_rec *rec),
+                     void *opaque, uint64_t *applied) CAIRN_WUR;
+struct pool_log_info {
+  uint64_t start, nblocks;        /* the ring (0 blocks: the pool has none) */
+  uint64_t live_blocks;           /* before replay (read-only opens, fsck):
+                                     valid blocks from the durable head on */
+  uint64_t live_records;          /* ... and their records that a
+                                     read-write open would replay */
+  uint64_t blocks_written;        /* log blocks written since the open */
+  uint64_t flushes;               /* flushes the log served since the open */
+};
+/* What the log holds on the disk now (reads the live blocks). */
+int pool_log_info (struct cairn_pool *pool, struct pool_log_info *info)
+  CAIRN_WUR;
 
 /* The root tree's items.  Keys are a type byte and a big-endian id. */
 #define ROOTKEY_TREE 1u           /* a tree's root: value is a tree item */

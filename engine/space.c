@@ -86,6 +86,7 @@ struct space {
   struct rangeset moved;       /* part of freed allocated in gen: no delta */
   struct space_closed *closed; /* older DEFERRED sets, oldest first */
   size_t nclosed, closed_cap;
+  bool hold_young;             /* space_set_hold_young */
   uint64_t reuse_seq;          /* space_reuse_hint: releases so far ... */
   uint64_t reuse_start;        /* ... and the lowest block of the last */
 };
@@ -412,6 +413,32 @@ out:
   return r;
 }
 
+/* Allocate exactly [start, start + len), which must be free. */
+int
+space_claim (struct space *sp, uint64_t start, uint64_t len)
+{
+  int r;
+
+  pthread_mutex_lock (&sp->lock);
+  if (len == 0 || !in_bounds (sp, start, len) ||
+      !rangeset_contains (&sp->free, start, len))
+    r = cairn_fail (-EINVAL, "space: blocks [%" PRIu64 ", %" PRIu64 ") are "
+                    "not all free", start, start + len);
+  else
+    r = take (sp, start, len);
+  pthread_mutex_unlock (&sp->lock);
+  return r;
+}
+
+/* Defer frees of blocks born in the open generation (space.h). */
+void
+space_set_hold_young (struct space *sp, bool on)
+{
+  pthread_mutex_lock (&sp->lock);
+  sp->hold_young = on;
+  pthread_mutex_unlock (&sp->lock);
+}
+
 /* Allocate 1 to maxlen blocks: the first free run at or after hint. */
 int
 space_alloc_upto (struct space *sp, uint64_t maxlen, uint64_t hint,
@@ -470,7 +497,18 @@ space_free (struct space *sp, uint64_t start, uint64_t len, uint64_t birth)
                ", after the open generation %" PRIu64 " (engine bug)",
                start, start + len, birth, sp->gen);
 
-  if (birth == sp->gen) {
+  if (birth == sp->gen && sp->hold_young &&
+      rangeset_contains (&sp->alloc, start, len)) {
+    /* Born in the open generation, but an intent log record may name it
+     * (space_set_hold_young): DEFERRED like an older block, out of the
+     * delta as invariant 5 says.
+     */
+    reserve_or_die (&sp->freed);
+    reserve_or_die (&sp->moved);
+    must (rangeset_remove (&sp->alloc, start, len), "space: moving alloc");
+    must (rangeset_add (&sp->freed, start, len), "space: deferring free");
+    must (rangeset_add (&sp->moved, start, len), "space: deferring free");
+  } else if (birth == sp->gen) {
     /* Born in the open generation: nothing durable references it. */
     if (!rangeset_contains (&sp->alloc, start, len))
       space_die ("freeing [%" PRIu64 ", %" PRIu64 ") born in the open"

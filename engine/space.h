@@ -88,6 +88,19 @@ int space_alloc_upto (struct space *sp, uint64_t maxlen, uint64_t hint,
                       unsigned flags, uint64_t *startp, uint64_t *lenp)
   CAIRN_WUR;
 
+/* Allocate exactly [start, start + len) in the open generation, as
+ * space_alloc would: -EINVAL naming the range unless all of it is free.
+ * Replaying the intent log claims the blocks its records name so.
+ */
+int space_claim (struct space *sp, uint64_t start, uint64_t len) CAIRN_WUR;
+
+/* While on, a free of blocks born in the open generation defers them like
+ * older ones (until the generation is durable) instead of freeing them at
+ * once: an intent log record may name them, and replaying it after a
+ * crash must find the data it names (txn-log.c, IL-4).
+ */
+void space_set_hold_young (struct space *sp, bool on);
+
 /* Free a range that was born (allocated) in generation birth.  If birth is
  * the open generation the blocks are free at once (and leave the open
  * generation's alloc delta); otherwise they join its freed delta and become

@@ -43,6 +43,10 @@ sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE])
   put_le64 (buf + 288, sb->smlog_blocks);
   put_le64 (buf + 296, sb->smlog_records);
   put_le64 (buf + 304, sb->smbase_gen);
+  put_le64 (buf + 312, sb->log_start);
+  put_le64 (buf + 320, sb->log_blocks);
+  put_le64 (buf + 328, sb->log_seq);
+  put_le64 (buf + 336, sb->log_gen);
   sha256 (buf, SB_CSUM_OFF, buf + SB_CSUM_OFF);
 }
 
@@ -63,7 +67,7 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
 {
   uint8_t sha[SHA256_LEN];
   uint64_t unknown, reserved_from;
-  bool spacelog;
+  bool spacelog, intentlog;
 
   if (memcmp (buf, SB_MAGIC, 8) != 0)
     return -ENODATA;
@@ -113,6 +117,17 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
     sb->smlog_records = get_le64 (buf + 296);
     sb->smbase_gen = get_le64 (buf + 304);
   }
+  intentlog = sb->incompat & FEATURE_INCOMPAT_INTENTLOG;
+  if (intentlog && !spacelog)
+    return cairn_fail (-EINVAL, "superblock slot %u: an intent log needs the "
+                       "space map log feature", slot);
+  if (intentlog) {
+    reserved_from = 344;
+    sb->log_start = get_le64 (buf + 312);
+    sb->log_blocks = get_le64 (buf + 320);
+    sb->log_seq = get_le64 (buf + 328);
+    sb->log_gen = get_le64 (buf + 336);
+  }
 
   if (sb->slot != slot || sb->generation % SB_SLOTS != slot)
     return cairn_fail (-EINVAL, "superblock slot %u: holds slot %" PRIu32
@@ -137,6 +152,14 @@ sb_decode (const uint8_t buf[SB_SIZE], uint64_t dev_size, unsigned slot,
       sb->smlog.birth > sb->generation || sb->smbase_gen > sb->generation)
     return cairn_fail (-EINVAL, "superblock slot %u: root pointers are newer "
                        "than the superblock", slot);
+  if (intentlog && (sb->log_blocks == 0 || sb->log_start < sb->data_start ||
+                    sb->log_start >= sb->total_blocks ||
+                    sb->log_blocks > sb->total_blocks - sb->log_start ||
+                    sb->log_gen > sb->generation))
+    return cairn_fail (-EINVAL, "superblock slot %u: the intent log's ring "
+                       "[%" PRIu64 ", +%" PRIu64 ") or its generation %" PRIu64
+                       " is out of range", slot, sb->log_start, sb->log_blocks,
+                       sb->log_gen);
   if (sb->next_tree_id < TREE_ID_FIRST_USER || sb->reserve_blocks >= sb->total_blocks)
     return cairn_fail (-EINVAL, "superblock slot %u: bad tree id or reserve", slot);
   if (buf[137] || buf[138] || buf[139] || buf[140] || buf[141] || buf[142] ||

@@ -41,7 +41,15 @@
  *   288    8    smlog_blocks     blocks in the log
  *   296    8    smlog_records    records in the log
  *   304    8    smbase_gen       generation whose free set the base lists
- *   312    3752 reserved         zero
+ *   With FEATURE_INCOMPAT_INTENTLOG (txn-log.c; zero without it):
+ *   312    8    log_start        first block of the intent log's ring
+ *   320    8    log_blocks       blocks in the ring
+ *   328    8    log_seq          sequence number of the first live log
+ *                                block (at ring position log_seq %
+ *                                log_blocks)
+ *   336    8    log_gen          generation the live log extends: replay
+ *                                skips records of it and older ones
+ *   344    3720 reserved         zero
  *   4064   32   sha256           of bytes 0..4063
  */
 #define SB_MAGIC "CAIRNSB1"
@@ -64,6 +72,7 @@ struct superblock {
   uint64_t ctime, mtime;
   struct blkptr smlog;
   uint64_t smlog_blocks, smlog_records, smbase_gen;
+  uint64_t log_start, log_blocks, log_seq, log_gen;
 };
 
 void sb_encode (const struct superblock *sb, uint8_t buf[SB_SIZE]);
@@ -135,6 +144,37 @@ int spacemap_advance (struct spacemap *sm, const struct spacemap_write *w)
 void spacemap_write_free (struct spacemap_write *w);
 void spacemap_free (struct spacemap *sm);
 
+/* The intent log (txn-log.c has the design note and the layouts). */
+struct intentlog {
+  pthread_mutex_t lock;           /* everything below but what io guards */
+  pthread_mutex_t io;             /* one log writer at a time */
+  bool want;                      /* pool_open_opts.intent_log */
+  bool ready;                     /* records are appended (atomic) */
+  uint64_t ready_gen;             /* ... since this generation: flushes log
+                                     once it is durable (IL-8) */
+  bool must_commit;               /* a record was lost: the next flush
+                                     commits (IL-8) */
+  bool replay_done;               /* the chain was replayed (or found
+                                     empty): commits move the head on */
+  bool replaying;                 /* commits wait: pool_commit returns 0 */
+  uint64_t start, nblocks;        /* the ring, 0 blocks: none */
+  uint64_t next_seq;              /* sequence number of the next block */
+  uint64_t durable_seq;           /* the head the durable superblock names */
+  uint8_t *pend;                  /* encoded records not in the log yet */
+  size_t pend_len, pend_cap;
+  uint64_t appended;              /* records appended so far */
+  uint64_t logged;                /* ... of which durable (log or commit) */
+  uint64_t blocks_written, flushes;  /* counters (pool_log_info) */
+};
+int pool_log_init (struct cairn_pool *pool, bool want) CAIRN_WUR;
+void pool_log_free (struct cairn_pool *pool);
+/* In the freeze (txn_lock exclusive): the head sb is to name. */
+void pool_log_freeze (struct cairn_pool *pool, struct superblock *sb);
+/* After sb is durable: the log before its head is obsolete. */
+void pool_log_durable (struct cairn_pool *pool, const struct superblock *sb);
+/* Wake the commit thread (or commit here when there is none). */
+void txn_kick_commit (struct cairn_pool *pool);
+
 /* An open tree in the pool's registry. */
 struct pool_tree {
   uint64_t id;
@@ -162,6 +202,7 @@ struct cairn_pool {
                                      before failed is set, then never */
   uint64_t next_tree_id;          /* changed inside txn_begin..txn_end */
   uint64_t need_incompat;         /* pool_need_feature, under the freeze */
+  struct intentlog log;           /* txn-log.c */
   int64_t (*clock) (void *opaque);  /* pool_set_clock; NULL: time (NULL) */
   void *clock_opaque;
 

@@ -56,6 +56,12 @@
  * pool_commit runs the steps for its callers (group commit): one freeze at
  * a time, and callers that arrive meanwhile wait and share what is frozen
  * or written next.
+ *
+ * A flush need not be a commit: with the intent log (txn-log.c, IL-n), a
+ * flush writes the records of the writes since the last commit and
+ * flushes the device once; the freeze records the log's head in the
+ * superblock (pool_log_freeze) and a durable commit makes the log before
+ * it obsolete (pool_log_durable).
  */
 #include <config.h>
 
@@ -244,6 +250,7 @@ commit_freeze (struct cairn_pool *pool, struct commit_job *job)
   sb->next_tree_id = pool->next_tree_id;
   sb->slot = (uint32_t) (gen % SB_SLOTS);
   sb->mtime = (uint64_t) time (NULL);
+  pool_log_freeze (pool, sb);
   pool->frozen_sb = *sb;
   job->gen = gen;
   pthread_rwlock_unlock (&pool->txn_lock);
@@ -281,8 +288,10 @@ commit_write (struct cairn_pool *pool, struct commit_job *job)
     r = dev_flush (pool->dev);
   if (r < 0)
     r = commit_failed (pool, job->gen, -EIO);
-  else
+  else {
     space_gen_durable (pool->space, job->gen);
+    pool_log_durable (pool, &job->sb);
+  }
   return r;
 }
 
@@ -298,7 +307,8 @@ pool_commit (struct cairn_pool *pool)
   uint64_t target;
   int r = 0;
 
-  if (pool->readonly)
+  /* Nothing commits while the intent log is replayed (IL-6). */
+  if (pool->readonly || __atomic_load_n (&pool->log.replaying, __ATOMIC_ACQUIRE))
     return 0;
   pthread_mutex_lock (&pool->commit_lock);
   target = __atomic_load_n (&pool->open_gen, __ATOMIC_ACQUIRE);
@@ -398,6 +408,17 @@ kick_committer (struct cairn_pool *pool)
   pool->committer_kick = true;
   pthread_cond_signal (&pool->committer_cond);
   pthread_mutex_unlock (&pool->committer_lock);
+}
+
+/* Wake the commit thread, or commit here without one (txn-int.h). */
+void
+txn_kick_commit (struct cairn_pool *pool)
+{
+  if (__atomic_load_n (&pool->committer_running, __ATOMIC_ACQUIRE))
+    kick_committer (pool);
+  else if (pool_commit (pool) < 0) {
+    /* Latched: the next mutation reports it. */
+  }
 }
 
 /* Count data written in the open generation (pool.h). */

@@ -525,6 +525,15 @@ vol_punch (struct volstate *vs, uint64_t lbn, uint64_t n)
   return r;
 }
 
+/* Are the changes of vs logged when the pool logs (txn-log.c, IL-7)?  Not
+ * those of a receive's partial volume, which commits its progress.
+ */
+static bool
+logged (const struct volstate *vs)
+{
+  return !(vs->flags & VOLF_PARTIAL);
+}
+
 /* Is a 4 KiB block all zeros? */
 static bool
 is_zero_block (const uint8_t *p)
@@ -653,6 +662,10 @@ write_run (struct cairn_volume *v, uint64_t lbn, uint64_t n,
   for (size_t i = 0; r == 0 && i < npieces; i++) {
     r = insert_extents (vs, lbn + got, piece[i].len, piece[i].start, birth,
                         shas + got * SHA256_LEN);
+    if (r == 0 && logged (vs))
+      pool_log_append (pool, &(struct pool_log_rec) {
+          POOL_LOG_WRITE, vs->id, lbn + got, piece[i].len, piece[i].start,
+          shas + got * SHA256_LEN });
     got += piece[i].len;
   }
   btree_unlock (vs->tree);
@@ -690,6 +703,9 @@ write_blocks (struct cairn_volume *v, uint64_t lbn, uint64_t n,
 
       btree_wrlock (v->vs->tree);
       r = punch_locked (v->vs, lbn + i, j - i, &held);
+      if (r == 0 && logged (v->vs))
+        pool_log_append (pool, &(struct pool_log_rec) {
+            POOL_LOG_PUNCH, v->vs->id, lbn + i, j - i, 0, NULL });
       btree_unlock (v->vs->tree);
       drop_held (pool, &held);
     }
@@ -800,7 +816,7 @@ write_bytes (struct cairn_volume *v, const void *buf, uint32_t count,
     r = merge_write (v, buf, count, off, zero, sums);
   }
   if (r == 0 && count > 0 && (flags & VOL_FUA))
-    r = pool_commit (v->cat->pool);
+    r = pool_log_flush (v->cat->pool);
   if (r < 0)
     COUNT (v, errors, 1);
   return r;
@@ -879,14 +895,60 @@ vol_trim (struct cairn_volume *v, uint32_t count, uint64_t off, unsigned flags)
   return r;
 }
 
+/* A FLUSH: the intent log's, which commits when the pool logs nothing. */
 int
 vol_flush (struct cairn_volume *v)
 {
-  int r = pool_commit (v->cat->pool);
+  int r = pool_log_flush (v->cat->pool);
 
   COUNT (v, flushes, r == 0);
   COUNT (v, errors, r < 0);
   return r;
+}
+
+/* Re-make one change of the intent log in the open generation
+ * (pool_log_replay's apply; txn-log.c, IL-6 and IL-7), its data blocks
+ * claimed already: 0 done, 1 to end the replay at a record that does not
+ * fit the pool, 2 for a record of a volume the last commit deleted,
+ * dropped (pool_log_replay gives back what either leaves unused).
+ */
+static int
+replay_apply (void *opaque, const struct pool_log_rec *rec)
+{
+  struct catalog *cat = opaque;
+  struct volstate *vs;
+  uint64_t blocks;
+  int r;
+
+  pthread_mutex_lock (&cat->tlock);
+  vs = cat_find_id_locked (cat, rec->tree);
+  pthread_mutex_unlock (&cat->tlock);
+  if (vs == NULL || (vs->flags & VOLF_HIDDEN))
+    return 2;
+  blocks = DIV_ROUND_UP (__atomic_load_n (&vs->size, __ATOMIC_RELAXED),
+                         BLOCK_SIZE);
+  if ((vs->flags & VOLF_PARTIAL) || rec->lbn >= blocks ||
+      rec->n > blocks - rec->lbn)
+    return 1;
+  btree_wrlock (vs->tree);
+  r = punch_locked (vs, rec->lbn, rec->n, NULL);
+  if (r == 0 && rec->type == POOL_LOG_WRITE)
+    r = insert_extents (vs, rec->lbn, rec->n, rec->addr,
+                        pool_open_gen (cat->pool), rec->shas);
+  btree_unlock (vs->tree);
+  if (r == 0 && rec->type == POOL_LOG_WRITE)
+    __atomic_add_fetch (&vs->referenced, (int64_t) rec->n, __ATOMIC_RELAXED);
+  __atomic_store_n (&vs->rec_dirty, true, __ATOMIC_RELAXED);
+  return r;
+}
+
+/* Replay the pool's intent log into the catalog's volumes (catalog_get,
+ * before anything else can write them).
+ */
+int
+vol_log_replay (struct catalog *cat, uint64_t *applied)
+{
+  return pool_log_replay (cat->pool, replay_apply, cat, applied);
 }
 
 /* Read and check a range, keeping no data (at most 1 MiB at a time). */

@@ -125,6 +125,7 @@ static unsigned reclaim_step;          /* reclaim-step=, 0: the engine's */
 static unsigned handshake_timeout_s = CONTROL_DEFAULT_HANDSHAKE_TIMEOUT_S;
 static bool readonly_pool;
 static bool check_every_read;   /* verify=always */
+static bool intent_log;         /* intent-log=true */
 static char *default_export;
 /* nbdkit 1.32 refuses a list of more than 10,000 exports (MAX_EXPORTS in
  * its server/exports.c): nbdkit_add_export fails past it and the whole
@@ -454,6 +455,12 @@ cairn_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "intent-log") == 0) {
+    int r = nbdkit_parse_bool (value);
+    if (r == -1)
+      return -1;
+    intent_log = r;
+  }
   else if (strcmp (key, "readonly") == 0) {
     int r = nbdkit_parse_bool (value);
     if (r == -1)
@@ -591,6 +598,8 @@ cairn_config_complete (void)
   "reclaim-step=<N>        Items a background reclaim step visits (32768).\n" \
   "verify=disk|always      Check data that comes from the disk (default)\n" \
   "                        or every read, cached copies too.\n" \
+  "intent-log=<BOOL>       Flushes write the pool's intent log instead of\n" \
+  "                        committing (false).\n" \
   "readonly=<BOOL>         Serve every export read-only.\n" \
   "list-max=<N>            Exports a listing holds at most (10000).\n" \
   "list-checkpoints=<BOOL> List every volume's checkpoints too (false).\n" \
@@ -620,6 +629,7 @@ open_pool (bool quiet_busy)
     .cache_bytes = (uint64_t) cache_bytes,
     .readonly = readonly_pool,
     .check_every_read = check_every_read,
+    .intent_log = intent_log,
   };
   int r;
 

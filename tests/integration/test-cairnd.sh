@@ -48,6 +48,13 @@ grep -q "list-checkpoints" <<<"$out" && fail "list-checkpoints without --list-ch
 printf 'pool = %s\nlist-checkpoints = yes\n' "$POOL" >"$TMPDIR_TEST/ckpt.conf"
 run --config "$TMPDIR_TEST/ckpt.conf" -n
 expect 0 " list-checkpoints=true\$"
+run --pool "$POOL" --intent-log -n
+expect 0 " intent-log=true\$"
+run --pool "$POOL" -n
+grep -q "intent-log" <<<"$out" && fail "intent-log without --intent-log: $out"
+printf 'pool = %s\nintent-log = yes\n' "$POOL" >"$TMPDIR_TEST/log.conf"
+run --config "$TMPDIR_TEST/log.conf" -n
+expect 0 " intent-log=true\$"
 run --pool "$POOL" --verify sometimes -n
 expect 2 "^cairnd: --verify sometimes: expected disk or always\$"
 # Arguments print quoted for a shell.

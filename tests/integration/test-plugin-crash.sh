@@ -8,6 +8,8 @@
 # Three rounds, each in its own region of the volume, with the commit timer
 # running fast so that background commits race the writes and flushes;
 # earlier rounds are checked again after later crashes.
+# CRASH_PLUGIN_PARAMS adds plugin parameters (test-plugin-crash-log.sh:
+# intent-log=true, so that flushes are intent log writes).
 . "$top_srcdir/tests/integration/plugin-functions.sh"
 require_nbdsh
 
@@ -77,7 +79,7 @@ export BLOCKS_PY="$TMPDIR_TEST/blocks.py"
 
 flushed=()
 for round in $(seq 0 $((ROUNDS - 1))); do
-  start_plugin commit-interval=50
+  start_plugin commit-interval=50 ${CRASH_PLUGIN_PARAMS:-}
   log="$TMPDIR_TEST/writer-$round.out"
   ROUND=$round nbdsh -u "$(uri vol1)" -c "exec(open('$TMPDIR_TEST/writer.py').read())" \
     >"$log" 2>"$TMPDIR_TEST/writer-$round.err" &
@@ -98,7 +100,7 @@ for round in $(seq 0 $((ROUNDS - 1))); do
   # The pool as the crash left it: consistent.
   "$CAIRN" fsck "$POOL" || fail "round $round: fsck after the kill"
 
-  start_plugin
+  start_plugin ${CRASH_PLUGIN_PARAMS:-}
   FLUSHED="${flushed[*]}" nbdsh -u "$(uri vol1)" -c "exec(open('$TMPDIR_TEST/check.py').read())" ||
     fail "round $round: data lost after the crash"
   stop_plugin

@@ -243,7 +243,8 @@ image_make (struct image *img, unsigned index, uint64_t seed)
 {
   const struct scenario *sc = &scenarios[index];
   struct pool_format_opts fo = { .checkpoints = sc->checkpoints };
-  struct pool_open_opts oo = { .no_background = true };
+  struct pool_open_opts oo = { .no_background = true,
+                               .intent_log = sc->intentlog };
   struct cairn_pool *pool;
   struct cairn_dev *dev;
   int64_t now = CLOCK_START;
@@ -294,6 +295,14 @@ image_make (struct image *img, unsigned index, uint64_t seed)
     model_set (&img->model, "r", VSIZE, streams.s1);
     model_set (&img->model, "r@s1", VSIZE, streams.s1);
   }
+  if (sc->intentlog) {
+    struct cairn_volume *v;
+
+    /* The first flush makes the log's ring (txn-log.c). */
+    must (vol_open (pool, "a", &v), "open a");
+    must (vol_flush (v), "flush: the intent log");
+    vol_close (v);
+  }
   (void) rng;
   must (pool_close (pool), "close");
   logical_close (dev, img->nmembers);
@@ -319,7 +328,8 @@ static void
 run_workload (struct image *img, struct run *run, uint64_t cut_at,
               uint64_t cut_seed, struct cairn_dev **lowers)
 {
-  struct pool_open_opts oo = { .no_background = true };
+  struct pool_open_opts oo = { .no_background = true,
+                               .intent_log = img->sc->intentlog };
   struct cairn_dev *pc[2], *dev;
   enum dev_powercut_keep keep;
   enum dev_powercut_tear tear;
@@ -425,7 +435,8 @@ static int
 check_after_cut (struct image *img, struct run *run, struct cairn_dev **lowers,
                  char *why, size_t n)
 {
-  struct pool_open_opts oo = { .no_background = true };
+  struct pool_open_opts oo = { .no_background = true,
+                               .intent_log = img->sc->intentlog };
   struct cairn_pool *pool = NULL;
   struct cairn_dev *dev;
   struct cairn_volume *v;

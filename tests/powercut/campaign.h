@@ -23,7 +23,7 @@
 #define NAME_MAX_LEN 96
 #define MAX_ENTRIES 64
 #define MAX_STEPS 256
-#define NSCENARIOS 16
+#define NSCENARIOS 22
 
 /* ---------------------------------------------------------------- a small PRNG */
 
@@ -125,6 +125,8 @@ struct scenario {
   void (*workload) (struct run *run);
   bool mirror;
   bool checkpoints;           /* the image takes checkpoints */
+  bool intentlog;             /* flushes and FUA writes go to the intent
+                                 log (engine/txn-log.c) */
 };
 
 extern const struct scenario scenarios[NSCENARIOS];
