@@ -83,6 +83,10 @@ expect 0
   >"$TMPDIR_TEST/a.stream" || fail "alice cannot send her own snapshot"
 "$CAIRN" --connect "127.0.0.1:$PORT" --tls-psk "$ALICE" receive tenant-a/r \
   <"$TMPDIR_TEST/a.stream" >/dev/null || fail "alice cannot receive into her prefix"
+# An incremental stream's base named as a snapshot of the same volume
+# ("--from s1") is judged as that volume, not as a volume called "s1".
+"$CAIRN" --connect "127.0.0.1:$PORT" --tls-psk "$ALICE" send tenant-a/v@s2 \
+  --from s1 >/dev/null || fail "alice cannot send her own incremental stream"
 
 # The other's: every attempt fails as a missing name would.
 as alice volume show tenant-b/v
