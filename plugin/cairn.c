@@ -1142,7 +1142,7 @@ list_checkpoint_section (struct list_ctx *ctx)
 /* What grants= know of this NBD connection's client: its uid and gid on
  * a Unix socket, its address on TCP, whether it uses TLS, and, where
  * nbdkit tells plugins (nbdkit_peer_tls_dn, not in 1.32), its
- * certificate's name.
+ * certificate's subject CN.
  */
 static void
 nbd_peer (int is_tls, struct grant_peer *p)
@@ -1170,14 +1170,13 @@ nbd_peer (int is_tls, struct grant_peer *p)
   }
 #if HAVE_DECL_NBDKIT_PEER_TLS_DN
   if (p->tls) {
-    static __thread char dn[256];
-    char *s = nbdkit_peer_tls_dn ();
+    /* The certificate's subject CN, as the control server names it. */
+    static __thread char cn[256];
+    char *dn = nbdkit_peer_tls_dn ();
 
-    if (s) {
-      snprintf (dn, sizeof dn, "%s", s);
-      free (s);
-      p->x509_name = dn;
-    }
+    if (dn && grants_dn_common_name (dn, cn, sizeof cn))
+      p->x509_name = cn;
+    free (dn);
   }
 #endif
 }

@@ -111,6 +111,15 @@ bool grants_knows (const struct grants *g, const struct grant_peer *peer);
  * "uid:1000/gid:1000", "addr:192.0.2.7", "unix", ...) into buf.
  */
 void grants_peer_name (const struct grant_peer *peer, char *buf, size_t len);
+/* The x509:NAME of a certificate whose subject is dn, a Distinguished
+ * Name as RFC 4514 writes it ("CN=alice,O=Example\, Inc."): the value of
+ * its one CN attribute, unescaped, into buf.  Returns false when dn has
+ * no CN, more than one, or one that is empty, longer than len - 1 or
+ * badly escaped (such a certificate has no x509 name).
+ * The control server reads the CN from the certificate itself; the NBD
+ * side, where nbdkit gives only the DN (nbdkit_peer_tls_dn), uses this.
+ */
+bool grants_dn_common_name (const char *dn, char *buf, size_t len);
 /* Parse an operation name ("snapshot") to its bit; 0 if unknown. */
 unsigned grants_op_bit (const char *name);
 

@@ -328,3 +328,39 @@ Test (load, missing_and_odd_files)
   cr_assert_eq (grants_load ("/", &g), -EINVAL);
   cr_assert_null (g);
 }
+
+/* The x509 name the NBD side takes from nbdkit's DN: the one CN, as the
+ * control server reads it from the certificate; nothing when there is
+ * none, several, an empty one or one that does not fit.
+ */
+Test (x509, common_name_of_a_dn)
+{
+  static const struct { const char *dn, *cn; } ok[] = {
+    { "CN=alice", "alice" },
+    { "CN=alice,O=Example", "alice" },
+    { "O=Example\\, Inc.,CN=host1.example", "host1.example" },
+    { "cn=bob+UID=12,DC=example,DC=org", "bob" },
+    { "2.5.4.3=carol,O=x", "carol" },
+    { "CN=a\\,b\\+c\\5Cd\\20e", "a,b+c\\d e" },
+    { "OU=CN\\=fake,CN=real", "real" },
+  };
+  static const char *const none[] = {
+    "", "O=Example", "CN=", "CN=a,CN=b", "CN=a+CN=b", "CN=a\\",
+    "CN=a\\00b", "CNX=a", "garbage",
+  };
+  char buf[16];
+
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    memset (buf, 'X', sizeof buf);
+    cr_assert (grants_dn_common_name (ok[i].dn, buf, sizeof buf),
+               "no CN found in %s", ok[i].dn);
+    cr_assert_str_eq (buf, ok[i].cn, "%s", ok[i].dn);
+  }
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+    cr_assert_not (grants_dn_common_name (none[i], buf, sizeof buf),
+                   "a CN was found in '%s': '%s'", none[i], buf);
+  /* Exactly one byte too long for the buffer: no name, not a cut one. */
+  cr_assert (grants_dn_common_name ("CN=123456789012345", buf, sizeof buf));
+  cr_assert_not (grants_dn_common_name ("CN=1234567890123456", buf,
+                                        sizeof buf));
+}
