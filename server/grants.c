@@ -33,7 +33,7 @@ enum principal_kind {
   P_PSK,     /* a TLS PSK username */
   P_X509,    /* a certificate name */
   P_UID,     /* a Unix socket peer's uid */
-  P_GID,     /* a Unix socket peer's (primary) gid */
+  P_GID,     /* a Unix socket peer's primary or supplementary gid */
   P_ADDR,    /* a TCP peer's address in a network */
 };
 
@@ -496,7 +496,12 @@ rule_matches_peer (const struct rule *r, const struct grant_peer *peer)
   case P_UID:
     return peer->has_cred && peer->uid == r->id;
   case P_GID:
-    return peer->has_cred && peer->gid == r->id;
+    if (!peer->has_cred)
+      return false;
+    for (unsigned i = 0; i < peer->ngroups && i < GRANT_MAX_GROUPS; i++)
+      if (peer->groups[i] == r->id)
+        return true;
+    return peer->gid == r->id;
   case P_ADDR:
     if (!peer->has_addr || peer_addr (peer, a) != r->family)
       return false;

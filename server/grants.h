@@ -28,6 +28,11 @@
 
 #include "util.h"
 
+/* Most supplementary groups of a caller that gid: rules see (the first
+ * ones the kernel reports; a caller in more is judged by these).
+ */
+#define GRANT_MAX_GROUPS 64
+
 /* Longest grants file line, and most rules, a file may have. */
 #define GRANTS_MAX_LINE 4096
 #define GRANTS_MAX_RULES 65536
@@ -64,7 +69,9 @@ struct grant_peer {
   const char *x509_name;     /* certificate subject CN (control) or DN */
   bool has_cred;             /* a Unix socket peer: uid and gid are set */
   uid_t uid;
-  gid_t gid;
+  gid_t gid;                 /* its primary group */
+  unsigned ngroups;          /* its supplementary groups, where known */
+  gid_t groups[GRANT_MAX_GROUPS];
   bool has_addr;             /* a TCP peer: addr is set */
   struct sockaddr_storage addr;
   bool tls;                  /* the connection uses TLS */

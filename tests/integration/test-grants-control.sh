@@ -24,6 +24,7 @@ cat >"$GRANTS" <<'EOF'
 # two tenants
 psk:alice tenant-a/ nbd=rw control=list,create,snapshot,clone,delete,send,receive
 psk:bob   tenant-b/ nbd=rw control=list,create,snapshot,clone,send,receive
+gid:4300  tenant-b/ control=list
 EOF
 
 admin () { "$CAIRN" --socket "$CTL" "$@"; }
@@ -68,6 +69,36 @@ assert names == ["tenant-a/v", "tenant-a/v@s1"], names' "$out" ||
 as bob volume list --snapshots
 expect 0 "tenant-b/v"
 grep -q "tenant-a\|other" <<<"$out" && fail "bob sees what is not his: $out"
+
+# A gid: rule on the Unix socket: a member of group 4300, primary or
+# supplementary (setpriv --groups), sees tenant-b/; without the group,
+# nothing.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  chmod 0755 "$TMPDIR_TEST"
+  chmod 0666 "$CTL"
+  as_uid () {
+    local opts=$1
+    shift
+    args=("cairn as $opts" "$@")
+    rc=0
+    # shellcheck disable=SC2086
+    out=$(setpriv $opts "$CAIRN" --socket "$CTL" "$@" 2>&1) || rc=$?
+  }
+  for opts in "--regid=4300 --clear-groups" "--regid=4201 --groups=4300" \
+              "--regid=4201 --groups=17,4300,23"; do
+    as_uid "--reuid=4201 $opts" volume list
+    expect 0 "^tenant-b/v "
+    grep -q "tenant-a\|other" <<<"$out" && fail "$opts: sees what is not its: $out"
+  done
+  as_uid "--reuid=4201 --regid=4201 --groups=4301" volume list --json
+  expect 0 '"volumes": \[\]'
+  as_uid "--reuid=4201 --regid=4201 --groups=4300" volume show tenant-a/v
+  expect 3 "no volume named 'tenant-a/v'"
+  as_uid "--reuid=4201 --regid=4201 --groups=4300" snapshot create tenant-b/v@g
+  expect 1 "not permitted: the grants give uid:4201/gid:4201 no 'snapshot'"
+else
+  echo "SKIP (part): gid: rules need root and setpriv" >&2
+fi
 
 # Her own: snapshot, clone, diff, send, receive.
 as alice snapshot create tenant-a/v@s2
@@ -131,13 +162,13 @@ admin volume show tenant-a/stolen >/dev/null 2>&1 && fail "alice cloned bob's sn
 cp "$GRANTS" "$GRANTS.good"
 echo "psk:alice tenant-a/ nbd=everything" >>"$GRANTS"
 run --socket "$CTL" grants reload
-expect 2 "line 4: nbd= must be none, ro or rw.*unchanged"
+expect 2 "line 5: nbd= must be none, ro or rw.*unchanged"
 as alice volume list
 expect 0 "tenant-a/v"
 # Revoking alice: her next request sees nothing; bob is untouched.
 grep -v alice "$GRANTS.good" >"$GRANTS"
 run --socket "$CTL" grants reload
-expect 0 "reloaded .*: 1 rules in force"
+expect 0 "reloaded .*: 2 rules in force"
 as alice volume list --json
 expect 0
 python3 -c 'import json, sys

@@ -364,3 +364,36 @@ Test (x509, common_name_of_a_dn)
   cr_assert_not (grants_dn_common_name ("CN=1234567890123456", buf,
                                         sizeof buf));
 }
+
+/* A gid: rule matches the primary group or any supplementary one the
+ * transport reports, and nothing else.
+ */
+Test (decide, gid_rules_see_supplementary_groups)
+{
+  struct grants *g = parse_ok ("gid:2000 a/ control=list\n"
+                               "gid:3000 b/ nbd=ro\n");
+  struct grant_peer primary = unix_peer (1001, 2000);
+  struct grant_peer member = unix_peer (1001, 1001);
+  struct grant_peer stranger = unix_peer (1001, 1001);
+  struct grant_peer tcp_peer = tcp ("192.0.2.1");
+
+  member.ngroups = 3;
+  member.groups[0] = 17;
+  member.groups[1] = 3000;
+  member.groups[2] = 2000;
+  stranger.ngroups = 2;
+  stranger.groups[0] = 2001;
+  stranger.groups[1] = 1999;
+  cr_assert_eq (grants_ops (g, &primary, "a/v"), GRANT_OP_LIST);
+  cr_assert_eq (grants_nbd (g, &primary, "b/v"), GRANT_NBD_NONE);
+  cr_assert_eq (grants_ops (g, &member, "a/v"), GRANT_OP_LIST);
+  cr_assert_eq (grants_nbd (g, &member, "b/v"), GRANT_NBD_RO);
+  cr_assert_eq (grants_ops (g, &stranger, "a/v"), 0);
+  cr_assert_eq (grants_nbd (g, &stranger, "b/v"), GRANT_NBD_NONE);
+  cr_assert_not (grants_knows (g, &stranger));
+  /* Groups without Unix credentials count for nothing. */
+  tcp_peer.ngroups = 1;
+  tcp_peer.groups[0] = 2000;
+  cr_assert_eq (grants_ops (g, &tcp_peer, "a/v"), 0);
+  grants_free (g);
+}
