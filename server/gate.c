@@ -141,6 +141,13 @@ visible (struct control_ctx *ctx, const char *name)
     grants_store_nbd (ctx->grants, &ctx->peer, name) != GRANT_NBD_NONE;
 }
 
+/* visible () for handlers (control.h). */
+bool
+control_ctx_may_see (struct control_ctx *ctx, const char *name)
+{
+  return ctx->grants == NULL || visible (ctx, name);
+}
+
 /* The name of the first operation in ops, for messages. */
 static const char *
 op_name (unsigned ops)

@@ -152,6 +152,25 @@ as alice grants reload
 expect 1 "administrator"
 as alice status
 expect 1 "administrator"
+# Statistics: a tenant sees its own exports, and a total of those only.
+if command -v qemu-io >/dev/null; then
+  for w in "tenant-a/v 1" "tenant-b/v 3"; do
+    set -- $w
+    qemu-io -f raw -c "write 0 $2M" "nbd+unix:///$1?socket=$SOCK" >/dev/null ||
+      fail "writing to $1"
+  done
+  as alice stats --json
+  expect 0
+  python3 -c 'import json, sys
+j = json.loads(sys.argv[1])
+names = sorted(x["name"] for x in j["exports"])
+assert names == ["tenant-a/v"], names
+assert j["total"]["bytes_written"] == 1 << 20, j["total"]' "$out" ||
+    fail "alice's stats are not hers alone: $out"
+  jcheck_rc 'j["total"]["bytes_written"] == 4 << 20' 0 --socket "$CTL" stats
+else
+  echo "SKIP (part): no qemu-io: statistics under grants not tested" >&2
+fi
 # Nothing of bob's changed.
 admin snapshot list tenant-b/v | grep -q "mine" && fail "alice snapshotted bob's volume"
 admin volume show tenant-b/v >/dev/null || fail "bob's volume is gone"
