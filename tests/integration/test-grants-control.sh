@@ -235,8 +235,18 @@ grep -q "cairn audit: .* psk:alice volume.delete tenant-b/v: failed (not-found)"
 # cairnd hands its --grants (or the config key) to the plugin.
 "$CAIRND" --pool "$POOL" --grants "$GRANTS" -n | grep -q " grants=$GRANTS\$" ||
   fail "cairnd --grants"
+# SIGHUP does not reload: nbdkit stops as on SIGTERM, cleanly, with what
+# was done committed (cairn-grants(5), RELOADING).
+admin snapshot create tenant-a/v@before-hup >/dev/null || fail "snapshot before SIGHUP"
+kill -HUP "$NBDKIT_PID"
+wait_gone "$NBDKIT_PID" 300 "nbdkit after SIGHUP"
+rc=0
+wait "$NBDKIT_PID" || rc=$?
+[ "$rc" -eq 0 ] || fail "nbdkit exited with status $rc on SIGHUP"
+NBDKIT_PID=
+"$CAIRN" --pool "$POOL" snapshot list tenant-a/v | grep -q "before-hup" ||
+  fail "the snapshot made before SIGHUP is not in the pool"
 # Without a grants file there is nothing to reload.
-stop_plugin
 start_plugin control="$CTL"
 wait_for_sockets "$NBDKIT_PID" nbdkit "$NBDKIT_LOG" "$CTL"
 run --socket "$CTL" grants reload
