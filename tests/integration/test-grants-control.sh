@@ -155,9 +155,9 @@ expect 1 "administrator"
 # Statistics: a tenant sees its own exports, and a total of those only.
 if command -v qemu-io >/dev/null; then
   for w in "tenant-a/v 1" "tenant-b/v 3"; do
-    set -- $w
-    qemu-io -f raw -c "write 0 $2M" "nbd+unix:///$1?socket=$SOCK" >/dev/null ||
-      fail "writing to $1"
+    read -r vol mib <<<"$w"
+    qemu-io -f raw -c "write 0 ${mib}M" "nbd+unix:///$vol?socket=$SOCK" >/dev/null ||
+      fail "writing to $vol"
   done
   as alice stats --json
   expect 0
