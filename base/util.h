@@ -116,6 +116,19 @@ put_be64 (uint8_t *p, uint64_t v)
 #define COUNTER_SHARDS 8u
 #define SHARDED(type) struct { type c; uint8_t pad_[64]; }
 
+/* The value of the hex digit c, or -1 when it is not one. */
+static inline int
+hex_digit_value (int c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
 /* The shard of the CPU the caller runs on (rseq makes it a load). */
 static inline unsigned
 counter_shard (void)

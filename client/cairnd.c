@@ -48,6 +48,7 @@ struct cairnd_opts {
   char *tls;          /* off, on or require (NULL: require with files) */
   char *tls_certs;    /* directory for nbdkit --tls-certificates */
   char *tls_psk;      /* PSK file for nbdkit --tls-psk */
+  char *tls_username; /* the PSK user replication jobs connect as */
   bool tls_verify_peer;
   char *threads;
   char *cache;
@@ -117,6 +118,8 @@ usage (int status)
 "      --tls-certs DIR   X.509 certificates for TLS (ca-cert.pem,\n"
 "                        server-cert.pem, server-key.pem)\n"
 "      --tls-psk FILE    pre-shared keys for TLS (lines: username:hexkey)\n"
+"      --tls-username NAME  the PSK user this server's replication jobs\n"
+"                        connect as (default: FILE's first line)\n"
 "      --tls-verify-peer require client certificates signed by the CA\n"
 "  -t, --threads N       NBD worker threads\n"
 "      --cache SIZE      metadata node cache (e.g. 256M)\n"
@@ -198,6 +201,7 @@ apply_setting (struct cairnd_opts *o, const char *key, const char *value,
     { "control", &o->control, true },
     { "tls", &o->tls, false }, { "tls-certs", &o->tls_certs, true },
     { "tls-psk", &o->tls_psk, true }, { "threads", &o->threads, false },
+    { "tls-username", &o->tls_username, false },
     { "cache", &o->cache, false }, { "verify", &o->verify, false },
     { "plugin", &o->plugin, true },
     { "create", &o->create, false }, { "pidfile", &o->pidfile, true },
@@ -361,7 +365,7 @@ finish (struct cairnd_opts *o, int status)
     &o->tls_certs, &o->tls_psk, &o->threads, &o->cache, &o->verify, &o->plugin,
     &o->create, &o->preallocate, &o->pidfile, &o->control_group,
     &o->control_tcp, &o->control_tls, &o->metrics, &o->ceph_conf,
-    &o->ceph_id, &o->ceph_keyring, &o->grants,
+    &o->ceph_id, &o->ceph_keyring, &o->grants, &o->tls_username,
   };
 
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
@@ -530,6 +534,11 @@ tls_mode (struct cairnd_opts *o, bool check_files)
              "serves TLS with one kind of key)\n");
     exit (2);
   }
+  if (o->tls_username && !o->tls_psk) {
+    fprintf (stderr, "cairnd: --tls-username names a user of --tls-psk FILE: "
+             "it needs --tls-psk\n");
+    exit (2);
+  }
   if (o->tls_verify_peer && !o->tls_certs) {
     fprintf (stderr, "cairnd: --tls-verify-peer checks client certificates: "
              "it needs --tls-certs DIR\n");
@@ -636,7 +645,7 @@ main (int argc, char **argv)
          OPT_CONTROL_TCP, OPT_CONTROL_TLS, OPT_CEPH_CONF, OPT_CEPH_ID,
          OPT_CEPH_KEYRING, OPT_PREALLOC, OPT_VERIFY,
          OPT_LIST_CKPT, OPT_INTENT_LOG, OPT_DEGRADED, OPT_METRICS, OPT_INSECURE, OPT_GRANTS,
-         OPT_STANDBY };
+         OPT_STANDBY, OPT_TLS_USER };
   static const struct option long_opts[] = {
     { "config", required_argument, NULL, 'c' },
     { "pool", required_argument, NULL, 'p' },
@@ -648,6 +657,7 @@ main (int argc, char **argv)
     { "tls-certs", required_argument, NULL, OPT_TLS },
     { "tls-psk", required_argument, NULL, OPT_TLS_PSK },
     { "tls-verify-peer", no_argument, NULL, OPT_TLS_VERIFY },
+    { "tls-username", required_argument, NULL, OPT_TLS_USER },
     { "threads", required_argument, NULL, 't' },
     { "cache", required_argument, NULL, OPT_CACHE },
     { "verify", required_argument, NULL, OPT_VERIFY },
@@ -697,6 +707,7 @@ main (int argc, char **argv)
     case OPT_TLS_MODE: set_opt (&o.tls, optarg); break;
     case OPT_TLS_PSK: set_opt (&o.tls_psk, optarg); break;
     case OPT_TLS_VERIFY: o.tls_verify_peer = true; break;
+    case OPT_TLS_USER: set_opt (&o.tls_username, optarg); break;
     case 't': set_opt (&o.threads, optarg); break;
     case OPT_CACHE: set_opt (&o.cache, optarg); break;
     case OPT_VERIFY: set_opt (&o.verify, optarg); break;
@@ -847,6 +858,8 @@ main (int argc, char **argv)
       add_arg (nargv, &nargc, kv ("control-tls-certificates", o.tls_certs));
     if (o.tls_psk)
       add_arg (nargv, &nargc, kv ("control-tls-psk", o.tls_psk));
+    if (o.tls_username)
+      add_arg (nargv, &nargc, kv ("control-tls-username", o.tls_username));
     if (o.tls_verify_peer)
       add_arg (nargv, &nargc, "control-tls-verify-peer=true");
   }

@@ -165,19 +165,6 @@ ssl_reason (const char *what)
 
 /* ------------------------------------------------------------ PSK */
 
-/* The value of one hex digit, or -1. */
-static int
-hexval (int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* Parse one "username:hexkey" line into p. */
 static int
 parse_psk_line (const char *path, unsigned lineno, char *line, struct psk *p)
@@ -202,7 +189,7 @@ parse_psk_line (const char *path, unsigned lineno, char *line, struct psk *p)
   memcpy (p->user, line, ulen);
   p->user[ulen] = '\0';
   for (size_t i = 0; i < hlen; i += 2) {
-    int hi = hexval (hex[i]), lo = hexval (hex[i + 1]);
+    int hi = hex_digit_value (hex[i]), lo = hex_digit_value (hex[i + 1]);
 
     if (hi < 0 || lo < 0)
       return cairn_fail (-EINVAL, "%s line %u: the key is not hex", path,
@@ -781,8 +768,9 @@ bool
 tls_session_identity (const struct tls_session *s, bool *psk, char *buf,
                       size_t len)
 {
+  X509_NAME *subject;
   X509 *cert;
-  int n;
+  int n, first;
 
   if (!s->ready || len == 0)
     return false;
@@ -794,9 +782,20 @@ tls_session_identity (const struct tls_session *s, bool *psk, char *buf,
   cert = SSL_get0_peer_certificate (s->ssl);
   if (cert == NULL)
     return false;
-  n = X509_NAME_get_text_by_NID (X509_get_subject_name (cert),
-                                 NID_commonName, buf, (int) len);
-  if (n <= 0 || (size_t) n != strlen (buf))   /* absent, or a NUL in it */
+  subject = X509_get_subject_name (cert);
+  /* Exactly one CN: with several, which one names the client would be a
+   * guess (cairn-grants(5), x509:NAME).
+   */
+  first = X509_NAME_get_index_by_NID (subject, NID_commonName, -1);
+  if (first < 0 ||
+      X509_NAME_get_index_by_NID (subject, NID_commonName, first) >= 0)
+    return false;
+  n = ASN1_STRING_length (X509_NAME_ENTRY_get_data
+                          (X509_NAME_get_entry (subject, first)));
+  if (n <= 0 || (size_t) n >= len)           /* empty, or too long */
+    return false;
+  n = X509_NAME_get_text_by_NID (subject, NID_commonName, buf, (int) len);
+  if (n <= 0 || (size_t) n != strlen (buf))   /* a NUL in it */
     return false;
   *psk = false;
   return true;

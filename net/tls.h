@@ -104,7 +104,9 @@ int tls_session_read (struct tls_session *s, void *buf, size_t cap,
 bool tls_session_ready (const struct tls_session *s);
 /* Who the client authenticated as (handshake done): its PSK username
  * (*psk true), or its certificate's subject CN (*psk false).  Returns
- * false when it showed neither (a client without a certificate).
+ * false when it showed neither: no certificate, or one whose subject has
+ * no CN, several, or one of len bytes or more (a name that is not whole
+ * must not match a grant).
  */
 bool tls_session_identity (const struct tls_session *s, bool *psk,
                            char *buf, size_t len);

@@ -118,6 +118,10 @@ static bool control_insecure;
 static struct tls_config control_tls;
 static bool tls_mode_set;
 static char *control_tls_certs, *control_tls_psk;
+/* control-tls-username=: the PSK user this server's replication jobs
+ * authenticate as on other servers (NULL: the PSK file's first entry).
+ */
+static char *control_tls_username;
 static struct tls_ctx *control_tls_ctx;   /* from .config_complete */
 static int64_t cache_bytes = 128 * 1024 * 1024;
 static unsigned commit_interval_ms;    /* commit-interval=, 0: the pool's */
@@ -219,6 +223,7 @@ cairn_unload (void)
   free (control_tcp_addr);
   free (control_tls_certs);
   free (control_tls_psk);
+  free (control_tls_username);
   tls_ctx_free (control_tls_ctx);
   free (grants_path);
   grants_store_free (grants);
@@ -360,6 +365,14 @@ cairn_config (const char *key, const char *value)
     if (control_tls_psk == NULL)
       return -1;
   }
+  else if (strcmp (key, "control-tls-username") == 0) {
+    free (control_tls_username);
+    control_tls_username = strdup (value);
+    if (control_tls_username == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
+  }
   else if (strcmp (key, "grants") == 0) {
     free (grants_path);
     grants_path = nbdkit_realpath (value);
@@ -497,6 +510,7 @@ control_tls_complete (void)
 
   control_tls.certificates = control_tls_certs;
   control_tls.psk_file = control_tls_psk;
+  control_tls.username = control_tls_username;
   if (!tls_mode_set && files)
     control_tls.mode = TLS_REQUIRE;
   if (control_tls.mode != TLS_OFF && !files) {
@@ -511,11 +525,29 @@ control_tls_complete (void)
                   "needs control-tls-certificates=DIR (and no PSK file)");
     return -1;
   }
+  if (control_tls_username && control_tls_psk == NULL) {
+    nbdkit_error ("control-tls-username=%s names a user of the PSK file: "
+                  "it needs control-tls-psk=FILE", control_tls_username);
+    return -1;
+  }
   if (!files)
     return 0;
   if (tls_ctx_new (&control_tls, true, &control_tls_ctx) < 0) {
     nbdkit_error ("control TLS: %s", cairn_errmsg ());
     return -1;
+  }
+  if (control_tls_username) {
+    /* The identity replication jobs use must be in the file: say so now,
+     * not at the first job.
+     */
+    struct tls_ctx *client;
+
+    if (tls_ctx_new (&control_tls, false, &client) < 0) {
+      nbdkit_error ("control-tls-username=%s: %s", control_tls_username,
+                    cairn_errmsg ());
+      return -1;
+    }
+    tls_ctx_free (client);
   }
   return 0;
 }
@@ -591,6 +623,8 @@ cairn_config_complete (void)
   "control-tls-certificates=<DIR>  X.509 credentials (nbdkit's layout).\n" \
   "control-tls-psk=<FILE>  Pre-shared keys (username:hexkey lines).\n" \
   "control-tls-verify-peer=<BOOL>  Require client certificates.\n" \
+  "control-tls-username=<NAME>  The PSK user replication jobs connect as\n" \
+  "                        (default: the PSK file's first entry).\n" \
   "control-handshake-timeout=<S>  Close TCP control clients that have not\n" \
   "                        finished TLS setup in S seconds (default 10).\n" \
   "cache=<SIZE>            Node cache size (default 128M).\n" \
@@ -1108,7 +1142,7 @@ list_checkpoint_section (struct list_ctx *ctx)
 /* What grants= know of this NBD connection's client: its uid and gid on
  * a Unix socket, its address on TCP, whether it uses TLS, and, where
  * nbdkit tells plugins (nbdkit_peer_tls_dn, not in 1.32), its
- * certificate's name.
+ * certificate's subject CN.
  */
 static void
 nbd_peer (int is_tls, struct grant_peer *p)
@@ -1136,14 +1170,13 @@ nbd_peer (int is_tls, struct grant_peer *p)
   }
 #if HAVE_DECL_NBDKIT_PEER_TLS_DN
   if (p->tls) {
-    static __thread char dn[256];
-    char *s = nbdkit_peer_tls_dn ();
+    /* The certificate's subject CN, as the control server names it. */
+    static __thread char cn[256];
+    char *dn = nbdkit_peer_tls_dn ();
 
-    if (s) {
-      snprintf (dn, sizeof dn, "%s", s);
-      free (s);
-      p->x509_name = dn;
-    }
+    if (dn && grants_dn_common_name (dn, cn, sizeof cn))
+      p->x509_name = cn;
+    free (dn);
   }
 #endif
 }

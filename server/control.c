@@ -587,8 +587,41 @@ conn_name_peer (struct conn *conn)
             : "%s:%u", addr, port);
 }
 
-/* Who a Unix socket client is: its uid and gid (SO_PEERCRED).  The
- * server's own user and root are its owners (cairn-grants(5)).
+/* The supplementary groups of the process that connected on fd, as the
+ * kernel recorded them at connect (SO_PEERGROUPS, Linux 4.13), the first
+ * GRANT_MAX_GROUPS of them; none where the kernel cannot say.  No lookup
+ * in /etc/group (which could block the loop on a network name service):
+ * the groups are the process's own, as setgroups(2) left them.
+ */
+static void
+conn_unix_groups (struct conn *conn, int fd)
+{
+#ifdef SO_PEERGROUPS
+  socklen_t len = sizeof conn->who.groups;
+  gid_t *all;
+
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERGROUPS, conn->who.groups,
+                  &len) == 0) {
+    conn->who.ngroups = len / sizeof (gid_t);
+    return;
+  }
+  /* More than fit: len is what they need. */
+  if (errno != ERANGE || (all = malloc (len)) == NULL)
+    return;
+  if (getsockopt (fd, SOL_SOCKET, SO_PEERGROUPS, all, &len) == 0) {
+    memcpy (conn->who.groups, all, sizeof conn->who.groups);
+    conn->who.ngroups = GRANT_MAX_GROUPS;
+  }
+  free (all);
+#else
+  (void) conn;
+  (void) fd;
+#endif
+}
+
+/* Who a Unix socket client is: its uid, gid (SO_PEERCRED) and
+ * supplementary groups.  The server's own user and root are its owners
+ * (cairn-grants(5)).
  */
 static void
 conn_unix_cred (struct conn *conn)
@@ -604,6 +637,7 @@ conn_unix_cred (struct conn *conn)
   conn->who.uid = cred.uid;
   conn->who.gid = cred.gid;
   conn->who.owner = cred.uid == 0 || cred.uid == geteuid ();
+  conn_unix_groups (conn, fd);
 }
 
 /* A client connected: set up its conn and start reading. */

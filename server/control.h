@@ -174,6 +174,12 @@ void *control_ctx_opaque (const struct control_ctx *ctx);
  * client is gone.  Long blocking handlers poll this and return -ECANCELED.
  */
 bool control_ctx_cancelled (const struct control_ctx *ctx);
+/* True when the request's caller may see the volume, snapshot or export
+ * called name (cairn-grants(5): some operation or NBD access on it);
+ * always without grants.  For handlers whose result sums over what the
+ * caller may see (stats.list's total).
+ */
+bool control_ctx_may_see (struct control_ctx *ctx, const char *name);
 /* Refuse the params: sets the message, makes the reply -32602
  * "invalid-params", and returns -EINVAL for the handler to return.
  */

@@ -39,7 +39,12 @@ enum {
 struct gate_arg {
   const char *param;
   unsigned ops;
-  bool creates;   /* a new name (rule 3) */
+  enum {
+    A_NAME,       /* an existing name */
+    A_CREATES,    /* a new name (rule 3) */
+    A_BASE,       /* a stream's base: "SNAP" is a snapshot of the first
+                     parameter's volume, "VOL@SNAP" names its own */
+  } kind;
 };
 
 struct gate {
@@ -58,35 +63,35 @@ static const struct gate gates[] = {
   { "stats.list", G_FILTER, { { 0 } } },
   { "job.list", G_FILTER, { { 0 } } },
   { "job.show", G_FILTER, { { 0 } } },
-  { "volume.show", G_FILTER, { { "name", ~0u, false } } },
-  { "volume.create", G_AUDIT, { { "name", GRANT_OP_CREATE, true } } },
-  { "volume.delete", G_AUDIT, { { "name", GRANT_OP_DELETE, false } } },
-  { "volume.rename", G_AUDIT, { { "name", GRANT_OP_CREATE, false },
-                          { "to", GRANT_OP_CREATE, true } } },
-  { "volume.resize", G_AUDIT, { { "name", GRANT_OP_CREATE, false } } },
-  { "volume.set", G_AUDIT, { { "name", GRANT_OP_CREATE, false } } },
-  { "volume.rollback", G_AUDIT, { { "name", SNAP, false },
-                            { "keep_as", GRANT_OP_CREATE | SNAP, true } } },
-  { "volume.clone", G_AUDIT, { { "source", GRANT_OP_CLONE, false },
-                         { "name", GRANT_OP_CREATE | GRANT_OP_CLONE, true } } },
-  { "volume.diff", 0, { { "from", GRANT_OP_SEND, false },
-                        { "to", GRANT_OP_SEND, false } } },
-  { "snapshot.create", G_AUDIT, { { "volume", SNAP, false },
-                            { "volumes", SNAP, false } } },
-  { "snapshot.list", G_FILTER, { { "volume", ~0u, false } } },
-  { "snapshot.delete", G_AUDIT, { { "volume", GRANT_OP_DELETE, false } } },
-  { "snapshot.rename", G_AUDIT, { { "volume", SNAP, false } } },
-  { "snapshot.space", 0, { { "volume", ~0u, false } } },
-  { "checkpoint.list", 0, { { "volume", ~0u, false } } },
-  { "checkpoint.promote", G_AUDIT, { { "checkpoint", SNAP, false } } },
-  { "checkpoint.prune", G_AUDIT, { { "volume", SNAP, false } } },
-  { "stats.show", 0, { { "export", ~0u, false } } },
-  { "stream.send", 0, { { "snapshot", GRANT_OP_SEND, false },
-                        { "from", GRANT_OP_SEND, false } } },
-  { "stream.size", 0, { { "snapshot", GRANT_OP_SEND, false },
-                        { "from", GRANT_OP_SEND, false } } },
-  { "stream.receive", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, true } } },
-  { "stream.token", 0, { { "volume", GRANT_OP_RECEIVE, true } } },
+  { "volume.show", G_FILTER, { { "name", ~0u, A_NAME } } },
+  { "volume.create", G_AUDIT, { { "name", GRANT_OP_CREATE, A_CREATES } } },
+  { "volume.delete", G_AUDIT, { { "name", GRANT_OP_DELETE, A_NAME } } },
+  { "volume.rename", G_AUDIT, { { "name", GRANT_OP_CREATE, A_NAME },
+                          { "to", GRANT_OP_CREATE, A_CREATES } } },
+  { "volume.resize", G_AUDIT, { { "name", GRANT_OP_CREATE, A_NAME } } },
+  { "volume.set", G_AUDIT, { { "name", GRANT_OP_CREATE, A_NAME } } },
+  { "volume.rollback", G_AUDIT, { { "name", SNAP, A_NAME },
+                            { "keep_as", GRANT_OP_CREATE | SNAP, A_CREATES } } },
+  { "volume.clone", G_AUDIT, { { "source", GRANT_OP_CLONE, A_NAME },
+                         { "name", GRANT_OP_CREATE | GRANT_OP_CLONE, A_CREATES } } },
+  { "volume.diff", 0, { { "from", GRANT_OP_SEND, A_NAME },
+                        { "to", GRANT_OP_SEND, A_NAME } } },
+  { "snapshot.create", G_AUDIT, { { "volume", SNAP, A_NAME },
+                            { "volumes", SNAP, A_NAME } } },
+  { "snapshot.list", G_FILTER, { { "volume", ~0u, A_NAME } } },
+  { "snapshot.delete", G_AUDIT, { { "volume", GRANT_OP_DELETE, A_NAME } } },
+  { "snapshot.rename", G_AUDIT, { { "volume", SNAP, A_NAME } } },
+  { "snapshot.space", 0, { { "volume", ~0u, A_NAME } } },
+  { "checkpoint.list", 0, { { "volume", ~0u, A_NAME } } },
+  { "checkpoint.promote", G_AUDIT, { { "checkpoint", SNAP, A_NAME } } },
+  { "checkpoint.prune", G_AUDIT, { { "volume", SNAP, A_NAME } } },
+  { "stats.show", 0, { { "export", ~0u, A_NAME } } },
+  { "stream.send", 0, { { "snapshot", GRANT_OP_SEND, A_NAME },
+                        { "from", GRANT_OP_SEND, A_BASE } } },
+  { "stream.size", 0, { { "snapshot", GRANT_OP_SEND, A_NAME },
+                        { "from", GRANT_OP_SEND, A_BASE } } },
+  { "stream.receive", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, A_CREATES } } },
+  { "stream.token", 0, { { "volume", GRANT_OP_RECEIVE, A_CREATES } } },
   { "grants.reload", G_ADMIN | G_AUDIT, { { 0 } } },
   { "job.cancel", G_ADMIN | G_AUDIT, { { 0 } } },
   { "checkpoint.set", G_ADMIN | G_AUDIT, { { 0 } } },
@@ -99,10 +104,10 @@ static const struct gate gates[] = {
   { "scrub.cancel", G_ADMIN | G_AUDIT, { { 0 } } },
   { "scrub.status", G_ADMIN, { { 0 } } },
   { "replicate.push", G_AUDIT,
-    { { "snapshot", GRANT_OP_REPLICATE, false } } },
+    { { "snapshot", GRANT_OP_REPLICATE, A_NAME } } },
   { "replicate.pull", G_AUDIT,
-    { { "volume", GRANT_OP_REPLICATE, true } } },
-  { "stream.abort", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, true } } },
+    { { "volume", GRANT_OP_REPLICATE, A_CREATES } } },
+  { "stream.abort", G_AUDIT, { { "volume", GRANT_OP_RECEIVE, A_CREATES } } },
 };
 #undef LIST
 #undef SNAP
@@ -139,6 +144,13 @@ visible (struct control_ctx *ctx, const char *name)
     grants_store_nbd (ctx->grants, &ctx->peer, name) != GRANT_NBD_NONE;
 }
 
+/* visible () for handlers (control.h). */
+bool
+control_ctx_may_see (struct control_ctx *ctx, const char *name)
+{
+  return ctx->grants == NULL || visible (ctx, name);
+}
+
 /* The name of the first operation in ops, for messages. */
 static const char *
 op_name (unsigned ops)
@@ -164,7 +176,7 @@ judge (struct control_ctx *ctx, const struct gate_arg *a, const char *name)
   if (have & a->ops)
     return 0;
   grants_peer_name (&ctx->peer, who, sizeof who);
-  if (!a->creates && !visible (ctx, name))
+  if (a->kind != A_CREATES && !visible (ctx, name))
     return cairn_fail (-ENOENT, "no volume named '%.*s'",
                        (int) strcspn (name, "@"), name);
   return cairn_fail (-EPERM, "not permitted: the grants give %s no '%s' "
@@ -180,6 +192,17 @@ find_gate (const char *method)
     if (strcmp (gates[i].method, method) == 0)
       return &gates[i];
   return NULL;
+}
+
+/* Judge a stream's base (A_BASE): "SNAP" is a snapshot of the
+ * volume that first (the first parameter's value, or NULL) names, so it
+ * is judged as that volume.
+ */
+static int
+judge_relative (struct control_ctx *ctx, const struct gate_arg *a,
+                const char *first, const char *name)
+{
+  return judge (ctx, a, first && !strchr (name, '@') ? first : name);
 }
 
 /* Before the handler: may the caller make this request? */
@@ -211,7 +234,14 @@ control_gate_check (struct control_ctx *ctx)
     json_t *e;
     int r;
 
-    if (json_is_string (v)) {
+    if (json_is_string (v) && g->args[i].kind == A_BASE) {
+      r = judge_relative (ctx, &g->args[i], json_string_value
+                          (json_object_get (params, g->args[0].param)),
+                          json_string_value (v));
+      if (r < 0)
+        return r;
+    }
+    else if (json_is_string (v)) {
       r = judge (ctx, &g->args[i], json_string_value (v));
       if (r < 0)
         return r;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,7 +33,7 @@ enum principal_kind {
   P_PSK,     /* a TLS PSK username */
   P_X509,    /* a certificate name */
   P_UID,     /* a Unix socket peer's uid */
-  P_GID,     /* a Unix socket peer's (primary) gid */
+  P_GID,     /* a Unix socket peer's primary or supplementary gid */
   P_ADDR,    /* a TCP peer's address in a network */
 };
 
@@ -495,7 +496,12 @@ rule_matches_peer (const struct rule *r, const struct grant_peer *peer)
   case P_UID:
     return peer->has_cred && peer->uid == r->id;
   case P_GID:
-    return peer->has_cred && peer->gid == r->id;
+    if (!peer->has_cred)
+      return false;
+    for (unsigned i = 0; i < peer->ngroups && i < GRANT_MAX_GROUPS; i++)
+      if (peer->groups[i] == r->id)
+        return true;
+    return peer->gid == r->id;
   case P_ADDR:
     if (!peer->has_addr || peer_addr (peer, a) != r->family)
       return false;
@@ -601,6 +607,64 @@ grants_peer_name (const struct grant_peer *peer, char *buf, size_t len)
   }
   else
     snprintf (buf, len, "local");
+}
+
+/* The CN of an RFC 4514 DN.  Attributes are TYPE=VALUE, separated by ','
+ * (between RDNs) or '+' (within one); in a value, '\' escapes the next
+ * character or starts two hex digits.  A CN's type is "CN" (any case) or
+ * its OID, 2.5.4.3.
+ */
+bool
+grants_dn_common_name (const char *dn, char *buf, size_t len)
+{
+  const char *p = dn;
+  unsigned found = 0;
+
+  if (len == 0)
+    return false;
+  while (*p) {
+    const char *type = p, *eq = strchr (p, '=');
+    size_t tlen, out = 0;
+    bool cn;
+
+    if (eq == NULL)
+      return false;
+    tlen = (size_t) (eq - type);
+    while (tlen > 0 && *type == ' ')
+      type++, tlen--;
+    cn = (tlen == 2 && strncasecmp (type, "CN", 2) == 0) ||
+      (tlen == 7 && strncmp (type, "2.5.4.3", 7) == 0);
+    for (p = eq + 1; *p && *p != ',' && *p != '+'; p++) {
+      char c = *p;
+
+      if (c == '\\') {
+        int hi = hex_digit_value (p[1]);
+        int lo = hi >= 0 ? hex_digit_value (p[2]) : -1;
+
+        if (p[1] == '\0')
+          return false;
+        if (hi >= 0 && lo >= 0) {
+          c = (char) (hi << 4 | lo);
+          p += 2;
+        }
+        else
+          c = *++p;
+      }
+      if (!cn)
+        continue;
+      if (c == '\0' || out + 1 >= len)
+        return false;
+      buf[out++] = c;
+    }
+    if (cn) {
+      if (out == 0 || ++found > 1)
+        return false;
+      buf[out] = '\0';
+    }
+    if (*p)
+      p++;
+  }
+  return found == 1;
 }
 
 /* ------------------------------------------------------------ the store */

@@ -28,6 +28,11 @@
 
 #include "util.h"
 
+/* Most supplementary groups of a caller that gid: rules see (the first
+ * ones the kernel reports; a caller in more is judged by these).
+ */
+#define GRANT_MAX_GROUPS 64
+
 /* Longest grants file line, and most rules, a file may have. */
 #define GRANTS_MAX_LINE 4096
 #define GRANTS_MAX_RULES 65536
@@ -64,7 +69,9 @@ struct grant_peer {
   const char *x509_name;     /* certificate subject CN (control) or DN */
   bool has_cred;             /* a Unix socket peer: uid and gid are set */
   uid_t uid;
-  gid_t gid;
+  gid_t gid;                 /* its primary group */
+  unsigned ngroups;          /* its supplementary groups, where known */
+  gid_t groups[GRANT_MAX_GROUPS];
   bool has_addr;             /* a TCP peer: addr is set */
   struct sockaddr_storage addr;
   bool tls;                  /* the connection uses TLS */
@@ -111,6 +118,15 @@ bool grants_knows (const struct grants *g, const struct grant_peer *peer);
  * "uid:1000/gid:1000", "addr:192.0.2.7", "unix", ...) into buf.
  */
 void grants_peer_name (const struct grant_peer *peer, char *buf, size_t len);
+/* The x509:NAME of a certificate whose subject is dn, a Distinguished
+ * Name as RFC 4514 writes it ("CN=alice,O=Example\, Inc."): the value of
+ * its one CN attribute, unescaped, into buf.  Returns false when dn has
+ * no CN, more than one, or one that is empty, longer than len - 1 or
+ * badly escaped (such a certificate has no x509 name).
+ * The control server reads the CN from the certificate itself; the NBD
+ * side, where nbdkit gives only the DN (nbdkit_peer_tls_dn), uses this.
+ */
+bool grants_dn_common_name (const char *dn, char *buf, size_t len);
 /* Parse an operation name ("snapshot") to its bit; 0 if unknown. */
 unsigned grants_op_bit (const char *name);
 

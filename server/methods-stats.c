@@ -14,7 +14,9 @@
  * "reads", "writes", "trims", "zeros", "flushes", "extents", "caches",
  * "errors", "checksum_errors", "bytes_trimmed", "bytes_zeroed" (every
  * byte of the trim and zero requests).  "total" sums every export, gone ones too;
- * pool.status carries it as "io".  Counting starts when the pool is opened
+ * pool.status carries it as "io".  Under grants a caller's stats.list has
+ * the exports it may see, and "total" sums those only: the I/O of others'
+ * volumes, even as a sum, is not its to know (cairn-grants(5)).  Counting starts when the pool is opened
  * (the server's start), so `cairn --pool` in-process has none.
  */
 #include <config.h>
@@ -90,6 +92,7 @@ export_object (const struct vol_export_stats *x)
 struct listing_ctx {
   json_t *exports;          /* NULL: totals only */
   struct vol_stats total;
+  struct control_ctx *ctx;  /* whose view (stats.list), or NULL: all */
 };
 
 /* vol_stats_list callback: add one export. */
@@ -98,6 +101,8 @@ add_export (void *opaque, const struct vol_export_stats *x)
 {
   struct listing_ctx *l = opaque;
 
+  if (l->ctx && !control_ctx_may_see (l->ctx, x->name))
+    return 0;
   sum_counters (&l->total, &x->st);
   if (l->exports &&
       json_array_append_new (l->exports, export_object (x)) == -1)
@@ -136,7 +141,7 @@ stats_pool_totals (struct cairn_pool *pool, json_t **out)
 int
 stats_list (struct control_ctx *ctx, json_t *params, json_t **result)
 {
-  struct listing_ctx l = { .exports = json_array () };
+  struct listing_ctx l = { .exports = json_array (), .ctx = ctx };
   json_t *total;
   int r = check_params (ctx, "stats.list", params, NULL, 0);
 

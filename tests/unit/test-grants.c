@@ -328,3 +328,72 @@ Test (load, missing_and_odd_files)
   cr_assert_eq (grants_load ("/", &g), -EINVAL);
   cr_assert_null (g);
 }
+
+/* The x509 name the NBD side takes from nbdkit's DN: the one CN, as the
+ * control server reads it from the certificate; nothing when there is
+ * none, several, an empty one or one that does not fit.
+ */
+Test (x509, common_name_of_a_dn)
+{
+  static const struct { const char *dn, *cn; } ok[] = {
+    { "CN=alice", "alice" },
+    { "CN=alice,O=Example", "alice" },
+    { "O=Example\\, Inc.,CN=host1.example", "host1.example" },
+    { "cn=bob+UID=12,DC=example,DC=org", "bob" },
+    { "2.5.4.3=carol,O=x", "carol" },
+    { "CN=a\\,b\\+c\\5Cd\\20e", "a,b+c\\d e" },
+    { "OU=CN\\=fake,CN=real", "real" },
+  };
+  static const char *const none[] = {
+    "", "O=Example", "CN=", "CN=a,CN=b", "CN=a+CN=b", "CN=a\\",
+    "CN=a\\00b", "CNX=a", "garbage",
+  };
+  char buf[16];
+
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    memset (buf, 'X', sizeof buf);
+    cr_assert (grants_dn_common_name (ok[i].dn, buf, sizeof buf),
+               "no CN found in %s", ok[i].dn);
+    cr_assert_str_eq (buf, ok[i].cn, "%s", ok[i].dn);
+  }
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+    cr_assert_not (grants_dn_common_name (none[i], buf, sizeof buf),
+                   "a CN was found in '%s': '%s'", none[i], buf);
+  /* Exactly one byte too long for the buffer: no name, not a cut one. */
+  cr_assert (grants_dn_common_name ("CN=123456789012345", buf, sizeof buf));
+  cr_assert_not (grants_dn_common_name ("CN=1234567890123456", buf,
+                                        sizeof buf));
+}
+
+/* A gid: rule matches the primary group or any supplementary one the
+ * transport reports, and nothing else.
+ */
+Test (decide, gid_rules_see_supplementary_groups)
+{
+  struct grants *g = parse_ok ("gid:2000 a/ control=list\n"
+                               "gid:3000 b/ nbd=ro\n");
+  struct grant_peer primary = unix_peer (1001, 2000);
+  struct grant_peer member = unix_peer (1001, 1001);
+  struct grant_peer stranger = unix_peer (1001, 1001);
+  struct grant_peer tcp_peer = tcp ("192.0.2.1");
+
+  member.ngroups = 3;
+  member.groups[0] = 17;
+  member.groups[1] = 3000;
+  member.groups[2] = 2000;
+  stranger.ngroups = 2;
+  stranger.groups[0] = 2001;
+  stranger.groups[1] = 1999;
+  cr_assert_eq (grants_ops (g, &primary, "a/v"), GRANT_OP_LIST);
+  cr_assert_eq (grants_nbd (g, &primary, "b/v"), GRANT_NBD_NONE);
+  cr_assert_eq (grants_ops (g, &member, "a/v"), GRANT_OP_LIST);
+  cr_assert_eq (grants_nbd (g, &member, "b/v"), GRANT_NBD_RO);
+  cr_assert_eq (grants_ops (g, &stranger, "a/v"), 0);
+  cr_assert_eq (grants_nbd (g, &stranger, "b/v"), GRANT_NBD_NONE);
+  cr_assert_not (grants_knows (g, &stranger));
+  /* Groups without Unix credentials count for nothing. */
+  tcp_peer.ngroups = 1;
+  tcp_peer.groups[0] = 2000;
+  cr_assert_eq (grants_ops (g, &tcp_peer, "a/v"), 0);
+  grants_free (g);
+}
