@@ -545,10 +545,18 @@ vol_list_tolerant (struct cairn_pool *pool, bool with_snapshots,
     for (size_t j = 0; r == 0 && j < sl->n; j++) {
       struct vol_info si = infos[i];
 
-      /* A damaged record fails to read again, with its message. */
+      /* A damaged record fails to read again, with its message.  One
+       * that is gone was deleted since list_snaps saw it (the listing
+       * holds no lock across its reads, so a concurrent delete, a
+       * rollback or a receive's publish may remove it): it is listed as
+       * the state after that change, without it.  Reading it gave a
+       * bare -ENOENT, no message, and failed the whole listing.
+       */
       r = cat_read_snap (cat, si.id, sl->gen[j], &si);
       if (r == 0)
         r = fn (opaque, &si);
+      else if (r == -ENOENT)
+        r = 0;
       else if (r == -EIO && sl->bad[j])
         r = snap_damaged (&infos[i], sl, j, damage, opaque);
     }

@@ -12,6 +12,14 @@
  *     reply parses as a JSON-RPC result or error;
  *  2. every error carries its code's symbolic name (rpc.h, choice 5);
  *  3. whatever the requests did, the pool closes and fsck finds it clean.
+ *
+ * In a libFuzzer build a custom mutator (retype_member) puts values of
+ * every JSON type where a request's members were: byte mutations seldom
+ * turn a valid request's string into a number, a null or an array (the
+ * quotes must go and the new value come in one step, and a member added
+ * beside the old one is a duplicate, which the decoder refuses), so
+ * without it the type checks of the methods' parameters went untested
+ * (tests/fuzz/README.md, "Planted bugs").
  */
 #include <config.h>
 
@@ -19,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "control.h"
 #include "fuzz.h"
@@ -116,3 +126,92 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   dev_close (dev);
   return 0;
 }
+
+#ifdef CAIRN_LIBFUZZER
+
+size_t LLVMFuzzerMutate (uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator (uint8_t *data, size_t size, size_t max_size,
+                                unsigned int seed);
+
+/* Values of every JSON type (and the edges of some), for a member of
+ * another type or of the same.
+ */
+static const char *const retype_values[] = {
+  "0", "-1", "1", "4096", "1.5", "1e999", "18446744073709551616", "null",
+  "true", "false", "\"\"", "\"x\"", "\"10G\"", "\"-1\"", "[]", "[\"vm/a\"]",
+  "[1]", "{}", "{\"a\":1}",
+};
+
+/* A step of xorshift64: the mutator's choices, all drawn from its seed. */
+static uint64_t
+retype_rand (uint64_t *x)
+{
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+/* Replace one member of one request line (a member of its params when
+ * they are an object with members, else of the request itself) by one of
+ * retype_values, in data[0..size): the new size, or 0 when the line
+ * chosen is no JSON object or the result would not fit in max_size.
+ */
+static size_t
+retype_member (uint8_t *data, size_t size, size_t max_size, uint64_t x)
+{
+  const uint8_t *line = data, *end = data + size, *nl;
+  size_t lines = 1, len, out_len = 0;
+  json_t *root, *obj, *params, *value;
+  void *iter;
+  char *enc = NULL;
+
+  for (const uint8_t *p = data; p < end && lines < FUZZ_MAX_LINES; p++)
+    lines += *p == '\n';
+  for (size_t k = retype_rand (&x) % lines; k > 0; k--)
+    line = memchr (line, '\n', end - line) + 1;
+  nl = memchr (line, '\n', end - line);
+  len = (nl ? nl : end) - line;
+  root = json_loadb ((const char *) line, len, JSON_REJECT_DUPLICATES, NULL);
+  if (root == NULL || !json_is_object (root))
+    goto out;
+  params = json_object_get (root, "params");
+  obj = json_is_object (params) && json_object_size (params) ? params : root;
+  if (json_object_size (obj) == 0)
+    goto out;
+  iter = json_object_iter (obj);
+  for (size_t k = retype_rand (&x) % json_object_size (obj); k > 0; k--)
+    iter = json_object_iter_next (obj, iter);
+  value = json_loads (retype_values[retype_rand (&x) %
+                                    (sizeof retype_values /
+                                     sizeof retype_values[0])],
+                      JSON_DECODE_ANY, NULL);
+  if (value == NULL || json_object_iter_set_new (obj, iter, value) < 0)
+    goto out;
+  enc = json_dumps (root, JSON_COMPACT);
+  if (enc == NULL || size - len + strlen (enc) > max_size)
+    goto out;
+  out_len = size - len + strlen (enc);
+  memmove ((uint8_t *) line + strlen (enc), line + len, end - line - len);
+  memcpy ((uint8_t *) line, enc, strlen (enc));
+ out:
+  free (enc);
+  json_decref (root);
+  return out_len;
+}
+
+/* libFuzzer's mutations, and one time in four a member retyped. */
+size_t
+LLVMFuzzerCustomMutator (uint8_t *data, size_t size, size_t max_size,
+                         unsigned int seed)
+{
+  uint64_t x = seed | (uint64_t) 1 << 32;
+  size_t n;
+
+  if (retype_rand (&x) % 4 == 0 &&
+      (n = retype_member (data, size, max_size, x)) > 0)
+    return n;
+  return LLVMFuzzerMutate (data, size, max_size);
+}
+
+#endif /* CAIRN_LIBFUZZER */

@@ -702,8 +702,13 @@ send_one (struct child *c, struct worker *w, const char *snap,
   }
   r = repl_recv_finish (rr, &rres);
   repl_recv_free (rr);
+  /* The errno too: a message is only as good as the function that
+   * failed, and one that sets none leaves an older one behind (the
+   * listing race in tests/stress/README.md showed a stale message).
+   */
   if (r < 0)
-    fail (c, "receive %s into %s: %s", snap, target, cairn_errmsg ());
+    fail (c, "receive %s into %s: %s (%s)", snap, target, cairn_errmsg (),
+          strerror (-r));
   snprintf (got, sizeof got, "%s@%s", target, want->name);
   {
     struct cairn_volume *h;

@@ -766,8 +766,8 @@ Test (stream, cancelled_send_ends_the_stream)
                                              &res), 0, "%s", cairn_errmsg ());
   json_decref (params);
   /* Not reading: the sender waits on its queue; its job is listed. */
-  usleep (200000);
-  cr_assert_eq (njobs (ctl, &id), 1);
+  WAIT_UNTIL (njobs (ctl, &id) == 1);
+  cr_assert_eq (njobs (ctl, &id), 1, "the send's job is not listed");
   cr_assert_eq (call (ctl, "job.cancel",
                                      json_pack ("{s:I}", "job", id), &res), 0);
   json_decref (res);

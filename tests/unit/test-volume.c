@@ -352,6 +352,81 @@ Test (volume, many_snapshots_listed_and_deleted)
   dev_close (dev);
 }
 
+/* Regression (the stress tool's receive race, tests/stress/README.md): a
+ * listing reads a volume's snapshot generations, then each record,
+ * holding no lock in between; a snapshot deleted there made the record's
+ * read a bare -ENOENT, with no message, and the whole listing failed.  A
+ * receive checks its target with such a listing, so an incremental
+ * receive failed whenever another volume's snapshot went at that moment
+ * (a recursive delete, a rollback, a publish), showing whatever message
+ * its thread had last set: "no receive into 't1-...' is in progress or
+ * interrupted", from its own look for a partial.  The listing's callback
+ * is that other thread here: on each snapshot of "a" it deletes the next
+ * one (and on "a" itself, a snapshot of "b"), which the listing must then
+ * leave out, not fail on.
+ */
+struct deleting_lister {
+  struct cairn_pool *pool;
+  char seen[8][2 * VOL_NAME_MAX + 2];   /* the snapshots listed, "vol@snap" */
+  unsigned n;
+};
+
+static int
+delete_next_snapshot (void *opaque, const struct vol_info *info)
+{
+  struct deleting_lister *dl = opaque;
+  char next[16];
+
+  if (!info->is_snapshot) {
+    if (strcmp (info->name, "a") == 0)
+      cr_assert_eq (snap_delete (dl->pool, "b", "s1"), 0, "%s",
+                    cairn_errmsg ());
+    return 0;
+  }
+  cr_assert_lt (dl->n, 8);
+  snprintf (dl->seen[dl->n++], sizeof dl->seen[0], "%s@%s", info->name,
+            info->snap);
+  /* s0 deletes s1, s2 deletes s3: the listing has read their generations. */
+  if (strcmp (info->name, "a") == 0 && (info->snap[1] - '0') % 2 == 0) {
+    snprintf (next, sizeof next, "s%d", info->snap[1] - '0' + 1);
+    cr_assert_eq (snap_delete (dl->pool, "a", next), 0, "%s",
+                  cairn_errmsg ());
+  }
+  return 0;
+}
+
+Test (volume, listing_skips_snapshots_deleted_while_it_runs)
+{
+  struct cairn_dev *dev = mem_pool (64 << 20, NULL);
+  struct cairn_pool *pool = pool_open_ok (dev);
+  struct deleting_lister dl = { .pool = pool };
+  static const char *const want[] = { "a@s0", "a@s2", "b@s0", "b@s2" };
+
+  for (int v = 0; v < 2; v++) {
+    const char *name = v ? "b" : "a";
+
+    cr_assert_eq (vol_create (pool, name, 1 << 20, NULL), 0, "%s",
+                  cairn_errmsg ());
+    for (int s = 0; s < 4; s++) {
+      char snap[16];
+
+      snprintf (snap, sizeof snap, "s%d", s);
+      cr_assert_eq (snap_create (pool, name, snap), 0, "%s", cairn_errmsg ());
+    }
+  }
+  /* "b" loses s1 before its turn, and s3 here, before the listing. */
+  cr_assert_eq (snap_delete (pool, "b", "s3"), 0, "%s", cairn_errmsg ());
+  cairn_error_clear ();
+  cr_assert_eq (vol_list (pool, true, delete_next_snapshot, &dl), 0,
+                "the listing failed: '%s'", cairn_errmsg ());
+  cr_assert_eq (dl.n, 4, "listed %u snapshots", dl.n);
+  for (unsigned i = 0; i < 4; i++)
+    cr_assert_str_eq (dl.seen[i], want[i]);
+  cr_assert_eq (pool_close (pool), 0);
+  assert_fsck_clean (dev, "after deleting snapshots during a listing");
+  dev_close (dev);
+}
+
 /* Regression: the table of open pinned states kept an entry for every
  * state ever opened, so a long-running server's memory grew with every
  * snapshot or checkpoint a client had attached and each lookup walked
