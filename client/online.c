@@ -657,6 +657,30 @@ cmd_status (const struct cli *cli, int argc, char **argv)
                 jnum (ck, "space_dropped"));
     field ("checkpoints", buf);
   }
+  {
+    /* The intent log (cairnd --intent-log): said only where the pool has
+     * one or the server uses one.
+     */
+    json_t *il = json_object_get (res, "intent_log");
+    char ring[UNITS_FORMAT_MAX];
+
+    units_format (jnum (il, "ring_blocks") * jnum (res, "block_size"), ring);
+    if (jnum (il, "live_records"))
+      snprintf (buf, sizeof buf, "%" PRIu64 " flushed write%s not yet in a "
+                "commit (a read-write open replays them)",
+                jnum (il, "live_records"),
+                jnum (il, "live_records") == 1 ? "" : "s");
+    else if (json_is_true (json_object_get (il, "active")))
+      snprintf (buf, sizeof buf, "on: a flush is a log write (%s ring); %"
+                PRIu64 " flushes in %" PRIu64 " log blocks since the open",
+                ring, jnum (il, "flushes"), jnum (il, "blocks_written"));
+    else if (jnum (il, "ring_blocks"))
+      snprintf (buf, sizeof buf, "off: a flush commits (the pool keeps its "
+                "%s ring)", ring);
+    if (jnum (il, "live_records") || jnum (il, "ring_blocks") ||
+        json_is_true (json_object_get (il, "active")))
+      field ("intent log", buf);
+  }
   /* I/O statistics exist only in a running server (cairn stats). */
   if (!cli->pool) {
     json_t *io = json_object_get (res, "io");

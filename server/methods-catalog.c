@@ -554,6 +554,31 @@ reclaim_status (struct cairn_pool *pool, json_t *status)
   return 0;
 }
 
+/* Add the intent log's state to a status object (txn-log.c): whether
+ * flushes are log writes now, the ring, what the log served since the
+ * open, and on a pool not yet replayed (a read-only open after a crash)
+ * the records a read-write open would replay.
+ */
+static int
+intent_log_status (struct cairn_pool *pool, json_t *status)
+{
+  struct pool_log_info li;
+  json_t *o;
+  int r = pool_log_info (pool, &li);
+
+  if (r < 0)
+    return r;
+  o = json_pack ("{s:b, s:I, s:I, s:I, s:I}",
+                 "active", (int) pool_log_active (pool),
+                 "ring_blocks", (json_int_t) li.nblocks,
+                 "flushes", (json_int_t) li.flushes,
+                 "blocks_written", (json_int_t) li.blocks_written,
+                 "live_records", (json_int_t) li.live_records);
+  if (o == NULL || json_object_set_new (status, "intent_log", o) < 0)
+    return oom ();
+  return 0;
+}
+
 /* Add the checkpoint collector's state to a status object: the oldest
  * kept checkpoint, and when space ran short and how much went for it.
  */
@@ -719,6 +744,7 @@ pool_status (struct control_ctx *ctx, json_t *params, json_t **result)
                        "damaged", damaged);
   if (*result && ((r = reclaim_status (pool, *result)) < 0 ||
                   (r = checkpoint_status (pool, *result)) < 0 ||
+                  (r = intent_log_status (pool, *result)) < 0 ||
                   (r = devices_status (pool, *result)) < 0 ||
                   (r = rbd_status (pool, *result)) < 0)) {
     json_decref (*result);
