@@ -231,38 +231,6 @@ cairn_unload (void)
   free (metrics_addr);
 }
 
-/* control-tcp=[ADDR:]PORT ([V6ADDR]:PORT for IPv6); ADDR defaults to
- * 127.0.0.1: without control-tls= the control protocol has no
- * authentication, so reaching it from other hosts must be asked for by
- * naming an address.
- */
-static int
-parse_control_tcp (const char *value)
-{
-  const char *arg = value;
-  const char *colon = strrchr (value, ':');
-  const char *port = colon ? colon + 1 : value;
-  size_t alen = colon ? (size_t) (colon - value) : 0;
-
-  if (colon && value[0] == '[' && alen >= 2 && value[alen - 1] == ']') {
-    value++;
-    alen -= 2;
-  }
-  if (nbdkit_parse_unsigned ("control-tcp", port, &control_tcp_port) == -1)
-    return -1;
-  if (control_tcp_port > 65535) {
-    nbdkit_error ("control-tcp=%s: the port must be 0 to 65535", arg);
-    return -1;
-  }
-  free (control_tcp_addr);
-  control_tcp_addr = alen ? strndup (value, alen) : strdup ("127.0.0.1");
-  if (control_tcp_addr == NULL) {
-    nbdkit_error ("strdup: %m");
-    return -1;
-  }
-  return 0;
-}
-
 /* Parse one key=value parameter. */
 static int
 cairn_config (const char *key, const char *value)
@@ -328,8 +296,17 @@ cairn_config (const char *key, const char *value)
       return -1;
   }
   else if (strcmp (key, "control-tcp") == 0) {
-    if (parse_control_tcp (value) == -1)
+    /* ADDR defaults to 127.0.0.1: without control-tls= the control
+     * protocol has no authentication, so reaching it from other hosts
+     * must be asked for by naming an address.
+     */
+    free (control_tcp_addr);
+    control_tcp_addr = NULL;
+    if (listen_parse ("control-tcp", value, &control_tcp_addr,
+                      &control_tcp_port) < 0) {
+      nbdkit_error ("%s", cairn_errmsg ());
       return -1;
+    }
   }
   else if (strcmp (key, "metrics") == 0) {
     if (!metrics_supported ()) {
@@ -340,8 +317,8 @@ cairn_config (const char *key, const char *value)
     }
     free (metrics_addr);
     metrics_addr = NULL;
-    if (metrics_parse_listen ("metrics", value, &metrics_addr,
-                              &metrics_port_arg) < 0) {
+    if (listen_parse ("metrics", value, &metrics_addr,
+                      &metrics_port_arg) < 0) {
       nbdkit_error ("%s", cairn_errmsg ());
       return -1;
     }

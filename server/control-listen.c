@@ -151,3 +151,32 @@ control_listen_tcp (uv_loop_t *loop, uv_tcp_t *listener, bool *inited,
                          : ((struct sockaddr_in *) &ss)->sin_port);
   return 0;
 }
+
+int
+listen_parse (const char *what, const char *value, char **addr,
+              unsigned *port)
+{
+  const char *colon = strrchr (value, ':');
+  const char *p = colon ? colon + 1 : value;
+  size_t alen = colon ? (size_t) (colon - value) : 0;
+  const char *a = value;
+  char *end;
+  unsigned long n;
+
+  if (colon && value[0] == '[' && alen >= 2 && value[alen - 1] == ']') {
+    a++;
+    alen -= 2;
+  }
+  errno = 0;
+  n = strtoul (p, &end, 10);
+  if (*p < '0' || *p > '9' || *end != '\0' || errno || n > 65535 ||
+      (colon && alen == 0))
+    return cairn_fail (-EINVAL, "%s=%s: give [ADDRESS:]PORT (PORT 0 to "
+                       "65535, [ADDRESS]:PORT for IPv6; the address "
+                       "defaults to 127.0.0.1)", what, value);
+  *addr = alen ? strndup (a, alen) : strdup ("127.0.0.1");
+  if (*addr == NULL)
+    return cairn_fail (-ENOMEM, "out of memory");
+  *port = (unsigned) n;
+  return 0;
+}

@@ -147,6 +147,14 @@ struct control_config {
 
 struct control_server;
 
+/* Where a server listens on TCP (control-tcp=, metrics=): split
+ * "[ADDR:]PORT" ("[V6ADDR]:PORT" for IPv6) into *addr (malloc'd;
+ * 127.0.0.1 when not given: loopback unless asked) and *port, 0 to 65535.
+ * -EINVAL with a message naming what, for bad input.
+ */
+int listen_parse (const char *what, const char *value, char **addr,
+                  unsigned *port) CAIRN_WUR;
+
 /* Bind the sockets and start the loop thread.  Fails (with a message) if
  * another server is live on the socket path; a stale socket is replaced.
  */

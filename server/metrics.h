@@ -58,11 +58,4 @@ void metrics_stop (struct metrics_server *ms);
 int metrics_render (const struct metrics_source *src, char **text,
                     size_t *len) CAIRN_WUR;
 
-/* Split "[ADDR:]PORT" ("[V6ADDR]:PORT" for IPv6) into *addr (malloc'd;
- * 127.0.0.1 when not given: loopback unless asked) and *port, 0 to 65535.
- * -EINVAL with a message naming what, for bad input.
- */
-int metrics_parse_listen (const char *what, const char *value, char **addr,
-                          unsigned *port) CAIRN_WUR;
-
 #endif /* CAIRN_METRICS_H */

@@ -14,6 +14,7 @@
 
 #include <criterion/criterion.h>
 
+#include "control.h"
 #include "metrics.h"
 #include "test-pool.h"
 
@@ -26,21 +27,21 @@ Test (metrics, parse_listen)
   char *addr = NULL;
   unsigned port = 1;
 
-  cr_assert_eq (metrics_parse_listen ("metrics", "9100", &addr, &port), 0);
+  cr_assert_eq (listen_parse ("metrics", "9100", &addr, &port), 0);
   cr_assert_str_eq (addr, "127.0.0.1");
   cr_assert_eq (port, 9100);
   free (addr);
-  cr_assert_eq (metrics_parse_listen ("metrics", "0.0.0.0:0", &addr, &port), 0);
+  cr_assert_eq (listen_parse ("metrics", "0.0.0.0:0", &addr, &port), 0);
   cr_assert_str_eq (addr, "0.0.0.0");
   cr_assert_eq (port, 0);
   free (addr);
-  cr_assert_eq (metrics_parse_listen ("metrics", "[::1]:65535", &addr, &port), 0);
+  cr_assert_eq (listen_parse ("metrics", "[::1]:65535", &addr, &port), 0);
   cr_assert_str_eq (addr, "::1");
   cr_assert_eq (port, 65535);
   free (addr);
   for (size_t i = 0; i < ARRAY_SIZE (bad); i++) {
     addr = NULL;
-    cr_assert_eq (metrics_parse_listen ("metrics", bad[i], &addr, &port),
+    cr_assert_eq (listen_parse ("metrics", bad[i], &addr, &port),
                   -EINVAL, "'%s' was taken", bad[i]);
     cr_assert_null (addr);
     cr_assert (strstr (cairn_errmsg (), "give [ADDRESS:]PORT") != NULL,
