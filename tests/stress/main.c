@@ -9,7 +9,8 @@
  *   cairn-stress check FAILDIR         the check of a kept failure again
  *
  * Options: --seed N, --seconds S (CAIRN_STRESS_SECONDS, else 110; 27.5 in
- * a sanitizer build),
+ * a sanitizer build), --share F (run for F, 0 < F <= 1, of those seconds:
+ * make check splits its time between two loops),
  * --threads N (4), --single (one device, no faults; default: a mirror of
  * two, faults on one), --intent-log (the child's flushes and FUA writes
  * go through the pool's intent log; the check replays it), --kill-odds N
@@ -488,8 +489,8 @@ static void
 usage (void)
 {
   fprintf (stderr, "usage: cairn-stress run|loop DIR [--seed N] "
-           "[--seconds S] [--threads N] [--single] [--intent-log]\n"
-           "       [--kill-odds N] [--verbose]\n       cairn-stress check FAILDIR\n");
+           "[--seconds S] [--share F] [--threads N] [--single]\n"
+           "       [--intent-log] [--kill-odds N] [--verbose]\n       cairn-stress check FAILDIR\n");
   exit (2);
 }
 
@@ -500,6 +501,7 @@ main (int argc, char **argv)
   struct stress_opts o = { .threads = 4, .mirror = true };
   const char *env = getenv ("CAIRN_STRESS_SECONDS");
   bool loop, kill_set = false, seed_set = false;
+  double share = 1;
   char *end;
 
   if (argc < 3)
@@ -533,6 +535,12 @@ main (int argc, char **argv)
         usage ();
       i++;
     }
+    else if (strcmp (a, "--share") == 0) {
+      share = strtod (v, &end);
+      if (*end != '\0' || !(share > 0 && share <= 1))
+        usage ();
+      i++;
+    }
     else if (strcmp (a, "--threads") == 0) {
       o.threads = (unsigned) strtoul (v, &end, 0);
       if (*end != '\0' || o.threads == 0 || o.threads > 64)
@@ -551,6 +559,7 @@ main (int argc, char **argv)
   }
   if (strcmp (argv[1], "check") == 0)
     return cmd_check (&o);
+  o.seconds *= share;
   if (!seed_set) {
     struct timespec ts;
 
