@@ -222,12 +222,12 @@ check_pool (const struct stress_opts *o, struct model *base,
     return -1;
   }
   r = fsck_dev (d.top, "", &rep);
-  stress_devs_close (&d);
+  if (r < 0 || o->intent_log)
+    stress_devs_close (&d);
   if (r < 0)
     return -1;
   *live_recs = rep.intentlog_records;
-  if (stress_devs_open (o, o->intent_log ? DEVS_OVERLAY : DEVS_RDONLY, 0,
-                        &d) < 0) {
+  if (o->intent_log && stress_devs_open (o, DEVS_OVERLAY, 0, &d) < 0) {
     fprintf (stderr, "stress: open the devices: %s\n", cairn_errmsg ());
     return -1;
   }
