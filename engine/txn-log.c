@@ -538,46 +538,82 @@ pool_log_flush (struct cairn_pool *pool)
   return r;
 }
 
+/* What a live log block must be (dev_check_fn). */
+struct block_want {
+  const struct superblock *sb;
+  uint64_t seq;
+};
+
+/* Is buf the live log block of sequence number want->seq (IL-2)? */
+static bool
+block_checks (const void *buf, size_t len, void *opaque)
+{
+  const struct block_want *want = opaque;
+  const uint8_t *b = buf;
+  uint8_t sha[SHA256_LEN];
+
+  if (len != BLOCK_SIZE || memcmp (b, LOG_MAGIC, 8) != 0 ||
+      memcmp (b + 8, want->sb->uuid, 16) != 0 ||
+      get_le64 (b + 24) != want->seq || get_le32 (b + 44) > LOG_PAYLOAD ||
+      (get_le32 (b + 48) & ~LOG_F_END) || get_le32 (b + 52))
+    return false;
+  sha256 (b, LOG_CSUM_OFF, sha);
+  return memcmp (sha, b + LOG_CSUM_OFF, SHA256_LEN) == 0;
+}
+
 /* Read and check the log block of sequence number seq into buf: 0, or
- * -ENOENT when it is not the live log's (IL-2).
+ * -ENOENT when it is not the live log's (IL-2).  On a pool of several
+ * devices every copy is tried (dev_pread_checked, no repair): one damaged
+ * copy of a durable block must not end the log there.
  */
 static int
 block_read (struct cairn_pool *pool, const struct superblock *sb,
             uint64_t seq, uint8_t *buf)
 {
-  uint8_t sha[SHA256_LEN];
   uint64_t pos = seq % sb->log_blocks;
-  int r = dev_pread (pool->dev, buf, BLOCK_SIZE,
-                     (sb->log_start + pos) * BLOCK_SIZE);
+  struct block_want want = { sb, seq };
 
-  if (r < 0)
-    return -ENOENT;
-  if (memcmp (buf, LOG_MAGIC, 8) != 0 || memcmp (buf + 8, sb->uuid, 16) != 0 ||
-      get_le64 (buf + 24) != seq || get_le32 (buf + 44) > LOG_PAYLOAD ||
-      (get_le32 (buf + 48) & ~LOG_F_END) || get_le32 (buf + 52))
-    return -ENOENT;
-  sha256 (buf, LOG_CSUM_OFF, sha);
-  return memcmp (sha, buf + LOG_CSUM_OFF, SHA256_LEN) == 0 ? 0 : -ENOENT;
+  return dev_pread_checked (pool->dev, buf, BLOCK_SIZE,
+                            (sb->log_start + pos) * BLOCK_SIZE, false,
+                            block_checks, &want) == 0 ? 0 : -ENOENT;
 }
 
-/* Is the data a write record names on the disk, as it names it (IL-5)? */
+/* Does buf hold the data blocks of the write record opaque (their
+ * SHA-256s)?  dev_check_fn.
+ */
+static bool
+rec_data_checks (const void *buf, size_t len, void *opaque)
+{
+  const struct pool_log_rec *rec = opaque;
+  uint8_t sha[SHA256_LEN];
+
+  if (len != rec->n * BLOCK_SIZE)
+    return false;
+  for (uint64_t i = 0; i < rec->n; i++) {
+    sha256 ((const uint8_t *) buf + i * BLOCK_SIZE, BLOCK_SIZE, sha);
+    if (memcmp (sha, rec->shas + i * SHA256_LEN, SHA256_LEN) != 0)
+      return false;
+  }
+  return true;
+}
+
+/* Is the data a write record names on the disk, as it names it (IL-5)?
+ * Every copy is tried (dev_pread_checked, no repair), as for log blocks:
+ * on a mirror, data whose first copy was damaged is still there.
+ */
 static bool
 data_checks (struct cairn_pool *pool, const struct pool_log_rec *rec)
 {
   uint8_t *buf = malloc (rec->n * BLOCK_SIZE);
-  uint8_t sha[SHA256_LEN];
   bool ok;
 
   if (buf == NULL)
     return false;
   ok = rec->addr >= pool->sb.data_start && rec->addr < pool->sb.total_blocks &&
        rec->n <= pool->sb.total_blocks - rec->addr &&
-       dev_pread (pool->dev, buf, rec->n * BLOCK_SIZE,
-                  rec->addr * BLOCK_SIZE) == 0;
-  for (uint64_t i = 0; ok && i < rec->n; i++) {
-    sha256 (buf + i * BLOCK_SIZE, BLOCK_SIZE, sha);
-    ok = memcmp (sha, rec->shas + i * SHA256_LEN, SHA256_LEN) == 0;
-  }
+       dev_pread_checked (pool->dev, buf, rec->n * BLOCK_SIZE,
+                          rec->addr * BLOCK_SIZE, false, rec_data_checks,
+                          (void *) rec) == 0;
   free (buf);
   return ok;
 }

@@ -18,6 +18,11 @@
  *      the cut lands inside the barrier, where a missing barrier before it
  *      shows.  Lower is not fsync'd: only the process dies, never the host.
  *  C4. A kill loses every page still dirty; nothing else.
+ *  C5. An overlay (cache_dev_overlay) never writes back, not even at a
+ *      flush: its writes live in memory until it is closed, and lower
+ *      (opened read-only) stays as it was.  The check after a kill opens
+ *      the pool read-write on overlays, so that the pool replays its
+ *      intent log without changing the files a failure keeps.
  *
  * Pages written back keep their order with respect to a page's own later
  * writes (a page holds its newest data), so a flush that completes leaves
@@ -55,6 +60,7 @@ struct cache_dev {
   struct rng rng;
   unsigned kill_odds;
   unsigned writeback_odds;
+  bool overlay;               /* C5: never write back */
   struct { uint64_t off, len; } recent[64];   /* the last writes */
   unsigned nrecent;
 };
@@ -281,6 +287,8 @@ cache_flush (struct cairn_dev *dev)
   size_t kill_after = SIZE_MAX;
   int r = 0;
 
+  if (c->overlay)
+    return 0;                 /* C5 */
   pthread_mutex_lock (&c->lock);
   if (c->kill_odds > 0 && cache_rand (c) % c->kill_odds == 0)
     kill_after = c->ndirty ? cache_rand (c) % c->ndirty : 0;
@@ -386,4 +394,15 @@ cache_dev_create (struct cairn_dev *lower, uint64_t seed, unsigned kill_odds,
   snprintf (c->dev.name, sizeof c->dev.name, "cache(%.240s)", lower->name);
   *devp = &c->dev;
   return 0;
+}
+
+/* Stack an overlay on lower (C5). */
+int
+cache_dev_overlay (struct cairn_dev *lower, struct cairn_dev **devp)
+{
+  int r = cache_dev_create (lower, 0, 0, 0, devp);
+
+  if (r == 0)
+    to_cache (*devp)->overlay = true;
+  return r;
 }

@@ -386,7 +386,12 @@ op_read (struct child *c, struct worker *w)
   return 0;
 }
 
-/* Commit the pool: the journal's durable point (verify.c, V1). */
+/* Flush the pool: the journal's durable point (verify.c, V1).  With the
+ * intent log, a flush as NBD's FLUSH makes it (vol_flush): the records of
+ * the writes acknowledged so far go to the log under one device flush
+ * (txn-log.c, IL-2, IL-5); without, a commit.  Both make durable every
+ * change acknowledged before the call.
+ */
 static int
 op_flush (struct child *c, struct worker *w)
 {
@@ -396,7 +401,7 @@ op_flush (struct child *c, struct worker *w)
 
   oplog (c, w->no, "flush");
   id = journal_begin (&c->j, &op);
-  r = pool_commit (c->pool);
+  r = c->o->intent_log ? pool_log_flush (c->pool) : pool_commit (c->pool);
   if (r < 0)
     fail (c, "flush: %s", cairn_errmsg ());
   journal_end (&c->j, id, r);
@@ -926,8 +931,9 @@ stress_child (const struct stress_opts *o)
     return 2;
   }
   journal_note (&c->j, "child seed %" PRIu64, o->seed);
-  if (stress_devs_open (o, true, o->seed, &c->devs) < 0 ||
-      pool_open (c->devs.top, &(struct pool_open_opts) { 0 }, &c->pool) < 0)
+  if (stress_devs_open (o, DEVS_CHILD, o->seed, &c->devs) < 0 ||
+      pool_open (c->devs.top, &(struct pool_open_opts) {
+                   .intent_log = o->intent_log }, &c->pool) < 0)
     fail (c, "open the pool: %s", cairn_errmsg ());
   if (pool_start_committer (c->pool, 200) < 0)
     fail (c, "committer: %s", cairn_errmsg ());

@@ -9,10 +9,13 @@
  *   cairn-stress check FAILDIR         the check of a kept failure again
  *
  * Options: --seed N, --seconds S (CAIRN_STRESS_SECONDS, else 110; 27.5 in
- * a sanitizer build),
+ * a sanitizer build), --share F (run for F, 0 < F <= 1, of those seconds:
+ * make check splits its time between two loops),
  * --threads N (4), --single (one device, no faults; default: a mirror of
- * two, faults on one), --kill-odds N (a child's flush kills it part-way
- * once in N; loop: 500, run: 0), --verbose.
+ * two, faults on one), --intent-log (the child's flushes and FUA writes
+ * go through the pool's intent log; the check replays it), --kill-odds N
+ * (a child's flush kills it part-way once in N; loop: 500, run: 0),
+ * --verbose.
  */
 #include <config.h>
 
@@ -39,13 +42,15 @@ member_path (const struct stress_opts *o, unsigned i, char *buf, size_t len)
   snprintf (buf, len, "%s/pool-%u.img", o->dir, i);
 }
 
-/* The pool's devices: with cached, for a child (each file under a cache
- * device a kill empties, then under a fault device); without, read
- * only, for checking.
+/* The pool's devices: DEVS_CHILD, for a child (each file under a cache
+ * device a kill empties, then under a fault device); DEVS_RDONLY, read
+ * only, for fsck and a check without the intent log; DEVS_OVERLAY, each
+ * file read-only under an overlay (cache-dev.c, C5), for a check that
+ * opens the pool read-write so that it replays its intent log.
  */
 int
-stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
-                  struct stress_devs *d)
+stress_devs_open (const struct stress_opts *o, enum stress_devs_mode mode,
+                  uint64_t seed, struct stress_devs *d)
 {
   const char *paths[2];
   char p[2][4096];
@@ -57,13 +62,20 @@ stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
     member_path (o, i, p[i], sizeof p[i]);
     paths[i] = p[i];
   }
-  if (!cached)
+  if (mode == DEVS_RDONLY)
     return dev_pool_open (paths, d->n, DEV_CHUNK_RDONLY, &d->top);
   for (unsigned i = 0; i < d->n; i++) {
-    r = dev_file_open (paths[i], 0, 0, &d->file[i]);
-    if (r == 0)
-      r = cache_dev_create (d->file[i], seed + i, o->kill_odds, 8,
-                            &d->cache[i]);
+    if (mode == DEVS_OVERLAY) {
+      r = dev_file_open (paths[i], DEV_RDONLY, 0, &d->file[i]);
+      if (r == 0)
+        r = cache_dev_overlay (d->file[i], &d->cache[i]);
+    }
+    else {
+      r = dev_file_open (paths[i], 0, 0, &d->file[i]);
+      if (r == 0)
+        r = cache_dev_create (d->file[i], seed + i, o->kill_odds, 8,
+                              &d->cache[i]);
+    }
     if (r < 0)
       return r;
   }
@@ -71,6 +83,8 @@ stress_devs_open (const struct stress_opts *o, bool cached, uint64_t seed,
     d->top = d->cache[0];
     return 0;
   }
+  if (mode == DEVS_OVERLAY)
+    return dev_chunk_open (d->cache, 2, 0, &d->top);
   for (unsigned i = 0; i < 2 && r == 0; i++)
     r = dev_fault_create (d->cache[i], &d->fault[i]);
   if (r == 0)
@@ -166,32 +180,59 @@ note_problem (void *opaque, const char *msg)
   fprintf (out, "stress: fsck: %s\n", msg);
 }
 
+/* fsck the pool on dev: 0 when it finds nothing, else -1 with the
+ * problems printed, what naming the pool's state.
+ */
+static int
+fsck_dev (struct cairn_dev *dev, const char *what, struct fsck_report *rep)
+{
+  int r = fsck_pool (dev, &(struct fsck_opts) { .problem = note_problem,
+                                                .opaque = stderr }, rep);
+
+  if (r < 0 || rep->errors > 0) {
+    fprintf (stderr, "stress: FAILED: fsck%s: %s, %" PRIu64 " problems\n",
+             what, r < 0 ? cairn_errmsg () : "ran", rep->errors);
+    return -1;
+  }
+  return 0;
+}
+
 /* Reopen what a killed child left: fsck, then the journal against the
  * model it started from (verify.c), then the model of what is there now.
+ * With the intent log, a read-only open would not replay it (txn-log.c,
+ * IL-6) and so would miss every write that only the log holds: the pool
+ * is opened read-write on overlays instead (cache-dev.c, C5), which
+ * replays the log and commits into memory, leaving the files as the child
+ * left them (a kept failure replays the same log again, and so does the
+ * next child); after the check, fsck runs again on the replayed pool.
+ * *live_recs gets the records the log held (fsck's count, before replay).
  * 0, or -1 with the reasons printed.
  */
 static int
 check_pool (const struct stress_opts *o, struct model *base,
-            const char *journal, bool reload)
+            const char *journal, bool reload, uint64_t *live_recs)
 {
   struct stress_devs d;
   struct fsck_report rep;
   struct cairn_pool *pool;
   int r;
 
-  if (stress_devs_open (o, false, 0, &d) < 0) {
+  if (stress_devs_open (o, DEVS_RDONLY, 0, &d) < 0) {
     fprintf (stderr, "stress: open the devices: %s\n", cairn_errmsg ());
     return -1;
   }
-  r = fsck_pool (d.top, &(struct fsck_opts) { .problem = note_problem,
-                                              .opaque = stderr }, &rep);
-  if (r < 0 || rep.errors > 0) {
-    fprintf (stderr, "stress: fsck: %s, %" PRIu64 " problems\n",
-             r < 0 ? cairn_errmsg () : "ran", rep.errors);
+  r = fsck_dev (d.top, "", &rep);
+  if (r < 0 || o->intent_log)
     stress_devs_close (&d);
+  if (r < 0)
+    return -1;
+  *live_recs = rep.intentlog_records;
+  if (o->intent_log && stress_devs_open (o, DEVS_OVERLAY, 0, &d) < 0) {
+    fprintf (stderr, "stress: open the devices: %s\n", cairn_errmsg ());
     return -1;
   }
-  r = pool_open (d.top, &(struct pool_open_opts) { .readonly = true }, &pool);
+  r = pool_open (d.top, &(struct pool_open_opts) {
+                   .readonly = !o->intent_log }, &pool);
   if (r < 0) {
     fprintf (stderr, "stress: open the pool: %s\n", cairn_errmsg ());
     stress_devs_close (&d);
@@ -200,7 +241,13 @@ check_pool (const struct stress_opts *o, struct model *base,
   r = model_verify (base, journal, pool, stderr);
   if (r == 0 && reload && model_load (base, pool) < 0)
     r = -1;
-  pool_close (pool);
+  if (pool_close (pool) < 0 && o->intent_log) {
+    fprintf (stderr, "stress: close the replayed pool: %s\n",
+             cairn_errmsg ());
+    r = -1;
+  }
+  if (r == 0 && o->intent_log && fsck_dev (d.top, " after replay", &rep) < 0)
+    r = -1;
   stress_devs_close (&d);
   return r;
 }
@@ -213,18 +260,14 @@ fsck_only (const struct stress_opts *o)
   struct fsck_report rep;
   int r;
 
-  if (stress_devs_open (o, false, 0, &d) < 0) {
+  if (stress_devs_open (o, DEVS_RDONLY, 0, &d) < 0) {
     fprintf (stderr, "stress: open the devices: %s\n", cairn_errmsg ());
     return 1;
   }
-  r = fsck_pool (d.top, &(struct fsck_opts) { .problem = note_problem,
-                                              .opaque = stderr }, &rep);
+  r = fsck_dev (d.top, "", &rep);
   stress_devs_close (&d);
-  if (r < 0 || rep.errors > 0) {
-    fprintf (stderr, "stress: FAILED: fsck: %s, %" PRIu64 " problems\n",
-             r < 0 ? cairn_errmsg () : "ran", rep.errors);
+  if (r < 0)
     return 1;
-  }
   printf ("stress: fsck: clean, generation %" PRIu64 "\n", rep.generation);
   return 0;
 }
@@ -269,19 +312,20 @@ keep_failure (const struct stress_opts *o, const struct model *base,
     FILE *f = fopen (cmd, "w");
 
     if (f != NULL) {
-      fprintf (f, "%s\n", o->mirror ? "mirror" : "single");
+      fprintf (f, "%s%s\n", o->mirror ? "mirror" : "single",
+               o->intent_log ? " intent-log" : "");
       fclose (f);
     }
   }
+  snprintf (cmd, sizeof cmd, "%s%s", o->mirror ? "" : " --single",
+            o->intent_log ? " --intent-log" : "");
   fprintf (stderr, "stress: FAILED in iteration %u, child seed %" PRIu64
            " (loop seed %" PRIu64 ")\n"
            "stress: kept in %s (pool, journal, base.model, child.log)\n"
            "stress: check it again: cairn-stress check %s\n"
            "stress: run that child again: cairn-stress run DIR --seed %"
            PRIu64 "%s; the loop: cairn-stress loop DIR --seed %" PRIu64
-           "%s\n", iter, seed, o->seed, fdir, fdir, seed,
-           o->mirror ? "" : " --single", o->seed,
-           o->mirror ? "" : " --single");
+           "%s\n", iter, seed, o->seed, fdir, fdir, seed, cmd, o->seed, cmd);
 }
 
 static const char stat_kinds[] = "WrZTFSXCNDRQLdskf";
@@ -299,6 +343,7 @@ cmd_loop (struct stress_opts *o)
   struct rng rs = { o->seed };
   uint64_t count[128] = { 0 };
   unsigned iter = 0, killed = 0, self_killed = 0, finished = 0;
+  uint64_t live = 0, live_sum = 0, live_reopens = 0;
   char journal[4096], log[4096];
   double start = now_s ();
   int rc = 0;
@@ -306,9 +351,10 @@ cmd_loop (struct stress_opts *o)
   model_init (base);
   snprintf (journal, sizeof journal, "%s/journal", o->dir);
   snprintf (log, sizeof log, "%s/child.log", o->dir);
-  printf ("stress: loop seed %" PRIu64 ", %.0f s, %u threads, %s pool in %s\n",
-          o->seed, o->seconds, o->threads, o->mirror ? "mirrored" : "single",
-          o->dir);
+  printf ("stress: loop seed %" PRIu64 ", %.0f s, %u threads, %s pool%s in "
+          "%s\n", o->seed, o->seconds, o->threads,
+          o->mirror ? "mirrored" : "single",
+          o->intent_log ? " with the intent log" : "", o->dir);
   fflush (stdout);
   if (stress_format (o) < 0) {
     fprintf (stderr, "stress: format: %s\n", cairn_errmsg ());
@@ -375,16 +421,18 @@ cmd_loop (struct stress_opts *o)
     }
     journal_count (journal, count);
     /* check_pool leaves base as it was when the check fails. */
-    if (check_pool (o, base, journal, true) < 0) {
+    if (check_pool (o, base, journal, true, &live) < 0) {
       keep_failure (o, base, co.seed, iter);
       rc = 1;
       break;
     }
+    live_sum += live;
+    live_reopens += live > 0;
     if (o->verbose)
       printf ("stress: iteration %u, child seed %" PRIu64 ": %s after %.2f s,"
-              " pool checked\n", iter, co.seed,
+              " %" PRIu64 " log records, pool checked\n", iter, co.seed,
               !died ? "ended" : sent ? "killed" : "killed in a flush",
-              now_s () - born);
+              now_s () - born, live);
   }
   printf ("stress: %u children: %u killed by the loop, %u killed in a flush "
           "by their device, %u ran out their time; %u reopens with fsck and "
@@ -393,6 +441,9 @@ cmd_loop (struct stress_opts *o)
   for (size_t k = 0; k < sizeof stat_kinds - 1; k++)
     printf (" %s %" PRIu64, stat_names[k],
             count[(unsigned char) stat_kinds[k]]);
+  if (o->intent_log)
+    printf ("\nstress: intent log: %" PRIu64 " reopens found live records, %"
+            PRIu64 " records in all", live_reopens, live_sum);
   printf ("\nstress: %s after %.0f s (loop seed %" PRIu64 ")\n",
           rc == 0 ? "no failure" : "FAILED", now_s () - start, o->seed);
   model_clear (base);
@@ -405,18 +456,19 @@ static int
 cmd_check (struct stress_opts *o)
 {
   struct model *base = malloc (sizeof *base);
-  char path[4096], mode[16] = "";
+  char path[4096], mode[16] = "", log[16] = "";
   FILE *f;
   int r;
 
   snprintf (path, sizeof path, "%s/options", o->dir);
   f = fopen (path, "r");
   if (f != NULL) {
-    if (fscanf (f, "%15s", mode) != 1)
+    if (fscanf (f, "%15s %15s", mode, log) < 1)
       mode[0] = '\0';
     fclose (f);
   }
   o->mirror = strcmp (mode, "single") != 0;
+  o->intent_log = strcmp (log, "intent-log") == 0;
   model_init (base);
   snprintf (path, sizeof path, "%s/base.model", o->dir);
   if (model_read (base, path) < 0) {
@@ -424,7 +476,7 @@ cmd_check (struct stress_opts *o)
     return 2;
   }
   snprintf (path, sizeof path, "%s/journal", o->dir);
-  r = check_pool (o, base, path, false);
+  r = check_pool (o, base, path, false, &(uint64_t) { 0 });
   printf ("stress: %s: %s\n", o->dir, r == 0 ? "the pool holds what it must"
                                               : "FAILED");
   model_clear (base);
@@ -437,8 +489,8 @@ static void
 usage (void)
 {
   fprintf (stderr, "usage: cairn-stress run|loop DIR [--seed N] "
-           "[--seconds S] [--threads N] [--single] [--kill-odds N] "
-           "[--verbose]\n       cairn-stress check FAILDIR\n");
+           "[--seconds S] [--share F] [--threads N] [--single]\n"
+           "       [--intent-log] [--kill-odds N] [--verbose]\n       cairn-stress check FAILDIR\n");
   exit (2);
 }
 
@@ -449,6 +501,7 @@ main (int argc, char **argv)
   struct stress_opts o = { .threads = 4, .mirror = true };
   const char *env = getenv ("CAIRN_STRESS_SECONDS");
   bool loop, kill_set = false, seed_set = false;
+  double share = 1;
   char *end;
 
   if (argc < 3)
@@ -463,6 +516,8 @@ main (int argc, char **argv)
 
     if (strcmp (a, "--single") == 0)
       o.mirror = false;
+    else if (strcmp (a, "--intent-log") == 0)
+      o.intent_log = true;
     else if (strcmp (a, "--verbose") == 0)
       o.verbose = true;
     else if (v == NULL)
@@ -477,6 +532,12 @@ main (int argc, char **argv)
     else if (strcmp (a, "--seconds") == 0) {
       o.seconds = strtod (v, &end);
       if (*end != '\0' || o.seconds <= 0)
+        usage ();
+      i++;
+    }
+    else if (strcmp (a, "--share") == 0) {
+      share = strtod (v, &end);
+      if (*end != '\0' || !(share > 0 && share <= 1))
         usage ();
       i++;
     }
@@ -498,6 +559,7 @@ main (int argc, char **argv)
   }
   if (strcmp (argv[1], "check") == 0)
     return cmd_check (&o);
+  o.seconds *= share;
   if (!seed_set) {
     struct timespec ts;
 

@@ -28,6 +28,8 @@ int cache_dev_create (struct cairn_dev *lower, uint64_t seed,
                       struct cairn_dev **devp) CAIRN_WUR;
 int cache_dev_flip (struct cairn_dev *dev, uint64_t off, unsigned bit)
   CAIRN_WUR;
+int cache_dev_overlay (struct cairn_dev *lower, struct cairn_dev **devp)
+  CAIRN_WUR;
 bool cache_dev_recent (struct cairn_dev *dev, uint64_t r, uint64_t *offp);
 
 /* ---- the model (model.c) */
@@ -141,6 +143,8 @@ struct stress_opts {
   unsigned threads;
   bool mirror;                /* two devices, two copies, faults on one */
   unsigned kill_odds;         /* one flush in n kills the child; 0: none */
+  bool intent_log;            /* the child's pool logs its flushes
+                                 (txn-log.c), the check replays the log */
   bool verbose;
 };
 
@@ -153,7 +157,12 @@ struct stress_devs {
    */
   unsigned faulty, faulty_member;
 };
-int stress_devs_open (const struct stress_opts *o, bool cached,
+/* How stress_devs_open stacks the files: the child's (a cache that a kill
+ * empties, faults), read-only for fsck, or read-write on overlays that
+ * keep every write in memory (a check that replays the intent log).
+ */
+enum stress_devs_mode { DEVS_CHILD, DEVS_RDONLY, DEVS_OVERLAY };
+int stress_devs_open (const struct stress_opts *o, enum stress_devs_mode mode,
                       uint64_t seed, struct stress_devs *d) CAIRN_WUR;
 void stress_devs_close (struct stress_devs *d);
 int stress_format (const struct stress_opts *o) CAIRN_WUR;

@@ -7,8 +7,9 @@
  * were let go).  A durable point is an operation that makes everything
  * acknowledged before it began durable, and itself when it returns: a
  * flush, a snapshot (snap_create commits) or a data operation with FUA
- * (vol_pwrite commits).  Let P be the begin record of the last durable
- * point that ended with success.  Then:
+ * (vol_pwrite flushes: a commit, or with --intent-log a log write, which
+ * makes as much durable: txn-log.c, IL-1, IL-2, IL-5).  Let P be the
+ * begin record of the last durable point that ended with success.  Then:
  *
  *  V1. Every operation that ended with success before P was acknowledged
  *      before that durable point began, so it is durable; so is every
@@ -153,7 +154,7 @@ is_data (char kind)
 
 /* Is op durable once it returns, with everything acknowledged before it
  * began (V1): a flush, a snapshot (snap_create commits), a data operation
- * with FUA (vol_pwrite commits)?
+ * with FUA (vol_pwrite flushes, through the intent log when it is on)?
  */
 static bool
 is_durable_point (const struct mop *op)

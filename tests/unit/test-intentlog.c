@@ -449,3 +449,100 @@ Test (intentlog, cut_everywhere, .timeout = 600)
   cr_assert_gt (replays, cuts / 4, "few cuts left a log to replay");
   dev_close (base);
 }
+
+/* Flip a bit of copy 0 of the logical block addr of the mirror top, on
+ * the member that holds it.
+ */
+static void
+flip_copy0 (struct cairn_dev *top, struct cairn_dev *const *members,
+            uint64_t addr)
+{
+  unsigned mem;
+  uint64_t phys, run;
+  uint8_t byte;
+
+  cr_assert_eq (dev_chunk_locate (top, addr * 4096 + 100, 0, &mem, &phys,
+                                  &run), 0);
+  cr_assert_eq (dev_pread (members[mem], &byte, 1, phys), 0);
+  byte ^= 0x40;
+  cr_assert_eq (dev_pwrite (members[mem], &byte, 1, phys), 0);
+}
+
+/* On a mirror, a crash after a logged flush, then copy 0 of every log
+ * block and of every flushed write's data damaged: replay reads the other
+ * copy (IL-2, IL-5 check every copy, as every checked read does) and
+ * loses no flushed write.  Replay that read copy 0 alone ended the log at
+ * the first damaged block, and lost what the log alone held.
+ */
+Test (intentlog, replay_reads_every_copy)
+{
+  struct cairn_dev *mem[2], *crash[2], *top, *ctop;
+  struct cairn_pool *pool;
+  struct cairn_volume *v;
+  struct pool_log_info li;
+  struct fsck_report rep;
+  uint8_t buf[4096], want[8][4096];
+  uint64_t damaged = 0;
+
+  for (unsigned i = 0; i < 2; i++)
+    cr_assert_eq (dev_mem_create (IL_DEV_SIZE, &mem[i]), 0);
+  cr_assert_eq (dev_chunk_format (mem, 2, &(struct dev_chunk_format_opts) {
+                                    .profile = DEV_PROFILE_MIRROR }, NULL),
+                0, "%s", cairn_errmsg ());
+  cr_assert_eq (dev_chunk_open (mem, 2, 0, &top), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_format (top, NULL, NULL), 0, "%s", cairn_errmsg ());
+  pool = open_logged (top);
+  cr_assert_eq (vol_create (pool, "v", IL_VSIZE, NULL), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (vol_open (pool, "v", &v), 0, "%s", cairn_errmsg ());
+  /* The first flush makes the ring and commits (IL-8); the next logs. */
+  cr_assert_eq (vol_flush (v), 0, "%s", cairn_errmsg ());
+  for (unsigned b = 0; b < 8; b++) {
+    tag_block (want[b], 9000 + b);
+    cr_assert_eq (vol_pwrite (v, want[b], 4096, b * 4096ull, 0), 0);
+  }
+  cr_assert_eq (vol_flush (v), 0, "%s", cairn_errmsg ());
+  cr_assert_eq (pool_log_info (pool, &li), 0);
+  cr_assert_gt (li.flushes, 0, "the flush did not go to the log");
+  /* The crash: the members as that flush left them. */
+  for (unsigned i = 0; i < 2; i++)
+    crash[i] = copy_dev (mem[i], IL_DEV_SIZE);
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  dev_close (top);
+  for (unsigned i = 0; i < 2; i++)
+    dev_close (mem[i]);
+
+  cr_assert_eq (dev_chunk_open (crash, 2, 0, &ctop), 0, "%s", cairn_errmsg ());
+  rep = assert_clean (ctop);
+  cr_assert_eq (rep.intentlog_records, 8, "the log holds %" PRIu64
+                " records", rep.intentlog_records);
+  /* Copy 0 of every ring block and of every block holding a write. */
+  for (uint64_t b = 0; b < li.nblocks; b++)
+    flip_copy0 (ctop, crash, li.start + b);
+  for (uint64_t a = 0; a < ctop->size / 4096; a++) {
+    if (a >= li.start && a < li.start + li.nblocks)
+      continue;
+    cr_assert_eq (dev_pread (ctop, buf, 4096, a * 4096), 0);
+    for (unsigned b = 0; b < 8; b++)
+      if (memcmp (buf, want[b], 4096) == 0) {
+        flip_copy0 (ctop, crash, a);
+        damaged++;
+      }
+  }
+  cr_assert_eq (damaged, 8, "found %" PRIu64 " of the 8 data blocks", damaged);
+  pool = pool_open_ok (ctop);
+  cr_assert_eq (vol_open (pool, "v", &v), 0, "%s", cairn_errmsg ());
+  for (unsigned b = 0; b < 8; b++) {
+    cr_assert_eq (vol_pread (v, buf, 4096, b * 4096ull), 0, "%s",
+                  cairn_errmsg ());
+    cr_assert_eq (memcmp (buf, want[b], 4096), 0, "block %u: the flushed "
+                  "write was lost in the replay", b);
+  }
+  vol_close (v);
+  cr_assert_eq (pool_close (pool), 0, "%s", cairn_errmsg ());
+  rep = assert_clean (ctop);
+  cr_assert_eq (rep.intentlog_records, 0);
+  dev_close (ctop);
+  for (unsigned i = 0; i < 2; i++)
+    dev_close (crash[i]);
+}

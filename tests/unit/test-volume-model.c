@@ -2,7 +2,10 @@
  * and snapshot is a byte array, compared after every step, across
  * snapshots, clones, diffs, deletes (also of states still open), resizes,
  * rollbacks, commits and reopens (fsck clean at each), ending with every
- * block given back.
+ * block given back.  A second, shorter case runs with the intent log on
+ * (engine/txn-log.c): most commits are log flushes, and half the reopens
+ * are crashes right after one, reopened (replayed) from a copy of the
+ * device as the flush left it.
  * Its seed is printed (test-util.h).
  */
 #include <config.h>
@@ -35,6 +38,9 @@ static void drop_state (struct state *s);
 
 struct world {
   struct cairn_dev *dev;
+  uint64_t dev_size;
+  bool intent_log;            /* flushes log; some reopens are crashes */
+  unsigned crashes, replays;  /* crash reopens; those with records live */
   struct cairn_pool *pool;
   struct state st[MAXSTATES];
   unsigned next_vol, next_snap;
@@ -42,6 +48,8 @@ struct world {
   unsigned rollbacks, zombies;
   struct rng r;
 };
+
+static void do_write (struct world *w, struct state *s);
 
 static struct state *
 pick (struct world *w, int want_snapshot)
@@ -131,14 +139,79 @@ open_handles (struct world *w)
                     cairn_errmsg ());
 }
 
+/* Open the world's pool, with the intent log if the world wants it. */
+static struct cairn_pool *
+world_open (struct world *w)
+{
+  struct cairn_pool *pool;
+
+  cr_assert_eq (pool_open (w->dev, &(struct pool_open_opts) {
+                             .intent_log = w->intent_log }, &pool), 0,
+                "%s", cairn_errmsg ());
+  return pool;
+}
+
+/* Make every change so far durable: a commit, or with the intent log
+ * mostly a log flush (the first after an open commits, IL-8).
+ */
+static void
+do_flush (struct world *w)
+{
+  if (w->intent_log && rng_below (&w->r, 4) != 0)
+    cr_assert_eq (pool_log_flush (w->pool), 0, "%s", cairn_errmsg ());
+  else
+    cr_assert_eq (pool_commit (w->pool), 0, "%s", cairn_errmsg ());
+}
+
+/* With the intent log: a crash right after a write and a log flush (so
+ * that the log holds a record, unless that flush had to commit).  The
+ * device is
+ * copied as the flush left it (background reclaim waited out first, so
+ * nothing writes meanwhile), the pool is dropped without its closing
+ * commit mattering, and the copy is opened read-write, which replays the
+ * log: every state must be as the model has it.  fsck is clean before the
+ * replay (a live log is no problem) and after.
+ */
+static void
+crash (struct world *w, const char *when)
+{
+  struct cairn_dev *copy;
+  struct fsck_report rep;
+  struct problems p;
+  struct state *v = pick (w, 0);
+
+  if (v != NULL)
+    do_write (w, v);
+  cr_assert_eq (vol_reclaim_wait (w->pool, NULL, NULL), 0, "%s",
+                cairn_errmsg ());
+  cr_assert_eq (pool_log_flush (w->pool), 0, "%s", cairn_errmsg ());
+  copy = copy_dev (w->dev, w->dev_size);
+  close_handles (w);
+  (void) pool_close (w->pool);
+  dev_close (w->dev);
+  w->dev = copy;
+  rep = run_fsck (w->dev, &p);
+  cr_assert_eq (rep.errors, 0, "%s, a crash after a log flush: fsck: %s",
+                when, p.text);
+  w->crashes++;
+  w->replays += rep.intentlog_records > 0;
+}
+
 static void
 reopen (struct world *w, const char *when)
 {
   w->reopens++;
-  close_handles (w);
-  cr_assert_eq (pool_close (w->pool), 0, "%s", cairn_errmsg ());
-  assert_fsck_clean (w->dev, when);
-  w->pool = pool_open_ok (w->dev);
+  if (w->intent_log && rng_below (&w->r, 2) == 0)
+    crash (w, when);
+  else {
+    close_handles (w);
+    cr_assert_eq (pool_close (w->pool), 0, "%s", cairn_errmsg ());
+    assert_fsck_clean (w->dev, when);
+  }
+  w->pool = world_open (w);
+  /* The first flush after an open commits (IL-8): the next ones log. */
+  if (w->intent_log)
+    cr_assert_eq (pool_log_flush (w->pool), 0, "%s", cairn_errmsg ());
   /* Small background steps, so deletes span commits and reopens. */
   vol_reclaim_set_budget (w->pool, 8 + rng_below (&w->r, 64));
   open_handles (w);
@@ -464,24 +537,29 @@ do_resize (struct world *w, struct state *v)
 /* Random histories of writes, trims, zeros, snapshots, clones, deletes,
  * resizes, commits and reopens; every state equals its model after every
  * step; fsck is clean at every reopen; deleting everything gives back
- * every block.
+ * every block.  name prints with the seed; with intent_log, flushes log
+ * and half the reopens are crashes (crash above).
  */
-Test (volume, model_random_histories, .timeout = 600)
+static void
+random_histories (const char *name, unsigned steps, uint64_t dev_size,
+                  bool intent_log)
 {
-  struct world w = { 0 };
+  struct world w = { .dev_size = dev_size, .intent_log = intent_log };
   struct pool_info base, after;
-  const unsigned steps = 2500;
 
-  w.r.s = test_seed ("volume.model_random_histories", 4242);
-  w.dev = mem_pool (512 << 20, NULL);
-  w.pool = pool_open_ok (w.dev);
-  /* The empty pool's figure, with the catalog's own trees in place. */
+  w.r.s = test_seed (name, 4242);
+  w.dev = mem_pool (dev_size, NULL);
+  w.pool = world_open (&w);
+  /* The empty pool's figure, with the catalog's own trees in place (and
+   * the intent log's ring, which the first flush makes and nothing frees).
+   */
   cr_assert_eq (vol_create (w.pool, "probe", 1 << 20, NULL), 0);
   cr_assert_eq (vol_delete (w.pool, "probe", 0), 0);
   cr_assert_eq (vol_reclaim_wait (w.pool, NULL, NULL), 0);
+  cr_assert_eq (pool_log_flush (w.pool), 0);
   cr_assert_eq (pool_commit (w.pool), 0);
   cr_assert_eq (pool_close (w.pool), 0);
-  w.pool = pool_open_ok (w.dev);
+  w.pool = world_open (&w);
   pool_info (w.pool, &base);
 
   new_volume (&w);
@@ -513,7 +591,7 @@ Test (volume, model_random_histories, .timeout = 600)
     else if (dice < 90 && (s = pick (&w, 1)))
       do_rollback (&w, s);
     else if (dice < 95)
-      cr_assert_eq (pool_commit (w.pool), 0, "%s", cairn_errmsg ());
+      do_flush (&w);
     else if (dice >= 97 && (s = pick_zombie (&w))) {
       /* A client of a deleted state writes (if it can), or goes away. */
       if (!s->snapshot && rng_below (&w.r, 2))
@@ -534,20 +612,27 @@ Test (volume, model_random_histories, .timeout = 600)
   }
   reopen (&w, "end of history");
   check_all (&w, "end of history");
-  fprintf (stderr, "volume.model_random_histories: %u volumes, %u snapshots, "
-           "%u clones, %u snapshot deletes, %u volume deletes, %u reopens\n",
-           w.next_vol, w.next_snap, w.clones, w.snap_deletes, w.vol_deletes,
-           w.reopens);
-  fprintf (stderr, "volume.model_random_histories: %u diffs, %u snapshot "
-           "deletes freeing unique data, %u rollbacks, %u deletes while "
-           "open\n", w.diffs, w.unique_checks, w.rollbacks, w.zombies);
-  cr_assert_gt (w.rollbacks, 1);
-  cr_assert_gt (w.diffs, 10);
-  cr_assert_gt (w.unique_checks, 5);
-  cr_assert_gt (w.clones, 10);
-  cr_assert_gt (w.snap_deletes, 10);
-  cr_assert_gt (w.vol_deletes, 10);
-  cr_assert_gt (w.zombies, 10);
+  fprintf (stderr, "%s: %u volumes, %u snapshots, %u clones, %u snapshot "
+           "deletes, %u volume deletes, %u reopens\n", name, w.next_vol,
+           w.next_snap, w.clones, w.snap_deletes, w.vol_deletes, w.reopens);
+  fprintf (stderr, "%s: %u diffs, %u snapshot deletes freeing unique data, "
+           "%u rollbacks, %u deletes while open\n", name, w.diffs,
+           w.unique_checks, w.rollbacks, w.zombies);
+  if (intent_log) {
+    fprintf (stderr, "%s: %u crashes after a log flush, %u with live log "
+             "records to replay\n", name, w.crashes, w.replays);
+    cr_assert (w.replays > 0 && w.replays * 2 >= w.crashes, "%u of %u "
+               "crashes left a log to replay", w.replays, w.crashes);
+  }
+  else {
+    cr_assert_gt (w.rollbacks, 1);
+    cr_assert_gt (w.diffs, 10);
+    cr_assert_gt (w.unique_checks, 5);
+    cr_assert_gt (w.clones, 10);
+    cr_assert_gt (w.snap_deletes, 10);
+    cr_assert_gt (w.vol_deletes, 10);
+    cr_assert_gt (w.zombies, 10);
+  }
 
   /* Delete everything: every block comes back. */
   close_handles (&w);
@@ -571,4 +656,18 @@ Test (volume, model_random_histories, .timeout = 600)
                 base.space.allocated, base.spacemap_blocks);
   cr_assert_eq (pool_close (w.pool), 0);
   dev_close (w.dev);
+}
+
+Test (volume, model_random_histories, .timeout = 600)
+{
+  random_histories ("volume.model_random_histories", 2500, 512 << 20, false);
+}
+
+/* The same with the intent log on: shorter, on a smaller device (each
+ * crash copies it).
+ */
+Test (volume, model_random_histories_intent_log, .timeout = 600)
+{
+  random_histories ("volume.model_random_histories_intent_log", 500,
+                    96 << 20, true);
 }
