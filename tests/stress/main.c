@@ -20,6 +20,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -373,6 +374,21 @@ cmd_loop (struct stress_opts *o)
     co.seconds = 3600;
     life = MIN (life, MAX (left, 0.1));
     iter++;
+    /* The child truncates the journal when it starts; one killed before
+     * that (a slow machine, a short life) would leave the previous
+     * child's journal, which the check would apply a second time to the
+     * model that already holds it.  So the journal starts empty here.
+     */
+    {
+      int fd = open (journal, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+      if (fd < 0) {
+        fprintf (stderr, "stress: %s: %s\n", journal, strerror (errno));
+        rc = 2;
+        break;
+      }
+      close (fd);
+    }
     fflush (NULL);
     pid = fork ();
     if (pid == 0) {
