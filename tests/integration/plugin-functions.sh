@@ -84,6 +84,28 @@ uri () {
   echo "nbd+unix:///$1?socket=$SOCK"
 }
 
+# fio_verify EXPORT JOBS DEPTH SIZE [FIO-OPTIONS...]: fio through its NBD
+# engine, JOBS jobs each on its own connection and its own SIZE of EXPORT,
+# random 4 KiB writes with DEPTH requests in flight, every block verified
+# (crc32c); fails, showing fio's output, on any error or verify failure.
+# fio writes its verify state files (local-*-verify.state) into the
+# current directory: it runs in the test's own.
+fio_verify () {
+  local export=$1 jobs=$2 depth=$3 size=$4 rc=0
+  shift 4
+  (cd "$TMPDIR_TEST" && fio --name=cairn --ioengine=nbd --uri="$(uri "$export")" \
+    --rw=randwrite --bs=4k --iodepth="$depth" --numjobs="$jobs" \
+    --size="$size" --offset_increment="$size" \
+    --verify=crc32c --verify_fatal=1 --verify_backlog=0 \
+    --randrepeat=1 --group_reporting "$@" >"$TMPDIR_TEST/fio.out" 2>&1) || rc=$?
+  if [ $rc -ne 0 ] ||
+     grep -qiE "verify: bad|bad magic|crc32c: verify failed|err= *[1-9]" \
+       "$TMPDIR_TEST/fio.out"; then
+    cat "$TMPDIR_TEST/fio.out"
+    return 1
+  fi
+}
+
 # fuse_attach DIR EXPORT [NBDFUSE-OPTIONS]: the export as the file DIR/nbd,
 # through nbdfuse in the background; skips the test where FUSE does not
 # work.

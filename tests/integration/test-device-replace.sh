@@ -28,18 +28,10 @@ expect 0
 truncate -s 48M "$C" "$D"
 truncate -s 8M "$TMPDIR_TEST/small"
 
-# run_fio EXTRA-OPTIONS...: two jobs, two NBD connections, each on its
-# own 8 MiB of v; fails on any error or verify failure.
+# run_fio [FIO-OPTIONS...]: two jobs, two NBD connections, each on its
+# own 8 MiB of v.
 run_fio () {
-  (cd "$TMPDIR_TEST" && fio --name=replace --ioengine=nbd --uri="$(uri v)" \
-    --rw=randwrite --bs=4k --iodepth=8 --numjobs=2 \
-    --size=8M --offset_increment=8M \
-    --verify=crc32c --verify_fatal=1 --verify_backlog=0 \
-    --randrepeat=1 --group_reporting "$@" >"$TMPDIR_TEST/fio.out" 2>&1)
-  local rc=$?
-  [ $rc -eq 0 ] || { cat "$TMPDIR_TEST/fio.out"; return 1; }
-  ! grep -qiE "verify: bad|bad magic|crc32c: verify failed|err= *[1-9]" \
-    "$TMPDIR_TEST/fio.out"
+  fio_verify v 2 8 8M "$@"
 }
 
 # B by C online, while fio writes.
@@ -59,7 +51,7 @@ run_fio &
 fio_pid=$!
 run --socket "$CTL" device replace "$B" "$C" --wait
 expect 0 "state +finished"
-wait $fio_pid || { cat "$TMPDIR_TEST/fio.out"; fail "fio reported errors during the replace"; }
+wait $fio_pid || fail "fio reported errors during the replace"
 jcheck_rc '([(m["index"], m["state"], m["path"]) for m in j["devices"]["members"]] ==
   [(0, "online", "'"$A"'"), (1, "online", "'"$C"'")] and
   j["devices"]["redundant"] and j["devices"]["replace"]["state"] == "finished")' \
@@ -74,7 +66,7 @@ expect 1 "devB is not a Cairn pool"
 # C alone holds everything.
 POOL=$C
 start_plugin degraded=true
-run_fio --verify_only || { cat "$TMPDIR_TEST/fio.out"; fail "C alone does not hold what fio wrote"; }
+run_fio --verify_only || fail "C alone does not hold what fio wrote"
 stop_plugin
 
 # A dies: the pool opens degraded from C alone; A is replaced by D.
@@ -92,7 +84,7 @@ stop_plugin
 start_plugin pool="$D" control="$CTL"
 run --socket "$CTL" status
 expect 0 "state +ok$"
-run_fio --verify_only || { cat "$TMPDIR_TEST/fio.out"; fail "C and D do not hold what fio wrote"; }
+run_fio --verify_only || fail "C and D do not hold what fio wrote"
 nbdsh -u "$(uri v)" -c 'h.pwrite(b"\x5c" * 4096, 0)' ||
   fail "the pool of C and D is not writable"
 run --socket "$CTL" scrub start --wait
