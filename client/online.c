@@ -677,8 +677,9 @@ cmd_status (const struct cli *cli, int argc, char **argv)
     else if (jnum (il, "ring_blocks"))
       snprintf (buf, sizeof buf, "off: a flush commits (the pool keeps its "
                 "%s ring)", ring);
-    if (jnum (il, "live_records") || jnum (il, "ring_blocks") ||
-        json_is_true (json_object_get (il, "active")))
+    else
+      buf[0] = '\0';
+    if (buf[0])
       field ("intent log", buf);
   }
   /* I/O statistics exist only in a running server (cairn stats). */
